@@ -1,0 +1,49 @@
+# tickwork — every target installs what it needs from the package registries and starts the
+# local servers it uses (scripts/with-servers.sh stops them on exit, pass or fail).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+MOTO_VERSION     := 5.2.5
+DYNALITE_VERSION := 4.0.0
+VENV     := .venv
+DYNALITE := .tools/dynalite/node_modules/dynalite/cli.js
+CARGO    ?= cargo
+WITH_SERVERS := scripts/with-servers.sh
+
+.PHONY: help deps test lint fmt clippy servers prove-lock clean
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(VENV)/.moto-$(MOTO_VERSION):
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check 'moto[server]==$(MOTO_VERSION)'
+	touch $@
+
+$(DYNALITE):
+	mkdir -p .tools/dynalite
+	cd .tools/dynalite && npm install --no-audit --no-fund --silent dynalite@$(DYNALITE_VERSION)
+
+deps: $(VENV)/.moto-$(MOTO_VERSION) $(DYNALITE) ## install the local DynamoDB/S3 servers (moto, dynalite)
+
+fmt: ## check formatting
+	$(CARGO) fmt --all -- --check
+
+clippy: ## lint Rust, warnings are errors
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+lint: fmt clippy ## every static check
+
+test: deps lint ## static checks, unit tests, and integration tests against the local servers
+	$(WITH_SERVERS) $(CARGO) test --workspace
+
+prove-lock: deps ## show that bare moto loses concurrent updates (expects the atomicity tests to FAIL)
+	@if TICKWORK_MOTO_UNLOCKED=1 TICKWORK_NO_DYNALITE=1 $(WITH_SERVERS) $(CARGO) test -p tickwork-tests --test it atomicity; \
+	then echo "unexpected: bare moto kept every update this time"; exit 1; \
+	else echo "as expected: without the lock, moto lost updates (see the assertion values above)"; fi
+
+servers: deps ## run the local servers in the foreground (Ctrl-C stops them); prints the endpoints
+	$(WITH_SERVERS) bash -c 'env | grep -E "^(AWS_ENDPOINT_URL|TICKWORK_DYNALITE)"; echo "Ctrl-C to stop"; sleep infinity'
+
+clean: ## remove build output and local tools
+	rm -rf target $(VENV) .tools .local

@@ -1,0 +1,166 @@
+//! Errors a caller can act on, mapped once from the SDK's.
+//!
+//! Why: "the lease is held by someone else" and "DynamoDB is unreachable" need different reactions,
+//! so SDK errors are never stringified: they become variants. A failed condition is not an error for
+//! the modules above this one; they turn [`DbError::ConditionFailed`] into typed outcomes.
+
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+
+use crate::capacity::Item;
+
+/// Why one transaction item was cancelled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CancelReason {
+    /// `None` (or `"None"`) when this item was not the cause.
+    pub code: Option<String>,
+    /// The item as it was, when the request asked for it.
+    pub item: Option<Item>,
+}
+
+impl CancelReason {
+    /// Did this item's condition fail?
+    pub fn condition_failed(&self) -> bool {
+        self.code.as_deref() == Some("ConditionalCheckFailed")
+    }
+}
+
+/// A DynamoDB call that did not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    /// The condition expression was false. Billed, and usually an outcome, not a failure.
+    #[error("condition failed on `{table}`")]
+    ConditionFailed {
+        /// Table of the write.
+        table: String,
+        /// The existing item, when the request asked for it on failure.
+        item: Option<Box<Item>>,
+    },
+    /// A transaction was cancelled; `reasons` is index-aligned with the request's items.
+    #[error("transaction cancelled: {}", summarize(.reasons))]
+    TransactionCanceled {
+        /// One reason per transaction item.
+        reasons: Vec<CancelReason>,
+    },
+    /// The table does not exist on this endpoint.
+    #[error("DynamoDB table `{table}` does not exist on this endpoint (create it with `tickctl provision`)")]
+    TableNotFound {
+        /// The missing table.
+        table: String,
+    },
+    /// Still throttled after the retry policy's attempts.
+    #[error("throttled by DynamoDB on `{table}` ({op}) after retries")]
+    Throttled {
+        /// Operation.
+        op: &'static str,
+        /// Table.
+        table: String,
+        /// The SDK error.
+        #[source]
+        source: BoxError,
+    },
+    /// No answer: connection refused, DNS, timeout. Says nothing about the item's state.
+    #[error("DynamoDB unreachable during {op} on `{table}`")]
+    Unreachable {
+        /// Operation.
+        op: &'static str,
+        /// Table.
+        table: String,
+        /// The SDK error.
+        #[source]
+        source: BoxError,
+    },
+    /// A request DynamoDB would reject (batch too large, filter expression): refused before sending,
+    /// because the local server accepts some of these and we must not rely on it.
+    #[error("refused before sending: {0}")]
+    Invalid(String),
+    /// Any other service error.
+    #[error("DynamoDB {op} on `{table}` failed: {code}: {message}")]
+    Service {
+        /// Operation.
+        op: &'static str,
+        /// Table.
+        table: String,
+        /// Error code.
+        code: String,
+        /// Error message.
+        message: String,
+        /// The SDK error.
+        #[source]
+        source: BoxError,
+    },
+}
+
+/// A boxed source error.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+fn summarize(reasons: &[CancelReason]) -> String {
+    reasons
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| match r.code.as_deref() {
+            None | Some("None") => None,
+            Some(c) => Some(format!("item {i}: {c}")),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Error codes DynamoDB uses for throttling.
+pub const THROTTLING_CODES: &[&str] = &[
+    "ThrottlingException",
+    "ProvisionedThroughputExceededException",
+    "RequestLimitExceeded",
+    "Throttling",
+];
+
+impl DbError {
+    /// Is this a throttle (after retries)?
+    pub fn is_throttle(&self) -> bool {
+        matches!(self, DbError::Throttled { .. })
+    }
+
+    /// Maps an SDK error for `op` on `table`. Condition failures with their item are mapped by
+    /// the caller, which knows the operation's error type.
+    pub fn from_sdk<E, R>(op: &'static str, table: &str, err: SdkError<E, R>) -> DbError
+    where
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+        R: std::fmt::Debug + Send + Sync + 'static,
+    {
+        let table = table.to_string();
+        match &err {
+            SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => {
+                return DbError::Unreachable {
+                    op,
+                    table,
+                    source: Box::new(err),
+                }
+            }
+            SdkError::ConstructionFailure(_) => {
+                return DbError::Invalid(format!("{op} on `{table}`: {err}"))
+            }
+            _ => {}
+        }
+        let code = err.code().unwrap_or("Unknown").to_string();
+        let message = err.message().unwrap_or("").to_string();
+        if code == "ResourceNotFoundException" {
+            return DbError::TableNotFound { table };
+        }
+        if code == "ConditionalCheckFailedException" {
+            return DbError::ConditionFailed { table, item: None };
+        }
+        if THROTTLING_CODES.contains(&code.as_str()) {
+            return DbError::Throttled {
+                op,
+                table,
+                source: Box::new(err),
+            };
+        }
+        DbError::Service {
+            op,
+            table,
+            code,
+            message,
+            source: Box::new(err),
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! # tickwork
+//!
+//! Scheduled background work on DynamoDB that is cheap **and** correct. Every module exists because
+//! of a production failure (see the project's `DESIGN.md`), and obeys three rules:
+//!
+//! 1. A list with a limit and no cursor is a bug: [`pager`] follows cursors to exhaustion or hands
+//!    back a resumable [`pager::Cursor`].
+//! 2. A filter after a read is billed as if returned: [`db::Db::query`] refuses filter expressions;
+//!    the discriminator goes in the key condition.
+//! 3. Coordination is not idempotency, and neither is a watermark: [`lease`] (with fencing),
+//!    [`slot`], [`watermark`] and [`idempotency`] are separate tools, and scheduled work uses all.
+//!
+//! ## Layout
+//! - [`db`]: the one place DynamoDB calls go through; meters them ([`meter`], [`capacity`]) and
+//!   maps errors ([`error`]).
+//! - [`lease`]: leader lease per job with a fencing token; [`lease::fenced_write`].
+//! - [`slot`], [`watermark`], [`idempotency`]: window records, progress marks, per-unit keys.
+//! - [`pager`], [`budget`]: enumeration that stops between pages with a cursor.
+//! - [`retry`], [`config`], [`clock`], [`schema`]: policy, settings, time, table definitions.
+//!
+//! No Lambda types appear here: the Lambda crates translate their events and deadlines into these.
+
+pub mod budget;
+pub mod capacity;
+pub mod clock;
+pub mod config;
+pub mod db;
+pub mod error;
+pub mod idempotency;
+pub mod lease;
+pub mod meter;
+pub mod pager;
+pub mod retry;
+pub mod schema;
+pub mod slot;
+pub mod watermark;
+
+pub use db::Db;
+pub use error::DbError;

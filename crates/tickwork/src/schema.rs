@@ -1,0 +1,274 @@
+//! Table definitions and attribute names, written once.
+//!
+//! Why: `template.yaml`, `tickctl provision` and every test create tables from these definitions,
+//! so local tables cannot drift from deployed ones. Attribute names are constants so that a typo
+//! is a compile error, not a condition that silently never matches.
+//!
+//! ## The control table (`<prefix>-control`)
+//! Key `pk` (S) + `sk` (S); TTL on `ttl` (epoch seconds). One table holds every coordination item:
+//!
+//! | item | `pk` | `sk` |
+//! |---|---|---|
+//! | lease | `lease#<job>` | `lease` |
+//! | slot record | `slot#<job>` | `<slot>` |
+//! | watermark + pause switch | `wm#<job>` | `wm` |
+//! | idempotency record | `idem#<scope>` | `<key>` |
+//! | checkpoint (cursor) | `ckpt#<job>` | `<name>` |
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement,
+    KeyType, Projection as SdkProjection, ProjectionType, ScalarAttributeType,
+    TimeToLiveSpecification,
+};
+use aws_sdk_dynamodb::Client;
+
+use crate::capacity::{GsiShape, Item, Projection};
+use crate::error::DbError;
+
+/// Partition key attribute of every tickwork table.
+pub const PK: &str = "pk";
+/// Sort key attribute of every tickwork table.
+pub const SK: &str = "sk";
+/// TTL attribute (epoch seconds) where records expire.
+pub const TTL: &str = "ttl";
+
+/// A key attribute's scalar type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScalarType {
+    /// String.
+    S,
+    /// Number.
+    N,
+}
+
+/// A key attribute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyAttr {
+    /// Attribute name.
+    pub name: &'static str,
+    /// Scalar type.
+    pub ty: ScalarType,
+}
+
+/// A string key attribute.
+pub const fn s(name: &'static str) -> KeyAttr {
+    KeyAttr {
+        name,
+        ty: ScalarType::S,
+    }
+}
+/// A number key attribute.
+pub const fn n(name: &'static str) -> KeyAttr {
+    KeyAttr {
+        name,
+        ty: ScalarType::N,
+    }
+}
+
+/// A global secondary index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GsiDef {
+    /// Index name.
+    pub name: &'static str,
+    /// Index partition key.
+    pub pk: KeyAttr,
+    /// Index sort key.
+    pub sk: Option<KeyAttr>,
+    /// Projected attributes.
+    pub projection: Projection,
+}
+
+/// A table, as both `template.yaml` and the local servers know it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableDef {
+    /// Logical name (`control`, `queue`, ...); the physical name adds a prefix.
+    pub logical: &'static str,
+    /// Partition key.
+    pub pk: KeyAttr,
+    /// Sort key.
+    pub sk: Option<KeyAttr>,
+    /// GSIs.
+    pub gsis: Vec<GsiDef>,
+    /// TTL attribute, when records expire.
+    pub ttl: Option<&'static str>,
+}
+
+impl TableDef {
+    /// The GSI shapes the capacity estimator needs.
+    pub fn gsi_shapes(&self) -> Vec<GsiShape> {
+        let table_keys: Vec<String> = std::iter::once(self.pk.name)
+            .chain(self.sk.as_ref().map(|k| k.name))
+            .map(str::to_string)
+            .collect();
+        self.gsis
+            .iter()
+            .map(|g| GsiShape {
+                name: g.name.to_string(),
+                pk: g.pk.name.to_string(),
+                sk: g.sk.as_ref().map(|k| k.name.to_string()),
+                table_keys: table_keys.clone(),
+                projection: g.projection.clone(),
+            })
+            .collect()
+    }
+}
+
+/// The control table: leases, slots, watermarks, idempotency records, checkpoints.
+pub fn control_table() -> TableDef {
+    TableDef {
+        logical: "control",
+        pk: s(PK),
+        sk: Some(s(SK)),
+        gsis: vec![],
+        ttl: Some(TTL),
+    }
+}
+
+fn key_schema(pk: &KeyAttr, sk: Option<&KeyAttr>) -> Vec<KeySchemaElement> {
+    let mut v = vec![KeySchemaElement::builder()
+        .attribute_name(pk.name)
+        .key_type(KeyType::Hash)
+        .build()
+        .expect("key")];
+    if let Some(sk) = sk {
+        v.push(
+            KeySchemaElement::builder()
+                .attribute_name(sk.name)
+                .key_type(KeyType::Range)
+                .build()
+                .expect("key"),
+        );
+    }
+    v
+}
+
+fn attr_def(k: &KeyAttr) -> AttributeDefinition {
+    let ty = match k.ty {
+        ScalarType::S => ScalarAttributeType::S,
+        ScalarType::N => ScalarAttributeType::N,
+    };
+    AttributeDefinition::builder()
+        .attribute_name(k.name)
+        .attribute_type(ty)
+        .build()
+        .expect("attr")
+}
+
+/// Creates `name` from `def` (on-demand billing, TTL when declared) and waits until it is active.
+/// An existing table is left as it is.
+pub async fn create_table(client: &Client, def: &TableDef, name: &str) -> Result<(), DbError> {
+    let mut attrs: Vec<KeyAttr> = vec![def.pk.clone()];
+    attrs.extend(def.sk.clone());
+    for g in &def.gsis {
+        attrs.push(g.pk.clone());
+        attrs.extend(g.sk.clone());
+    }
+    let mut seen = std::collections::HashSet::new();
+    attrs.retain(|a| seen.insert(a.name));
+    let mut req = client
+        .create_table()
+        .table_name(name)
+        .billing_mode(BillingMode::PayPerRequest)
+        .set_key_schema(Some(key_schema(&def.pk, def.sk.as_ref())))
+        .set_attribute_definitions(Some(attrs.iter().map(attr_def).collect()));
+    for g in &def.gsis {
+        let projection = match &g.projection {
+            Projection::All => SdkProjection::builder()
+                .projection_type(ProjectionType::All)
+                .build(),
+            Projection::KeysOnly => SdkProjection::builder()
+                .projection_type(ProjectionType::KeysOnly)
+                .build(),
+            Projection::Include(a) => SdkProjection::builder()
+                .projection_type(ProjectionType::Include)
+                .set_non_key_attributes(Some(a.clone()))
+                .build(),
+        };
+        req = req.global_secondary_indexes(
+            GlobalSecondaryIndex::builder()
+                .index_name(g.name)
+                .set_key_schema(Some(key_schema(&g.pk, g.sk.as_ref())))
+                .projection(projection)
+                .build()
+                .expect("gsi"),
+        );
+    }
+    match req.send().await {
+        Ok(_) => {}
+        Err(e)
+            if aws_sdk_dynamodb::error::ProvideErrorMetadata::code(&e)
+                == Some("ResourceInUseException") => {}
+        Err(e) => return Err(DbError::from_sdk("CreateTable", name, e)),
+    }
+    for _ in 0..600 {
+        let d = client
+            .describe_table()
+            .table_name(name)
+            .send()
+            .await
+            .map_err(|e| DbError::from_sdk("DescribeTable", name, e))?;
+        if d.table()
+            .and_then(|t| t.table_status())
+            .map(|s| s.as_str() == "ACTIVE")
+            .unwrap_or(false)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if let Some(attr) = def.ttl {
+        client
+            .update_time_to_live()
+            .table_name(name)
+            .time_to_live_specification(
+                TimeToLiveSpecification::builder()
+                    .attribute_name(attr)
+                    .enabled(true)
+                    .build()
+                    .expect("ttl"),
+            )
+            .send()
+            .await
+            .map_err(|e| DbError::from_sdk("UpdateTimeToLive", name, e))?;
+    }
+    Ok(())
+}
+
+/// A string attribute value.
+pub fn av_s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+/// A number attribute value.
+pub fn av_n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+/// A `pk`/`sk` key.
+pub fn key(pk: impl Into<String>, sk: impl Into<String>) -> HashMap<String, AttributeValue> {
+    HashMap::from([(PK.to_string(), av_s(pk)), (SK.to_string(), av_s(sk))])
+}
+
+/// Reads a string attribute.
+pub fn get_s<'a>(item: &'a Item, name: &str) -> Option<&'a str> {
+    item.get(name)
+        .and_then(|v| v.as_s().ok())
+        .map(String::as_str)
+}
+/// Reads a number attribute as i64.
+pub fn get_i64(item: &Item, name: &str) -> Option<i64> {
+    item.get(name)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|n| n.parse().ok())
+}
+/// Reads a number attribute as u64.
+pub fn get_u64(item: &Item, name: &str) -> Option<u64> {
+    item.get(name)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|n| n.parse().ok())
+}
+/// Reads a boolean attribute.
+pub fn get_bool(item: &Item, name: &str) -> Option<bool> {
+    item.get(name).and_then(|v| v.as_bool().ok()).copied()
+}

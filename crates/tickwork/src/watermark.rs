@@ -1,0 +1,181 @@
+//! Watermark: the last completed window per group, and the job's pause switch, in one item.
+//!
+//! Why (`000_*`): between boundaries a tick must cost one read. The watermark records the last
+//! completed window (e.g. local date per time-zone group); the idle tick reads it with one
+//! eventually consistent GetItem and returns. The same item carries the pause switch an operator
+//! flips (`tickctl pause`), so pausing costs no extra read.
+//!
+//! Item: `pk = wm#<job>`, `sk = wm`; one attribute `mark:<group>` (S) per group, compared as
+//! strings, so values must sort in time order (ISO dates do); `paused` (BOOL), `paused_reason`.
+//!
+//! ## Protocol
+//! - The watermark is written **last**, after every unit it covers succeeded, and only forward:
+//!   `attribute_not_exists(mark) OR mark < :new`.
+//! - It is fenced: written in a transaction with the lease's ConditionCheck, so a stale leader
+//!   that wakes late cannot move it ([`Advance::Stale`]).
+//! - A crash before the write makes the next tick redo the window; that is safe only because each
+//!   unit's effect has its own idempotency key. The watermark skips work; it never proves it.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
+
+use crate::clock::SharedClock;
+use crate::db::Db;
+use crate::error::DbError;
+use crate::lease::{fenced_write, Fence, Fenced};
+use crate::schema::{av_n, av_s, get_bool, get_s, key};
+
+/// Attribute name prefix for a group's mark.
+pub const MARK_PREFIX: &str = "mark:";
+/// Attribute: the pause switch.
+pub const PAUSED: &str = "paused";
+/// Attribute: why it was paused.
+pub const PAUSED_REASON: &str = "paused_reason";
+
+/// The watermark item's key.
+pub fn watermark_key(job: &str) -> crate::capacity::Item {
+    key(format!("wm#{job}"), "wm")
+}
+
+/// What one read of the watermark item tells.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct WatermarkState {
+    /// Last completed window per group.
+    pub marks: BTreeMap<String, String>,
+    /// Operator's pause switch.
+    pub paused: bool,
+    /// Why, when paused.
+    pub paused_reason: Option<String>,
+}
+
+/// Outcome of an advance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Advance {
+    /// Moved forward.
+    Advanced,
+    /// Our lease moved on: nothing written.
+    Stale,
+    /// Already at or past `value` (another leader finished first): nothing written.
+    NotForward {
+        /// The current mark.
+        current: Option<String>,
+    },
+}
+
+/// Watermarks in the control table.
+#[derive(Debug, Clone)]
+pub struct Watermarks {
+    db: Db,
+    table: String,
+    clock: SharedClock,
+}
+
+impl Watermarks {
+    /// Watermarks in `table`.
+    pub fn new(db: Db, table: impl Into<String>, clock: SharedClock) -> Self {
+        Self {
+            db,
+            table: table.into(),
+            clock,
+        }
+    }
+
+    /// One eventually consistent GetItem: marks and pause switch.
+    pub async fn read(&self, job: &str) -> Result<WatermarkState, DbError> {
+        let out = self
+            .db
+            .get(
+                self.db
+                    .client()
+                    .get_item()
+                    .table_name(&self.table)
+                    .set_key(Some(watermark_key(job))),
+            )
+            .await?;
+        let Some(item) = out.item() else {
+            return Ok(WatermarkState::default());
+        };
+        let marks = item
+            .iter()
+            .filter_map(|(k, v)| {
+                Some((
+                    k.strip_prefix(MARK_PREFIX)?.to_string(),
+                    v.as_s().ok()?.clone(),
+                ))
+            })
+            .collect();
+        Ok(WatermarkState {
+            marks,
+            paused: get_bool(item, PAUSED).unwrap_or(false),
+            paused_reason: get_s(item, PAUSED_REASON).map(str::to_string),
+        })
+    }
+
+    /// Moves `group`'s mark forward to `value`, fenced.
+    pub async fn advance(
+        &self,
+        fence: &Fence,
+        group: &str,
+        value: &str,
+    ) -> Result<Advance, DbError> {
+        let update = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(watermark_key(&fence.job)))
+            .update_expression("SET #m = :v, #at = :now")
+            .condition_expression("attribute_not_exists(#m) OR #m < :v")
+            .expression_attribute_names("#m", format!("{MARK_PREFIX}{group}"))
+            .expression_attribute_names("#at", "updated_at")
+            .expression_attribute_values(":v", av_s(value))
+            .expression_attribute_values(":now", av_n(self.clock.now_ms()))
+            .return_values_on_condition_check_failure(
+                aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld,
+            )
+            .build()
+            .expect("update has table, key and expression");
+        match fenced_write(
+            &self.db,
+            fence,
+            vec![TransactWriteItem::builder().update(update).build()],
+        )
+        .await?
+        {
+            Fenced::Written => Ok(Advance::Advanced),
+            Fenced::Stale => Ok(Advance::Stale),
+            Fenced::ConditionFailed { item, .. } => Ok(Advance::NotForward {
+                current: item
+                    .as_ref()
+                    .and_then(|i| get_s(i, &format!("{MARK_PREFIX}{group}")))
+                    .map(str::to_string),
+            }),
+        }
+    }
+
+    /// Flips the pause switch (operator action; not fenced, any time).
+    pub async fn set_paused(
+        &self,
+        job: &str,
+        paused: bool,
+        reason: Option<&str>,
+    ) -> Result<(), DbError> {
+        let mut req = self
+            .db
+            .client()
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(watermark_key(job)))
+            .expression_attribute_names("#p", PAUSED)
+            .expression_attribute_names("#r", PAUSED_REASON)
+            .expression_attribute_values(
+                ":p",
+                aws_sdk_dynamodb::types::AttributeValue::Bool(paused),
+            );
+        req = match reason {
+            Some(r) => req
+                .update_expression("SET #p = :p, #r = :r")
+                .expression_attribute_values(":r", av_s(r)),
+            None => req.update_expression("SET #p = :p REMOVE #r"),
+        };
+        self.db.update(req).await.map(|_| ())
+    }
+}

@@ -1,0 +1,108 @@
+//! Helpers for tests against the local servers started by `scripts/with-servers.sh`.
+//!
+//! Each test creates its own uniquely named tables (process id + counter), so tests run in
+//! parallel without seeing each other. Tables are not deleted: the servers are started for one
+//! `make test` run and discarded with everything in them.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use aws_config::{BehaviorVersion, SdkConfig};
+use tickwork::clock::{ManualClock, SharedClock};
+use tickwork::meter::{CapacitySource, Meter};
+use tickwork::retry::RetryPolicy;
+use tickwork::schema::{self, TableDef};
+use tickwork::Db;
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A name no other test (in this run or a parallel one) uses.
+pub fn unique(name: &str) -> String {
+    let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+    format!("t{}-{n}-{name}", std::process::id())
+}
+
+/// The SDK config for the local servers; fails with instructions when they are not running.
+pub async fn sdk_config() -> SdkConfig {
+    sdk_config_for(&endpoint("AWS_ENDPOINT_URL_DYNAMODB")).await
+}
+
+/// The SDK config for a given DynamoDB endpoint (dynalite, for instance).
+pub async fn sdk_config_for(dynamodb_endpoint: &str) -> SdkConfig {
+    aws_config::defaults(BehaviorVersion::latest())
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_credential_types::Credentials::new(
+            "test",
+            "test",
+            None,
+            None,
+            "tickwork-tests",
+        ))
+        .endpoint_url(dynamodb_endpoint)
+        .load()
+        .await
+}
+
+/// An endpoint from the environment, or a panic that says how to get one.
+pub fn endpoint(var: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| {
+        panic!("{var} is not set: run the tests through `make test` (scripts/with-servers.sh starts the local servers)")
+    })
+}
+
+/// A metered client on the local DynamoDB with its own retry partition.
+pub struct Local {
+    /// SDK config.
+    pub sdk: SdkConfig,
+    /// Metered client (capacity estimated by DynamoDB's rules).
+    pub db: Db,
+    /// Test clock.
+    pub clock: ManualClock,
+}
+
+impl Local {
+    /// Connects to the local moto server.
+    pub async fn new() -> Self {
+        let sdk = sdk_config().await;
+        Self::with_sdk(sdk)
+    }
+
+    /// Connects with a given config.
+    pub fn with_sdk(sdk: SdkConfig) -> Self {
+        let client =
+            tickwork::retry::work_client(&sdk, &RetryPolicy::default(), &unique("partition"));
+        let db = Db::new(client, Meter::new(CapacitySource::Estimate));
+        Self {
+            sdk,
+            db,
+            clock: ManualClock::at(1_700_000_000_000),
+        }
+    }
+
+    /// The test clock as a shared clock.
+    pub fn clock(&self) -> SharedClock {
+        Arc::new(self.clock.clone())
+    }
+
+    /// A fresh metered client on the same server, with its own meter.
+    pub fn fresh_db(&self) -> Db {
+        let client =
+            tickwork::retry::work_client(&self.sdk, &RetryPolicy::default(), &unique("partition"));
+        Db::new(client, Meter::new(CapacitySource::Estimate))
+    }
+
+    /// Creates a uniquely named table from `def` and registers its GSIs with the meter.
+    pub async fn table(&self, def: &TableDef) -> String {
+        let name = unique(def.logical);
+        schema::create_table(self.db.client(), def, &name)
+            .await
+            .expect("create table");
+        self.db.register_gsis(&name, def.gsi_shapes());
+        name
+    }
+
+    /// A uniquely named control table.
+    pub async fn control(&self) -> String {
+        self.table(&schema::control_table()).await
+    }
+}
