@@ -19,9 +19,17 @@ import sys
 import threading
 
 from moto.server import DomainDispatcherApplication, create_backend_app
-from werkzeug.serving import make_server
+from werkzeug.serving import WSGIRequestHandler, make_server
 
 LOCK = threading.Lock()
+
+
+class QuietHandler(WSGIRequestHandler):
+    """Logs errors only: a line per request costs time and fills the log on long runs."""
+
+    def log_request(self, code="-", size="-"):
+        if str(code).startswith("5"):
+            super().log_request(code, size)
 
 
 def locked(app):
@@ -61,7 +69,7 @@ def main():
         sys.setswitchinterval(args.switch_interval)
     app = DomainDispatcherApplication(create_backend_app)
     served = app if args.unlocked else locked(app)
-    server = make_server(args.host, args.port, served, threaded=True)
+    server = make_server(args.host, args.port, served, threaded=True, request_handler=QuietHandler)
     port = server.socket.getsockname()[1]
     tmp = args.port_file + ".tmp"
     with open(tmp, "w") as f:

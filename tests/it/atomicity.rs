@@ -17,18 +17,7 @@ async fn concurrent_compare_and_set_counter_is_exact() {
     let k = key("counter", "cas");
     let mut init = k.clone();
     init.insert("n".into(), av_n(0));
-    local
-        .db
-        .put(
-            local
-                .db
-                .client()
-                .put_item()
-                .table_name(&table)
-                .set_item(Some(init)),
-        )
-        .await
-        .unwrap();
+    local.db.put(local.db.client().put_item().table_name(&table).set_item(Some(init))).await.unwrap();
 
     let mut tasks = Vec::new();
     for _ in 0..THREADS {
@@ -39,13 +28,7 @@ async fn concurrent_compare_and_set_counter_is_exact() {
             let mut conflicts = 0;
             while done < INCREMENTS {
                 let got = db
-                    .get(
-                        db.client()
-                            .get_item()
-                            .table_name(&table)
-                            .set_key(Some(k.clone()))
-                            .consistent_read(true),
-                    )
+                    .get(db.client().get_item().table_name(&table).set_key(Some(k.clone())).consistent_read(true))
                     .await
                     .unwrap();
                 let n: i64 = got.item().unwrap()["n"].as_n().unwrap().parse().unwrap();
@@ -73,26 +56,12 @@ async fn concurrent_compare_and_set_counter_is_exact() {
     }
     let got = local
         .db
-        .get(
-            local
-                .db
-                .client()
-                .get_item()
-                .table_name(&table)
-                .set_key(Some(k))
-                .consistent_read(true),
-        )
+        .get(local.db.client().get_item().table_name(&table).set_key(Some(k)).consistent_read(true))
         .await
         .unwrap();
-    assert_eq!(
-        got.item().unwrap()["n"].as_n().unwrap(),
-        &(THREADS * INCREMENTS).to_string()
-    );
+    assert_eq!(got.item().unwrap()["n"].as_n().unwrap(), &(THREADS * INCREMENTS).to_string());
     // Contention really happened, or the test proved nothing about atomicity.
-    assert!(
-        conflicts > 0,
-        "no conflicting writes: the test did not exercise concurrency"
-    );
+    assert!(conflicts > 0, "no conflicting writes: the test did not exercise concurrency");
 }
 
 /// `SET n = n + :one` from 16 tasks: 800 updates, 800 counted.
@@ -122,15 +91,7 @@ async fn concurrent_atomic_add_is_exact() {
     }
     let got = local
         .db
-        .get(
-            local
-                .db
-                .client()
-                .get_item()
-                .table_name(&table)
-                .set_key(Some(key("counter", "add")))
-                .consistent_read(true),
-        )
+        .get(local.db.client().get_item().table_name(&table).set_key(Some(key("counter", "add"))).consistent_read(true))
         .await
         .unwrap();
     assert_eq!(got.item().unwrap()["n"].as_n().unwrap(), "800");
@@ -157,9 +118,7 @@ async fn cancelled_transactions_apply_nothing() {
                 let put = |item, cond: bool| {
                     let mut p = Put::builder().table_name(&table).set_item(Some(item));
                     if cond {
-                        p = p
-                            .condition_expression("attribute_not_exists(#pk)")
-                            .expression_attribute_names("#pk", PK);
+                        p = p.condition_expression("attribute_not_exists(#pk)").expression_attribute_names("#pk", PK);
                     }
                     TransactWriteItem::builder().put(p.build().unwrap()).build()
                 };
@@ -193,19 +152,12 @@ async fn cancelled_transactions_apply_nothing() {
         .await
         .unwrap();
     // 25 slots + exactly one attempt marker per won slot: a cancelled transaction wrote no marker.
-    assert_eq!(
-        out.items().len(),
-        50,
-        "cancelled transactions must not leave their first put behind"
-    );
+    assert_eq!(out.items().len(), 50, "cancelled transactions must not leave their first put behind");
     for item in out.items() {
         let sk = item["sk"].as_s().unwrap();
         if let Some(i) = sk.strip_prefix("slot-") {
             let by = item["by"].as_s().unwrap();
-            let marker = out
-                .items()
-                .iter()
-                .any(|m| m["sk"].as_s().unwrap() == &format!("attempt-{by}-{i}"));
+            let marker = out.items().iter().any(|m| m["sk"].as_s().unwrap() == &format!("attempt-{by}-{i}"));
             assert!(marker, "slot {i} won by {by} has its marker");
         }
     }

@@ -29,31 +29,16 @@ struct Pair {
 
 async fn pair() -> Pair {
     let sdk = sdk_config_for(&endpoint("TICKWORK_DYNALITE_ENDPOINT")).await;
-    let est = Db::new(
-        work_client(&sdk, &RetryPolicy::default(), &unique("p")),
-        Meter::new(CapacitySource::Estimate),
-    );
-    let srv = Db::new(
-        work_client(&sdk, &RetryPolicy::default(), &unique("p")),
-        Meter::new(CapacitySource::Server),
-    );
+    let est = Db::new(work_client(&sdk, &RetryPolicy::default(), &unique("p")), Meter::new(CapacitySource::Estimate));
+    let srv = Db::new(work_client(&sdk, &RetryPolicy::default(), &unique("p")), Meter::new(CapacitySource::Server));
     let def = schema::control_table();
     let t_est = unique("est");
     let t_srv = unique("srv");
     // dynalite has no TTL API; create without it.
     let def = schema::TableDef { ttl: None, ..def };
-    schema::create_table(est.client(), &def, &t_est)
-        .await
-        .unwrap();
-    schema::create_table(srv.client(), &def, &t_srv)
-        .await
-        .unwrap();
-    Pair {
-        est,
-        srv,
-        t_est,
-        t_srv,
-    }
+    schema::create_table(est.client(), &def, &t_est).await.unwrap();
+    schema::create_table(srv.client(), &def, &t_srv).await.unwrap();
+    Pair { est, srv, t_est, t_srv }
 }
 
 impl Pair {
@@ -91,9 +76,7 @@ async fn single_item_operations_agree_with_dynalite() {
             .both(|db, t| {
                 let it = item(&sk, size);
                 async move {
-                    db.put(db.client().put_item().table_name(t).set_item(Some(it)))
-                        .await
-                        .unwrap();
+                    db.put(db.client().put_item().table_name(t).set_item(Some(it))).await.unwrap();
                 }
             })
             .await;
@@ -104,15 +87,9 @@ async fn single_item_operations_agree_with_dynalite() {
                 .both(|db, t| {
                     let k = key("p", &sk);
                     async move {
-                        db.get(
-                            db.client()
-                                .get_item()
-                                .table_name(t)
-                                .set_key(Some(k))
-                                .consistent_read(consistent),
-                        )
-                        .await
-                        .unwrap();
+                        db.get(db.client().get_item().table_name(t).set_key(Some(k)).consistent_read(consistent))
+                            .await
+                            .unwrap();
                     }
                 })
                 .await;
@@ -123,9 +100,7 @@ async fn single_item_operations_agree_with_dynalite() {
             .both(|db, t| {
                 let it = item(&sk, 10);
                 async move {
-                    db.put(db.client().put_item().table_name(t).set_item(Some(it)))
-                        .await
-                        .unwrap();
+                    db.put(db.client().put_item().table_name(t).set_item(Some(it))).await.unwrap();
                 }
             })
             .await;
@@ -157,9 +132,7 @@ async fn single_item_operations_agree_with_dynalite() {
             .both(|db, t| {
                 let k = key("p", &sk);
                 async move {
-                    db.delete(db.client().delete_item().table_name(t).set_key(Some(k)))
-                        .await
-                        .unwrap();
+                    db.delete(db.client().delete_item().table_name(t).set_key(Some(k))).await.unwrap();
                 }
             })
             .await;
@@ -168,27 +141,13 @@ async fn single_item_operations_agree_with_dynalite() {
     }
     let (e, s) = p
         .both(|db, t| async move {
-            db.delete(
-                db.client()
-                    .delete_item()
-                    .table_name(t)
-                    .set_key(Some(key("p", "missing"))),
-            )
-            .await
-            .unwrap();
+            db.delete(db.client().delete_item().table_name(t).set_key(Some(key("p", "missing")))).await.unwrap();
         })
         .await;
     assert_eq!((e.wcu, s.wcu), (1.0, 1.0), "DeleteItem of a missing item");
     let (e, s) = p
         .both(|db, t| async move {
-            db.get(
-                db.client()
-                    .get_item()
-                    .table_name(t)
-                    .set_key(Some(key("p", "missing"))),
-            )
-            .await
-            .unwrap();
+            db.get(db.client().get_item().table_name(t).set_key(Some(key("p", "missing")))).await.unwrap();
         })
         .await;
     assert_eq!((e.rcu, s.rcu), (0.5, 0.5), "GetItem of a missing item");
@@ -200,15 +159,10 @@ async fn queries_that_match_items_agree_and_empty_query_deviation_is_named() {
     let p = pair().await;
     for db_t in [(&p.est, &p.t_est), (&p.srv, &p.t_srv)] {
         let (db, t) = db_t;
-        for (i, size) in [300usize, 700, 1500, 5000, 9000, 12_000, 100, 2500]
-            .iter()
-            .enumerate()
-        {
+        for (i, size) in [300usize, 700, 1500, 5000, 9000, 12_000, 100, 2500].iter().enumerate() {
             let mut it = item(&format!("q{i}"), *size);
             it.insert(PK.into(), av_s("query-part"));
-            db.put(db.client().put_item().table_name(t).set_item(Some(it)))
-                .await
-                .unwrap();
+            db.put(db.client().put_item().table_name(t).set_item(Some(it))).await.unwrap();
         }
     }
     for limit in [1, 2, 3, 5, 8] {
@@ -227,10 +181,7 @@ async fn queries_that_match_items_agree_and_empty_query_deviation_is_named() {
                     db.query(q).await.unwrap();
                 })
                 .await;
-            assert_eq!(
-                e.rcu, s.rcu,
-                "Query of {limit} items consistent={consistent}"
-            );
+            assert_eq!(e.rcu, s.rcu, "Query of {limit} items consistent={consistent}");
             assert_eq!(e.items_read, limit as u64);
         }
     }
@@ -247,10 +198,7 @@ async fn queries_that_match_items_agree_and_empty_query_deviation_is_named() {
             db.query(q).await.unwrap();
         })
         .await;
-    assert_eq!(
-        e.rcu, 0.5,
-        "DynamoDB's minimum for an eventually consistent Query"
-    );
+    assert_eq!(e.rcu, 0.5, "DynamoDB's minimum for an eventually consistent Query");
     assert_eq!(s.rcu, 0.0, "dynalite's documented deviation");
     assert_eq!((e.items_read, s.items_read), (0, 0));
 }
@@ -261,23 +209,11 @@ async fn emf_lines_add_up_after_real_calls() {
     let p = pair().await;
     for i in 0..5 {
         p.est
-            .put(
-                p.est
-                    .client()
-                    .put_item()
-                    .table_name(&p.t_est)
-                    .set_item(Some(item(&format!("e{i}"), 2000))),
-            )
+            .put(p.est.client().put_item().table_name(&p.t_est).set_item(Some(item(&format!("e{i}"), 2000))))
             .await
             .unwrap();
         p.est
-            .get(
-                p.est
-                    .client()
-                    .get_item()
-                    .table_name(&p.t_est)
-                    .set_key(Some(key("p", format!("e{i}")))),
-            )
+            .get(p.est.client().get_item().table_name(&p.t_est).set_key(Some(key("p", format!("e{i}")))))
             .await
             .unwrap();
     }
@@ -286,19 +222,12 @@ async fn emf_lines_add_up_after_real_calls() {
     for line in p.est.meter().emf_lines("tickwork", "test", 0) {
         let v: serde_json::Value = serde_json::from_str(&line).expect("EMF line is JSON");
         let metrics = &v["_aws"]["CloudWatchMetrics"][0]["Metrics"];
-        assert!(metrics
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|m| m["Name"] == "ReadCapacityUnits"));
+        assert!(metrics.as_array().unwrap().iter().any(|m| m["Name"] == "ReadCapacityUnits"));
         req += v["Requests"].as_u64().unwrap();
         rcu += v["ReadCapacityUnits"].as_f64().unwrap();
         wcu += v["WriteCapacityUnits"].as_f64().unwrap();
         written += v["ItemsWritten"].as_u64().unwrap();
     }
-    assert_eq!(
-        (req, rcu, wcu, written),
-        (total.requests, total.rcu, total.wcu, total.items_written)
-    );
+    assert_eq!((req, rcu, wcu, written), (total.requests, total.rcu, total.wcu, total.items_written));
     assert_eq!((req, rcu, wcu, written), (10, 2.5, 10.0, 5));
 }

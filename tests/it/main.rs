@@ -6,11 +6,15 @@
 mod atomicity;
 /// Estimated capacity against dynalite's, and EMF output.
 mod capacity;
+/// The tenant fan-out Lambda's handler.
+mod fanout;
 /// Claim / complete idempotency records.
 mod idempotency;
 /// Lease, fencing, slot records, watermark.
 mod lease;
 /// Pagination to exhaustion and resumable cursors.
 mod pager;
+/// The work queue and the queue worker's drain loop.
+mod queue;
 /// Throttling retries and the no-retry probe client.
 mod retry;

@@ -31,13 +31,7 @@ pub async fn sdk_config() -> SdkConfig {
 pub async fn sdk_config_for(dynamodb_endpoint: &str) -> SdkConfig {
     aws_config::defaults(BehaviorVersion::latest())
         .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_credential_types::Credentials::new(
-            "test",
-            "test",
-            None,
-            None,
-            "tickwork-tests",
-        ))
+        .credentials_provider(aws_credential_types::Credentials::new("test", "test", None, None, "tickwork-tests"))
         .endpoint_url(dynamodb_endpoint)
         .load()
         .await
@@ -69,14 +63,9 @@ impl Local {
 
     /// Connects with a given config.
     pub fn with_sdk(sdk: SdkConfig) -> Self {
-        let client =
-            tickwork::retry::work_client(&sdk, &RetryPolicy::default(), &unique("partition"));
+        let client = tickwork::retry::work_client(&sdk, &RetryPolicy::default(), &unique("partition"));
         let db = Db::new(client, Meter::new(CapacitySource::Estimate));
-        Self {
-            sdk,
-            db,
-            clock: ManualClock::at(1_700_000_000_000),
-        }
+        Self { sdk, db, clock: ManualClock::at(1_700_000_000_000) }
     }
 
     /// The test clock as a shared clock.
@@ -86,17 +75,21 @@ impl Local {
 
     /// A fresh metered client on the same server, with its own meter.
     pub fn fresh_db(&self) -> Db {
-        let client =
-            tickwork::retry::work_client(&self.sdk, &RetryPolicy::default(), &unique("partition"));
+        let client = tickwork::retry::work_client(&self.sdk, &RetryPolicy::default(), &unique("partition"));
         Db::new(client, Meter::new(CapacitySource::Estimate))
+    }
+
+    /// A fresh metered client that knows `table`'s GSIs (for index write estimates).
+    pub fn fresh_db_with_gsis(&self, table: &str, def: &TableDef) -> Db {
+        let db = self.fresh_db();
+        db.register_gsis(table, def.gsi_shapes());
+        db
     }
 
     /// Creates a uniquely named table from `def` and registers its GSIs with the meter.
     pub async fn table(&self, def: &TableDef) -> String {
         let name = unique(def.logical);
-        schema::create_table(self.db.client(), def, &name)
-            .await
-            .expect("create table");
+        schema::create_table(self.db.client(), def, &name).await.expect("create table");
         self.db.register_gsis(&name, def.gsi_shapes());
         name
     }
@@ -104,5 +97,32 @@ impl Local {
     /// A uniquely named control table.
     pub async fn control(&self) -> String {
         self.table(&schema::control_table()).await
+    }
+}
+
+/// Counts the items of `table` whose `attr` equals `value`, by a paginated Scan (test-only: the
+/// product code never scans).
+pub async fn count_where(db: &Db, table: &str, attr: &str, value: &str) -> usize {
+    let mut n = 0;
+    let mut start = None;
+    loop {
+        let out = db
+            .client()
+            .scan()
+            .table_name(table)
+            .set_exclusive_start_key(start.take())
+            .consistent_read(true)
+            .send()
+            .await
+            .expect("scan");
+        n += out
+            .items()
+            .iter()
+            .filter(|i| i.get(attr).and_then(|v| v.as_s().ok()).map(String::as_str) == Some(value))
+            .count();
+        match out.last_evaluated_key() {
+            Some(k) if !k.is_empty() => start = Some(k.clone()),
+            _ => return n,
+        }
     }
 }

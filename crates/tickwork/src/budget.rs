@@ -34,10 +34,7 @@ pub struct Deadline {
 impl Deadline {
     /// Work may start steps until `deadline - margin`.
     pub fn new(clock: SharedClock, deadline_ms: Millis, margin_ms: Millis) -> Self {
-        Self {
-            clock,
-            stop_at: deadline_ms - margin_ms,
-        }
+        Self { clock, stop_at: deadline_ms - margin_ms }
     }
     /// The earlier of two deadlines (e.g. the Lambda's and the lease's safe end).
     pub fn min(self, other_deadline_ms: Millis, margin_ms: Millis) -> Self {
@@ -60,6 +57,15 @@ impl Budget for Deadline {
     }
 }
 
+/// Exhausted when any of its budgets is (the Lambda deadline and the lease's safe end, say).
+pub struct AnyOf<'a>(pub Vec<&'a dyn Budget>);
+
+impl Budget for AnyOf<'_> {
+    fn exhausted(&self) -> bool {
+        self.0.iter().any(|b| b.exhausted())
+    }
+}
+
 /// Allows exactly `n` steps: for tests and for `--max-pages` style limits.
 #[derive(Debug, Default)]
 pub struct Steps {
@@ -69,17 +75,13 @@ pub struct Steps {
 impl Steps {
     /// A budget of `n` steps; each [`Budget::exhausted`] call that answers `false` uses one.
     pub fn new(n: u64) -> Self {
-        Self {
-            left: AtomicU64::new(n),
-        }
+        Self { left: AtomicU64::new(n) }
     }
 }
 
 impl Budget for Steps {
     fn exhausted(&self) -> bool {
-        self.left
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| v.checked_sub(1))
-            .is_err()
+        self.left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| v.checked_sub(1)).is_err()
     }
 }
 

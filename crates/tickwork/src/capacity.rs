@@ -63,12 +63,7 @@ pub fn value_size(v: &AttributeValue) -> usize {
         AttributeValue::Ns(v) => v.iter().map(|n| number_size(n)).sum(),
         AttributeValue::Bs(v) => v.iter().map(|b| b.as_ref().len()).sum(),
         AttributeValue::L(v) => 3 + v.iter().map(|e| 1 + value_size(e)).sum::<usize>(),
-        AttributeValue::M(m) => {
-            3 + m
-                .iter()
-                .map(|(k, e)| 1 + k.len() + value_size(e))
-                .sum::<usize>()
-        }
+        AttributeValue::M(m) => 3 + m.iter().map(|(k, e)| 1 + k.len() + value_size(e)).sum::<usize>(),
         _ => 0,
     }
 }
@@ -92,11 +87,7 @@ pub fn number_size(n: &str) -> usize {
         Some(i) => (&mantissa[..i], &mantissa[i + 1..]),
         None => (mantissa, ""),
     };
-    if !int_part
-        .chars()
-        .chain(frac_part.chars())
-        .all(|c| c.is_ascii_digit())
-    {
+    if !int_part.chars().chain(frac_part.chars()).all(|c| c.is_ascii_digit()) {
         return s.len();
     }
     let all: String = format!("{int_part}{frac_part}");
@@ -108,11 +99,7 @@ pub fn number_size(n: &str) -> usize {
     // Exponent of the first significant digit in scientific notation.
     let e = int_part.len() as i64 - 1 - lead as i64 + exp_part;
     let n_digits = digits.len();
-    let pad = if n_digits % 2 == 0 && e % 2 == 0 {
-        1
-    } else {
-        0
-    };
+    let pad = if n_digits % 2 == 0 && e % 2 == 0 { 1 } else { 0 };
     1 + n_digits.div_ceil(2) + pad + usize::from(neg)
 }
 
@@ -175,8 +162,7 @@ pub struct GsiShape {
 impl GsiShape {
     /// The index entry an item produces, or `None` when the item lacks an index key (sparse index).
     pub fn entry(&self, item: &Item) -> Option<Item> {
-        if !item.contains_key(&self.pk) || self.sk.as_ref().is_some_and(|sk| !item.contains_key(sk))
-        {
+        if !item.contains_key(&self.pk) || self.sk.as_ref().is_some_and(|sk| !item.contains_key(sk)) {
             return None;
         }
         let keep = |k: &str| -> bool {
@@ -189,12 +175,7 @@ impl GsiShape {
                     Projection::Include(v) => v.iter().any(|a| a == k),
                 }
         };
-        Some(
-            item.iter()
-                .filter(|(k, _)| keep(k))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        )
+        Some(item.iter().filter(|(k, _)| keep(k)).map(|(k, v)| (k.clone(), v.clone())).collect())
     }
 
     /// Does this attribute name form part of the index key?
@@ -212,8 +193,8 @@ impl GsiShape {
             (Some(o), None) => write_units(Some(item_size(&o)), None),
             (Some(o), Some(n)) if o == n => 0.0,
             (Some(o), Some(n)) => {
-                let key_changed = o.get(&self.pk) != n.get(&self.pk)
-                    || self.sk.as_ref().is_some_and(|sk| o.get(sk) != n.get(sk));
+                let key_changed =
+                    o.get(&self.pk) != n.get(&self.pk) || self.sk.as_ref().is_some_and(|sk| o.get(sk) != n.get(sk));
                 if key_changed {
                     write_units(Some(item_size(&o)), None) + write_units(None, Some(item_size(&n)))
                 } else {
@@ -238,10 +219,7 @@ mod tests {
     /// An item of exactly `size` bytes: `pk` (2) + "x" (1) + payload `p` (1) + padding.
     fn sized(size: usize) -> Item {
         assert!(size >= 5);
-        Item::from([
-            ("pk".into(), s("x")),
-            ("p".into(), s(&"a".repeat(size - 4))),
-        ])
+        Item::from([("pk".into(), s("x")), ("p".into(), s(&"a".repeat(size - 4)))])
     }
 
     #[test]
@@ -282,10 +260,7 @@ mod tests {
         assert_eq!(value_size(&l), 3 + (1 + 2) + (1 + 2));
         let m = AttributeValue::M(HashMap::from([("k".to_string(), s("v"))]));
         assert_eq!(value_size(&m), 3 + 1 + 1 + 1);
-        assert_eq!(
-            value_size(&AttributeValue::Ss(vec!["ab".into(), "c".into()])),
-            3
-        );
+        assert_eq!(value_size(&AttributeValue::Ss(vec!["ab".into(), "c".into()])), 3);
     }
 
     #[test]
@@ -333,10 +308,7 @@ mod tests {
             assert_eq!(write_units(old, new), want, "{old:?} -> {new:?}");
         }
         assert_eq!(transactional(write_units(None, Some(1500))), 4.0);
-        assert_eq!(
-            transactional(read_units(Some(100), Consistency::Strong)),
-            2.0
-        );
+        assert_eq!(transactional(read_units(Some(100), Consistency::Strong)), 2.0);
         assert_eq!(item_size(&sized(1500)), 1500);
     }
 
@@ -353,45 +325,23 @@ mod tests {
     #[test]
     fn gsi_projection_and_sparse_items() {
         let mut item = sized(3000);
-        assert_eq!(
-            gsi(Projection::All).write_units(None, Some(&item)),
-            0.0,
-            "sparse: no index key, no index write"
-        );
+        assert_eq!(gsi(Projection::All).write_units(None, Some(&item)), 0.0, "sparse: no index key, no index write");
         item.insert("shard".into(), s("q#1"));
         item.insert("vis".into(), n("5"));
         // All: the full item (3000 + 6 + 5 bytes) -> 3 units; KeysOnly: a few bytes -> 1.
         assert_eq!(gsi(Projection::All).write_units(None, Some(&item)), 3.0);
-        assert_eq!(
-            gsi(Projection::KeysOnly).write_units(None, Some(&item)),
-            1.0
-        );
-        assert_eq!(
-            gsi(Projection::Include(vec!["p".into()])).write_units(None, Some(&item)),
-            3.0
-        );
+        assert_eq!(gsi(Projection::KeysOnly).write_units(None, Some(&item)), 1.0);
+        assert_eq!(gsi(Projection::Include(vec!["p".into()])).write_units(None, Some(&item)), 3.0);
         // Unchanged entry: no index write. Key change: delete + put.
-        assert_eq!(
-            gsi(Projection::KeysOnly).write_units(Some(&item), Some(&item)),
-            0.0
-        );
+        assert_eq!(gsi(Projection::KeysOnly).write_units(Some(&item), Some(&item)), 0.0);
         let mut moved = item.clone();
         moved.insert("vis".into(), n("9"));
-        assert_eq!(
-            gsi(Projection::KeysOnly).write_units(Some(&item), Some(&moved)),
-            2.0
-        );
+        assert_eq!(gsi(Projection::KeysOnly).write_units(Some(&item), Some(&moved)), 2.0);
         // Non-key projected attribute changed: one write of the larger entry.
         let mut grown = item.clone();
         grown.insert("p".into(), s(&"b".repeat(5000)));
-        assert_eq!(
-            gsi(Projection::All).write_units(Some(&item), Some(&grown)),
-            5.0
-        );
+        assert_eq!(gsi(Projection::All).write_units(Some(&item), Some(&grown)), 5.0);
         // Leaving the index: one delete.
-        assert_eq!(
-            gsi(Projection::KeysOnly).write_units(Some(&item), Some(&sized(10))),
-            1.0
-        );
+        assert_eq!(gsi(Projection::KeysOnly).write_units(Some(&item), Some(&sized(10))), 1.0);
     }
 }

@@ -24,10 +24,7 @@ pub struct ConfigError {
 impl ConfigError {
     /// A setting whose value is wrong.
     pub fn invalid(var: impl Into<String>, problem: impl Into<String>) -> Self {
-        Self {
-            var: var.into(),
-            problem: problem.into(),
-        }
+        Self { var: var.into(), problem: problem.into() }
     }
 }
 
@@ -45,14 +42,7 @@ impl Env {
 
     /// A fixed set of variables (tests).
     pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
-        Self {
-            map: Some(
-                pairs
-                    .into_iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            ),
-        }
+        Self { map: Some(pairs.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()) }
     }
 
     /// The raw value, treating empty as unset.
@@ -66,8 +56,7 @@ impl Env {
 
     /// A required variable.
     pub fn required(&self, name: &str) -> Result<String, ConfigError> {
-        self.get(name)
-            .ok_or_else(|| ConfigError::invalid(name, "is not set"))
+        self.get(name).ok_or_else(|| ConfigError::invalid(name, "is not set"))
     }
 
     /// A parsed variable with a default.
@@ -78,10 +67,7 @@ impl Env {
     {
         match self.get(name) {
             None => Ok(default),
-            Some(raw) => raw
-                .trim()
-                .parse()
-                .map_err(|e| ConfigError::invalid(name, format!("`{raw}`: {e}"))),
+            Some(raw) => raw.trim().parse().map_err(|e| ConfigError::invalid(name, format!("`{raw}`: {e}"))),
         }
     }
 
@@ -90,15 +76,9 @@ impl Env {
         match self.get(name) {
             None => Ok(default),
             Some(raw) => {
-                let v: f64 = raw
-                    .trim()
-                    .parse()
-                    .map_err(|e| ConfigError::invalid(name, format!("`{raw}`: {e}")))?;
+                let v: f64 = raw.trim().parse().map_err(|e| ConfigError::invalid(name, format!("`{raw}`: {e}")))?;
                 if !(v.is_finite() && v >= 0.0) {
-                    return Err(ConfigError::invalid(
-                        name,
-                        format!("`{raw}` is not a non-negative number of seconds"),
-                    ));
+                    return Err(ConfigError::invalid(name, format!("`{raw}` is not a non-negative number of seconds")));
                 }
                 Ok(Duration::from_secs_f64(v))
             }
@@ -124,31 +104,18 @@ pub struct CoreConfig {
 impl CoreConfig {
     /// Reads the shared settings.
     pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
-        let table_prefix = env
-            .get("TICKWORK_TABLE_PREFIX")
-            .unwrap_or_else(|| "tickwork".to_string());
-        if !table_prefix
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        {
+        let table_prefix = env.get("TICKWORK_TABLE_PREFIX").unwrap_or_else(|| "tickwork".to_string());
+        if !table_prefix.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
             return Err(ConfigError::invalid(
                 "TICKWORK_TABLE_PREFIX",
                 format!("`{table_prefix}` has characters a table name cannot"),
             ));
         }
-        let control_table = env
-            .get("TICKWORK_CONTROL_TABLE")
-            .unwrap_or_else(|| format!("{table_prefix}-control"));
+        let control_table = env.get("TICKWORK_CONTROL_TABLE").unwrap_or_else(|| format!("{table_prefix}-control"));
         let capacity_source = env.parse_or("TICKWORK_CAPACITY_SOURCE", CapacitySource::Server)?;
         let retry = RetryPolicy::from_env(env)?;
         let clock_skew = env.secs_or("TICKWORK_CLOCK_SKEW_SECS", Duration::from_secs(1))?;
-        Ok(Self {
-            table_prefix,
-            control_table,
-            capacity_source,
-            retry,
-            clock_skew,
-        })
+        Ok(Self { table_prefix, control_table, capacity_source, retry, clock_skew })
     }
 
     /// The physical name of a logical table.
@@ -168,10 +135,7 @@ mod tests {
         assert_eq!(e.var, "TICKWORK_CAPACITY_SOURCE");
         assert!(e.to_string().contains("guess"));
         let env = Env::from_pairs([("TICKWORK_CLOCK_SKEW_SECS", "-3")]);
-        assert_eq!(
-            CoreConfig::from_env(&env).unwrap_err().var,
-            "TICKWORK_CLOCK_SKEW_SECS"
-        );
+        assert_eq!(CoreConfig::from_env(&env).unwrap_err().var, "TICKWORK_CLOCK_SKEW_SECS");
         assert_eq!(Env::from_pairs([]).required("X").unwrap_err().var, "X");
     }
 

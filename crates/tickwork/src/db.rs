@@ -21,23 +21,15 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use aws_sdk_dynamodb::operation::delete_item::{
-    builders::DeleteItemFluentBuilder, DeleteItemError, DeleteItemOutput,
-};
+use aws_sdk_dynamodb::operation::delete_item::{builders::DeleteItemFluentBuilder, DeleteItemError, DeleteItemOutput};
 use aws_sdk_dynamodb::operation::get_item::{builders::GetItemFluentBuilder, GetItemOutput};
-use aws_sdk_dynamodb::operation::put_item::{
-    builders::PutItemFluentBuilder, PutItemError, PutItemOutput,
-};
+use aws_sdk_dynamodb::operation::put_item::{builders::PutItemFluentBuilder, PutItemError, PutItemOutput};
 use aws_sdk_dynamodb::operation::query::{builders::QueryFluentBuilder, QueryOutput};
-use aws_sdk_dynamodb::operation::transact_write_items::{
-    TransactWriteItemsError, TransactWriteItemsOutput,
-};
-use aws_sdk_dynamodb::operation::update_item::{
-    builders::UpdateItemFluentBuilder, UpdateItemError, UpdateItemOutput,
-};
+use aws_sdk_dynamodb::operation::transact_write_items::{TransactWriteItemsError, TransactWriteItemsOutput};
+use aws_sdk_dynamodb::operation::update_item::{builders::UpdateItemFluentBuilder, UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::{
-    ConsumedCapacity, ReturnConsumedCapacity, ReturnValue, ReturnValuesOnConditionCheckFailure,
-    TransactWriteItem, WriteRequest,
+    ConsumedCapacity, ReturnConsumedCapacity, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+    WriteRequest,
 };
 use aws_sdk_dynamodb::Client;
 
@@ -61,11 +53,7 @@ pub struct Db {
 impl Db {
     /// Wraps a client; `meter` receives every call's figures.
     pub fn new(client: Client, meter: Meter) -> Self {
-        Self {
-            client,
-            meter,
-            gsis: Default::default(),
-        }
+        Self { client, meter, gsis: Default::default() }
     }
 
     /// The SDK client, for building requests and for control-plane calls (which are not metered).
@@ -80,19 +68,11 @@ impl Db {
 
     /// Declares a table's GSIs so estimated write costs include index writes.
     pub fn register_gsis(&self, table: &str, shapes: Vec<GsiShape>) {
-        self.gsis
-            .write()
-            .expect("gsi lock")
-            .insert(table.to_string(), shapes);
+        self.gsis.write().expect("gsi lock").insert(table.to_string(), shapes);
     }
 
     fn shapes(&self, table: &str) -> Vec<GsiShape> {
-        self.gsis
-            .read()
-            .expect("gsi lock")
-            .get(table)
-            .cloned()
-            .unwrap_or_default()
+        self.gsis.read().expect("gsi lock").get(table).cloned().unwrap_or_default()
     }
 
     fn estimating(&self) -> bool {
@@ -119,10 +99,7 @@ impl Db {
     }
 
     fn record_error(&self, table: &str, index: Option<&str>, op: &str, err: &DbError) {
-        let mut t = Tally {
-            requests: 1,
-            ..Default::default()
-        };
+        let mut t = Tally { requests: 1, ..Default::default() };
         match err {
             // A failed condition is billed as a write of the existing item (at least one unit).
             DbError::ConditionFailed { item, .. } => {
@@ -138,21 +115,13 @@ impl Db {
     pub async fn get(&self, req: GetItemFluentBuilder) -> Result<GetItemOutput, DbError> {
         let table = req.get_table_name().clone().unwrap_or_default();
         let c = Consistency::from_flag(*req.get_consistent_read());
-        let res = req
-            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
-            .send()
-            .await;
+        let res = req.return_consumed_capacity(ReturnConsumedCapacity::Indexes).send().await;
         match res {
             Ok(out) => {
-                let base = Tally {
-                    requests: 1,
-                    items_read: u64::from(out.item().is_some()),
-                    ..Default::default()
-                };
+                let base = Tally { requests: 1, items_read: u64::from(out.item().is_some()), ..Default::default() };
                 if self.estimating() {
                     let rcu = capacity::read_units(out.item().map(capacity::item_size), c);
-                    self.meter
-                        .record(&table, None, "GetItem", Tally { rcu, ..base });
+                    self.meter.record(&table, None, "GetItem", Tally { rcu, ..base });
                 } else {
                     self.record_server("GetItem", out.consumed_capacity(), true, base);
                 }
@@ -178,29 +147,17 @@ impl Db {
             )));
         }
         let c = Consistency::from_flag(*req.get_consistent_read());
-        let res = req
-            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
-            .send()
-            .await;
+        let res = req.return_consumed_capacity(ReturnConsumedCapacity::Indexes).send().await;
         match res {
             Ok(out) => {
-                let base = Tally {
-                    requests: 1,
-                    items_read: out.scanned_count().max(0) as u64,
-                    ..Default::default()
-                };
+                let base = Tally { requests: 1, items_read: out.scanned_count().max(0) as u64, ..Default::default() };
                 if self.estimating() {
                     let rcu = capacity::query_units(out.items().iter().map(capacity::item_size), c);
-                    self.meter
-                        .record(&table, index.as_deref(), "Query", Tally { rcu, ..base });
+                    self.meter.record(&table, index.as_deref(), "Query", Tally { rcu, ..base });
                 } else if let Some(idx) = index.as_deref() {
                     // The index carries a Query's cost; record it there.
-                    let u = out
-                        .consumed_capacity()
-                        .and_then(|c| c.capacity_units())
-                        .unwrap_or(0.0);
-                    self.meter
-                        .record(&table, Some(idx), "Query", Tally { rcu: u, ..base });
+                    let u = out.consumed_capacity().and_then(|c| c.capacity_units()).unwrap_or(0.0);
+                    self.meter.record(&table, Some(idx), "Query", Tally { rcu: u, ..base });
                 } else {
                     self.record_server("Query", out.consumed_capacity(), true, base);
                 }
@@ -224,17 +181,7 @@ impl Db {
     ) {
         let size = |i: Option<&Item>| i.map(capacity::item_size);
         let wcu = capacity::write_units(size(old), size(new));
-        self.meter.record(
-            table,
-            None,
-            op,
-            Tally {
-                requests: 1,
-                items_written: 1,
-                wcu,
-                ..Default::default()
-            },
-        );
+        self.meter.record(table, None, op, Tally { requests: 1, items_written: 1, wcu, ..Default::default() });
         for shape in self.shapes(table) {
             let units = match gsi_key_touched {
                 // Update: old unknown. Count a key change (delete + put) when the expression names
@@ -254,15 +201,7 @@ impl Db {
                 None => shape.write_units(old, new),
             };
             if units > 0.0 {
-                self.meter.record(
-                    table,
-                    Some(&shape.name),
-                    op,
-                    Tally {
-                        wcu: units,
-                        ..Default::default()
-                    },
-                );
+                self.meter.record(table, Some(&shape.name), op, Tally { wcu: units, ..Default::default() });
             }
         }
     }
@@ -277,24 +216,14 @@ impl Db {
             req = req.return_values(ReturnValue::AllOld);
         }
         if est && req.get_return_values_on_condition_check_failure().is_none() {
-            req = req.return_values_on_condition_check_failure(
-                ReturnValuesOnConditionCheckFailure::AllOld,
-            );
+            req = req.return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
         }
-        match req
-            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
-            .send()
-            .await
-        {
+        match req.return_consumed_capacity(ReturnConsumedCapacity::Indexes).send().await {
             Ok(out) => {
                 if est {
                     self.record_write("PutItem", &table, out.attributes(), new.as_ref(), None);
                 } else {
-                    let base = Tally {
-                        requests: 1,
-                        items_written: 1,
-                        ..Default::default()
-                    };
+                    let base = Tally { requests: 1, items_written: 1, ..Default::default() };
                     self.record_server("PutItem", out.consumed_capacity(), false, base);
                 }
                 Ok(out)
@@ -302,10 +231,7 @@ impl Db {
             Err(e) => {
                 let err = match e.as_service_error() {
                     Some(PutItemError::ConditionalCheckFailedException(c)) => {
-                        DbError::ConditionFailed {
-                            table: table.clone(),
-                            item: c.item().cloned().map(Box::new),
-                        }
+                        DbError::ConditionFailed { table: table.clone(), item: c.item().cloned().map(Box::new) }
                     }
                     _ => DbError::from_sdk("PutItem", &table, e),
                 };
@@ -316,10 +242,7 @@ impl Db {
     }
 
     /// UpdateItem, metered.
-    pub async fn update(
-        &self,
-        mut req: UpdateItemFluentBuilder,
-    ) -> Result<UpdateItemOutput, DbError> {
+    pub async fn update(&self, mut req: UpdateItemFluentBuilder) -> Result<UpdateItemOutput, DbError> {
         let table = req.get_table_name().clone().unwrap_or_default();
         let est = self.estimating();
         let names: HashSet<String> = referenced_names(
@@ -331,31 +254,16 @@ impl Db {
             req = req.return_values(ReturnValue::AllNew);
         }
         if est && req.get_return_values_on_condition_check_failure().is_none() {
-            req = req.return_values_on_condition_check_failure(
-                ReturnValuesOnConditionCheckFailure::AllOld,
-            );
+            req = req.return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
         }
-        let est_new =
-            est && (asked_new || matches!(req.get_return_values(), Some(ReturnValue::AllNew)));
-        match req
-            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
-            .send()
-            .await
-        {
+        let est_new = est && (asked_new || matches!(req.get_return_values(), Some(ReturnValue::AllNew)));
+        match req.return_consumed_capacity(ReturnConsumedCapacity::Indexes).send().await {
             Ok(out) => {
                 if est {
-                    let new = if est_new {
-                        out.attributes().cloned()
-                    } else {
-                        None
-                    };
+                    let new = if est_new { out.attributes().cloned() } else { None };
                     self.record_write("UpdateItem", &table, None, new.as_ref(), Some(&names));
                 } else {
-                    let base = Tally {
-                        requests: 1,
-                        items_written: 1,
-                        ..Default::default()
-                    };
+                    let base = Tally { requests: 1, items_written: 1, ..Default::default() };
                     self.record_server("UpdateItem", out.consumed_capacity(), false, base);
                 }
                 Ok(out)
@@ -363,10 +271,7 @@ impl Db {
             Err(e) => {
                 let err = match e.as_service_error() {
                     Some(UpdateItemError::ConditionalCheckFailedException(c)) => {
-                        DbError::ConditionFailed {
-                            table: table.clone(),
-                            item: c.item().cloned().map(Box::new),
-                        }
+                        DbError::ConditionFailed { table: table.clone(), item: c.item().cloned().map(Box::new) }
                     }
                     _ => DbError::from_sdk("UpdateItem", &table, e),
                 };
@@ -377,34 +282,21 @@ impl Db {
     }
 
     /// DeleteItem, metered.
-    pub async fn delete(
-        &self,
-        mut req: DeleteItemFluentBuilder,
-    ) -> Result<DeleteItemOutput, DbError> {
+    pub async fn delete(&self, mut req: DeleteItemFluentBuilder) -> Result<DeleteItemOutput, DbError> {
         let table = req.get_table_name().clone().unwrap_or_default();
         let est = self.estimating();
         if est && req.get_return_values().is_none() {
             req = req.return_values(ReturnValue::AllOld);
         }
         if est && req.get_return_values_on_condition_check_failure().is_none() {
-            req = req.return_values_on_condition_check_failure(
-                ReturnValuesOnConditionCheckFailure::AllOld,
-            );
+            req = req.return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
         }
-        match req
-            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
-            .send()
-            .await
-        {
+        match req.return_consumed_capacity(ReturnConsumedCapacity::Indexes).send().await {
             Ok(out) => {
                 if est {
                     self.record_write("DeleteItem", &table, out.attributes(), None, None);
                 } else {
-                    let base = Tally {
-                        requests: 1,
-                        items_written: 1,
-                        ..Default::default()
-                    };
+                    let base = Tally { requests: 1, items_written: 1, ..Default::default() };
                     self.record_server("DeleteItem", out.consumed_capacity(), false, base);
                 }
                 Ok(out)
@@ -412,10 +304,7 @@ impl Db {
             Err(e) => {
                 let err = match e.as_service_error() {
                     Some(DeleteItemError::ConditionalCheckFailedException(c)) => {
-                        DbError::ConditionFailed {
-                            table: table.clone(),
-                            item: c.item().cloned().map(Box::new),
-                        }
+                        DbError::ConditionFailed { table: table.clone(), item: c.item().cloned().map(Box::new) }
                     }
                     _ => DbError::from_sdk("DeleteItem", &table, e),
                 };
@@ -457,28 +346,15 @@ impl Db {
             .await;
         match res {
             Ok(out) => {
-                let unprocessed: Vec<WriteRequest> = out
-                    .unprocessed_items()
-                    .and_then(|m| m.get(table))
-                    .cloned()
-                    .unwrap_or_default();
+                let unprocessed: Vec<WriteRequest> =
+                    out.unprocessed_items().and_then(|m| m.get(table)).cloned().unwrap_or_default();
                 let written = (sent - unprocessed.len()) as u64;
-                let base = Tally {
-                    requests: 1,
-                    items_written: written,
-                    ..Default::default()
-                };
+                let base = Tally { requests: 1, items_written: written, ..Default::default() };
                 if self.estimating() {
                     let share = est_units * written as f64 / sent as f64;
-                    self.meter
-                        .record(table, None, "BatchWriteItem", Tally { wcu: share, ..base });
+                    self.meter.record(table, None, "BatchWriteItem", Tally { wcu: share, ..base });
                 } else {
-                    self.record_server(
-                        "BatchWriteItem",
-                        out.consumed_capacity().first(),
-                        false,
-                        base,
-                    );
+                    self.record_server("BatchWriteItem", out.consumed_capacity().first(), false, base);
                 }
                 Ok(unprocessed)
             }
@@ -523,10 +399,7 @@ impl Db {
     }
 
     /// TransactWriteItems, metered; a cancellation carries one reason per item.
-    pub async fn transact_write(
-        &self,
-        items: Vec<TransactWriteItem>,
-    ) -> Result<TransactWriteItemsOutput, DbError> {
+    pub async fn transact_write(&self, items: Vec<TransactWriteItem>) -> Result<TransactWriteItemsOutput, DbError> {
         if items.is_empty() || items.len() > MAX_TRANSACT_ITEMS {
             return Err(DbError::Invalid(format!(
                 "TransactWriteItems with {} items; DynamoDB allows 1 to {MAX_TRANSACT_ITEMS}",
@@ -537,11 +410,7 @@ impl Db {
         let mut per_table: Vec<(String, f64, u64)> = Vec::new();
         for it in &items {
             let (table, units, writes) = if let Some(p) = it.put() {
-                (
-                    p.table_name(),
-                    capacity::write_units(None, Some(capacity::item_size(p.item()))),
-                    1,
-                )
+                (p.table_name(), capacity::write_units(None, Some(capacity::item_size(p.item()))), 1)
             } else if let Some(u) = it.update() {
                 (u.table_name(), 1.0, 1)
             } else if let Some(d) = it.delete() {
@@ -581,10 +450,7 @@ impl Db {
                     }
                 } else {
                     for (i, cc) in out.consumed_capacity().iter().enumerate() {
-                        let base = Tally {
-                            requests: u64::from(i == 0),
-                            ..Default::default()
-                        };
+                        let base = Tally { requests: u64::from(i == 0), ..Default::default() };
                         self.record_server("TransactWriteItems", Some(cc), false, base);
                     }
                 }
@@ -592,18 +458,13 @@ impl Db {
             }
             Err(e) => {
                 let err = match e.as_service_error() {
-                    Some(TransactWriteItemsError::TransactionCanceledException(c)) => {
-                        DbError::TransactionCanceled {
-                            reasons: c
-                                .cancellation_reasons()
-                                .iter()
-                                .map(|r| CancelReason {
-                                    code: r.code().map(str::to_string),
-                                    item: r.item().cloned(),
-                                })
-                                .collect(),
-                        }
-                    }
+                    Some(TransactWriteItemsError::TransactionCanceledException(c)) => DbError::TransactionCanceled {
+                        reasons: c
+                            .cancellation_reasons()
+                            .iter()
+                            .map(|r| CancelReason { code: r.code().map(str::to_string), item: r.item().cloned() })
+                            .collect(),
+                    },
                     _ => DbError::from_sdk("TransactWriteItems", &first, e),
                 };
                 self.record_error(&first, None, "TransactWriteItems", &err);

@@ -106,12 +106,8 @@ fn summarize(reasons: &[CancelReason]) -> String {
 }
 
 /// Error codes DynamoDB uses for throttling.
-pub const THROTTLING_CODES: &[&str] = &[
-    "ThrottlingException",
-    "ProvisionedThroughputExceededException",
-    "RequestLimitExceeded",
-    "Throttling",
-];
+pub const THROTTLING_CODES: &[&str] =
+    &["ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded", "Throttling"];
 
 impl DbError {
     /// Is this a throttle (after retries)?
@@ -129,15 +125,9 @@ impl DbError {
         let table = table.to_string();
         match &err {
             SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => {
-                return DbError::Unreachable {
-                    op,
-                    table,
-                    source: Box::new(err),
-                }
+                return DbError::Unreachable { op, table, source: Box::new(err) }
             }
-            SdkError::ConstructionFailure(_) => {
-                return DbError::Invalid(format!("{op} on `{table}`: {err}"))
-            }
+            SdkError::ConstructionFailure(_) => return DbError::Invalid(format!("{op} on `{table}`: {err}")),
             _ => {}
         }
         let code = err.code().unwrap_or("Unknown").to_string();
@@ -149,18 +139,8 @@ impl DbError {
             return DbError::ConditionFailed { table, item: None };
         }
         if THROTTLING_CODES.contains(&code.as_str()) {
-            return DbError::Throttled {
-                op,
-                table,
-                source: Box::new(err),
-            };
+            return DbError::Throttled { op, table, source: Box::new(err) };
         }
-        DbError::Service {
-            op,
-            table,
-            code,
-            message,
-            source: Box::new(err),
-        }
+        DbError::Service { op, table, code, message, source: Box::new(err) }
     }
 }

@@ -91,22 +91,11 @@ pub struct Idempotency {
 impl Idempotency {
     /// Records in `table`, kept `retention` after completion.
     pub fn new(db: Db, table: impl Into<String>, clock: SharedClock, retention: Duration) -> Self {
-        Self {
-            db,
-            table: table.into(),
-            clock,
-            retention,
-        }
+        Self { db, table: table.into(), clock, retention }
     }
 
     /// Claims `scope/key` for `owner` until `until_ms` (derive it from the caller's deadline).
-    pub async fn claim(
-        &self,
-        scope: &str,
-        k: &str,
-        owner: &str,
-        until_ms: Millis,
-    ) -> Result<Claim, DbError> {
+    pub async fn claim(&self, scope: &str, k: &str, owner: &str, until_ms: Millis) -> Result<Claim, DbError> {
         let now = self.clock.now_ms();
         let req = self
             .db

@@ -30,9 +30,7 @@
 
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::{
-    ConditionCheck, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
-};
+use aws_sdk_dynamodb::types::{ConditionCheck, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
 
 use crate::capacity::Item;
 use crate::clock::{Millis, SharedClock};
@@ -102,13 +100,7 @@ impl LeaseConfig {
                 format!("lease TTL {ttl:?} must exceed twice the clock-skew bound {clock_skew:?} for job `{job}`"),
             ));
         }
-        Ok(Self {
-            job,
-            ttl,
-            interval,
-            clock_skew,
-            release_on_success: false,
-        })
+        Ok(Self { job, ttl, interval, clock_skew, release_on_success: false })
     }
 
     /// Opts in to releasing after success (one-shot work only).
@@ -139,12 +131,7 @@ impl Lease {
 
     /// The fence that ties a write to this acquisition.
     pub fn fence(&self, control_table: &str) -> Fence {
-        Fence {
-            table: control_table.to_string(),
-            job: self.job.clone(),
-            owner: self.owner.clone(),
-            token: self.token,
-        }
+        Fence { table: control_table.to_string(), job: self.job.clone(), owner: self.owner.clone(), token: self.token }
     }
 }
 
@@ -204,11 +191,7 @@ pub struct LeaseStore {
 impl LeaseStore {
     /// Leases in `table` (the control table), timed by `clock`.
     pub fn new(db: Db, table: impl Into<String>, clock: SharedClock) -> Self {
-        Self {
-            db,
-            table: table.into(),
-            clock,
-        }
+        Self { db, table: table.into(), clock }
     }
 
     /// The control table name.
@@ -244,9 +227,7 @@ impl LeaseStore {
                 let token = out
                     .attributes()
                     .and_then(|a| get_u64(a, TOKEN))
-                    .ok_or_else(|| {
-                        DbError::Invalid(format!("lease `{}`: acquire returned no token", cfg.job))
-                    })?;
+                    .ok_or_else(|| DbError::Invalid(format!("lease `{}`: acquire returned no token", cfg.job)))?;
                 Ok(Acquire::Acquired(Lease {
                     job: cfg.job.clone(),
                     owner: owner.to_string(),
@@ -309,10 +290,7 @@ impl LeaseStore {
             .expression_attribute_names("#exp", EXPIRES_AT)
             .expression_attribute_values(":exp", av_n(exp));
         match self.db.update(Self::mine(req, lease)).await {
-            Ok(_) => Ok(Renew::Renewed(Lease {
-                expires_at_ms: exp,
-                ..lease.clone()
-            })),
+            Ok(_) => Ok(Renew::Renewed(Lease { expires_at_ms: exp, ..lease.clone() })),
             Err(DbError::ConditionFailed { .. }) => Ok(Renew::Lost),
             Err(e) => Err(e),
         }
@@ -323,12 +301,7 @@ impl LeaseStore {
         let out = self
             .db
             .get(
-                self.db
-                    .client()
-                    .get_item()
-                    .table_name(&self.table)
-                    .set_key(Some(lease_key(job)))
-                    .consistent_read(true),
+                self.db.client().get_item().table_name(&self.table).set_key(Some(lease_key(job))).consistent_read(true),
             )
             .await?;
         Ok(out.item().map(|i| LeaseState {
@@ -447,11 +420,7 @@ pub enum Fenced {
 }
 
 /// Writes `writes` in one transaction together with the fence; all or nothing.
-pub async fn fenced_write(
-    db: &Db,
-    fence: &Fence,
-    writes: Vec<TransactWriteItem>,
-) -> Result<Fenced, DbError> {
+pub async fn fenced_write(db: &Db, fence: &Fence, writes: Vec<TransactWriteItem>) -> Result<Fenced, DbError> {
     let mut items = Vec::with_capacity(writes.len() + 1);
     items.push(fence.condition_check());
     items.extend(writes);
@@ -461,16 +430,8 @@ pub async fn fenced_write(
             if reasons.first().is_some_and(|r| r.condition_failed()) {
                 return Ok(Fenced::Stale);
             }
-            if let Some((i, r)) = reasons
-                .iter()
-                .enumerate()
-                .skip(1)
-                .find(|(_, r)| r.condition_failed())
-            {
-                return Ok(Fenced::ConditionFailed {
-                    index: i - 1,
-                    item: r.item.clone(),
-                });
+            if let Some((i, r)) = reasons.iter().enumerate().skip(1).find(|(_, r)| r.condition_failed()) {
+                return Ok(Fenced::ConditionFailed { index: i - 1, item: r.item.clone() });
             }
             Err(DbError::TransactionCanceled { reasons })
         }
@@ -485,21 +446,10 @@ mod tests {
     #[test]
     fn ttl_must_be_below_interval_and_above_skew() {
         let s = Duration::from_secs;
-        assert!(
-            LeaseConfig::new("j", s(60), s(60), s(1)).is_err(),
-            "ttl == interval"
-        );
-        assert!(
-            LeaseConfig::new("j", s(61), s(60), s(1)).is_err(),
-            "ttl > interval"
-        );
-        assert!(
-            LeaseConfig::new("j", s(2), s(60), s(1)).is_err(),
-            "ttl <= 2 skew"
-        );
-        let e = LeaseConfig::new("j", s(60), s(60), s(1))
-            .unwrap_err()
-            .to_string();
+        assert!(LeaseConfig::new("j", s(60), s(60), s(1)).is_err(), "ttl == interval");
+        assert!(LeaseConfig::new("j", s(61), s(60), s(1)).is_err(), "ttl > interval");
+        assert!(LeaseConfig::new("j", s(2), s(60), s(1)).is_err(), "ttl <= 2 skew");
+        let e = LeaseConfig::new("j", s(60), s(60), s(1)).unwrap_err().to_string();
         assert!(e.contains("below the schedule interval"), "{e}");
         let ok = LeaseConfig::new("j", s(55), s(60), s(2)).unwrap();
         assert!(!ok.release_on_success);
@@ -507,12 +457,7 @@ mod tests {
 
     #[test]
     fn safe_until_subtracts_skew() {
-        let l = Lease {
-            job: "j".into(),
-            owner: "o".into(),
-            token: 1,
-            expires_at_ms: 10_000,
-        };
+        let l = Lease { job: "j".into(), owner: "o".into(), token: 1, expires_at_ms: 10_000 };
         assert_eq!(l.safe_until_ms(Duration::from_millis(1500)), 8_500);
     }
 }

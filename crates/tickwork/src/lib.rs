@@ -16,12 +16,14 @@
 //! - [`lease`]: leader lease per job with a fencing token; [`lease::fenced_write`].
 //! - [`slot`], [`watermark`], [`idempotency`]: window records, progress marks, per-unit keys.
 //! - [`pager`], [`budget`]: enumeration that stops between pages with a cursor.
+//! - [`queue`]: the work queue (sharded ready index, claim with visibility timeout, dead letters).
 //! - [`retry`], [`config`], [`clock`], [`schema`]: policy, settings, time, table definitions.
 //!
 //! No Lambda types appear here: the Lambda crates translate their events and deadlines into these.
 
 pub mod budget;
 pub mod capacity;
+pub mod checkpoint;
 pub mod clock;
 pub mod config;
 pub mod db;
@@ -30,9 +32,11 @@ pub mod idempotency;
 pub mod lease;
 pub mod meter;
 pub mod pager;
+pub mod queue;
 pub mod retry;
 pub mod schema;
 pub mod slot;
+pub mod tenants;
 pub mod watermark;
 
 pub use db::Db;

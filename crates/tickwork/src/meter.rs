@@ -33,9 +33,7 @@ impl std::str::FromStr for CapacitySource {
         match s {
             "server" => Ok(Self::Server),
             "estimate" => Ok(Self::Estimate),
-            other => Err(format!(
-                "`{other}` is not a capacity source (expected `server` or `estimate`)"
-            )),
+            other => Err(format!("`{other}` is not a capacity source (expected `server` or `estimate`)")),
         }
     }
 }
@@ -99,10 +97,7 @@ pub struct Meter {
 impl Meter {
     /// A meter whose units come from `source`.
     pub fn new(source: CapacitySource) -> Self {
-        Self {
-            inner: Default::default(),
-            source,
-        }
+        Self { inner: Default::default(), source }
     }
 
     /// Where this meter's units come from.
@@ -112,17 +107,8 @@ impl Meter {
 
     /// Adds one observation.
     pub fn record(&self, table: &str, index: Option<&str>, op: &str, t: Tally) {
-        let key = MeterKey {
-            table: table.to_string(),
-            index: index.map(str::to_string),
-            op: op.to_string(),
-        };
-        self.inner
-            .lock()
-            .expect("meter lock")
-            .entry(key)
-            .or_default()
-            .add(&t);
+        let key = MeterKey { table: table.to_string(), index: index.map(str::to_string), op: op.to_string() };
+        self.inner.lock().expect("meter lock").entry(key).or_default().add(&t);
     }
 
     /// A copy of every total so far.
@@ -232,18 +218,12 @@ impl Meter {
 
 /// Operations that read.
 pub fn is_read(op: &str) -> bool {
-    matches!(
-        op,
-        "GetItem" | "BatchGetItem" | "Query" | "Scan" | "TransactGetItems"
-    )
+    matches!(op, "GetItem" | "BatchGetItem" | "Query" | "Scan" | "TransactGetItems")
 }
 
 /// Operations that write.
 pub fn is_write(op: &str) -> bool {
-    matches!(
-        op,
-        "PutItem" | "UpdateItem" | "DeleteItem" | "BatchWriteItem" | "TransactWriteItems"
-    )
+    matches!(op, "PutItem" | "UpdateItem" | "DeleteItem" | "BatchWriteItem" | "TransactWriteItems")
 }
 
 #[cfg(test)]
@@ -253,50 +233,10 @@ mod tests {
     #[test]
     fn emf_lines_add_up_to_totals() {
         let m = Meter::new(CapacitySource::Estimate);
-        m.record(
-            "t",
-            None,
-            "GetItem",
-            Tally {
-                requests: 1,
-                items_read: 1,
-                rcu: 0.5,
-                ..Default::default()
-            },
-        );
-        m.record(
-            "t",
-            None,
-            "GetItem",
-            Tally {
-                requests: 1,
-                items_read: 0,
-                rcu: 0.5,
-                ..Default::default()
-            },
-        );
-        m.record(
-            "t",
-            Some("g"),
-            "Query",
-            Tally {
-                requests: 2,
-                items_read: 7,
-                rcu: 1.5,
-                ..Default::default()
-            },
-        );
-        m.record(
-            "u",
-            None,
-            "PutItem",
-            Tally {
-                requests: 1,
-                items_written: 1,
-                wcu: 3.0,
-                ..Default::default()
-            },
-        );
+        m.record("t", None, "GetItem", Tally { requests: 1, items_read: 1, rcu: 0.5, ..Default::default() });
+        m.record("t", None, "GetItem", Tally { requests: 1, items_read: 0, rcu: 0.5, ..Default::default() });
+        m.record("t", Some("g"), "Query", Tally { requests: 2, items_read: 7, rcu: 1.5, ..Default::default() });
+        m.record("u", None, "PutItem", Tally { requests: 1, items_written: 1, wcu: 3.0, ..Default::default() });
         let lines = m.emf_lines("tickwork", "job", 1);
         assert_eq!(lines.len(), 3);
         let (mut req, mut rcu, mut wcu, mut items) = (0u64, 0f64, 0f64, 0u64);
@@ -309,10 +249,7 @@ mod tests {
             items += v["ItemsRead"].as_u64().unwrap();
         }
         let t = m.total();
-        assert_eq!(
-            (req, rcu, wcu, items),
-            (t.requests, t.rcu, t.wcu, t.items_read)
-        );
+        assert_eq!((req, rcu, wcu, items), (t.requests, t.rcu, t.wcu, t.items_read));
         assert_eq!((req, rcu, wcu), (5, 2.5, 3.0));
         assert_eq!(m.read_write_requests(), (4, 1));
     }

@@ -32,6 +32,13 @@ pub struct Cursor(String);
 #[error("unreadable cursor: {0}")]
 pub struct CursorError(String);
 
+impl CursorError {
+    /// A cursor error with this explanation.
+    pub fn new(why: impl Into<String>) -> Self {
+        Self(why.into())
+    }
+}
+
 #[derive(serde::Serialize, serde::Deserialize)]
 enum KeyValue {
     S(String),
@@ -47,21 +54,13 @@ impl Cursor {
             let kv = match v {
                 AttributeValue::S(s) => KeyValue::S(s.clone()),
                 AttributeValue::N(n) => KeyValue::N(n.clone()),
-                AttributeValue::B(b) => {
-                    KeyValue::B(base64::engine::general_purpose::STANDARD.encode(b.as_ref()))
-                }
-                other => {
-                    return Err(CursorError(format!(
-                        "key attribute `{k}` has non-key type {other:?}"
-                    )))
-                }
+                AttributeValue::B(b) => KeyValue::B(base64::engine::general_purpose::STANDARD.encode(b.as_ref())),
+                other => return Err(CursorError(format!("key attribute `{k}` has non-key type {other:?}"))),
             };
             m.insert(k.clone(), kv);
         }
         let json = serde_json::to_vec(&m).map_err(|e| CursorError(e.to_string()))?;
-        Ok(Self(
-            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json),
-        ))
+        Ok(Self(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)))
     }
 
     /// Decodes back into an `ExclusiveStartKey`.
@@ -79,8 +78,7 @@ impl Cursor {
                 let av = match v {
                     KeyValue::S(s) => AttributeValue::S(s),
                     KeyValue::N(n) => {
-                        n.parse::<f64>()
-                            .map_err(|_| CursorError(format!("`{k}`: `{n}` is not a number")))?;
+                        n.parse::<f64>().map_err(|_| CursorError(format!("`{k}`: `{n}` is not a number")))?;
                         AttributeValue::N(n)
                     }
                     KeyValue::B(b) => AttributeValue::B(Blob::new(
@@ -120,6 +118,16 @@ impl std::str::FromStr for Cursor {
     fn from_str(s: &str) -> Result<Self, CursorError> {
         Cursor::try_from(s.to_string())
     }
+}
+
+/// One page of an enumeration, with where the next one starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page {
+    /// The items the key condition matched on this page.
+    pub items: Vec<Item>,
+    /// Where the next page starts; `None` on the last page. Persist it after handling `items`
+    /// and a crash repeats at most this page.
+    pub next: Option<Cursor>,
 }
 
 /// How an enumeration ended.
@@ -167,7 +175,7 @@ pub enum PageError<E> {
 }
 
 /// Runs `query` page by page (`page_size` items each) from `start`, calling `on_page` with each
-/// page's items, until exhausted or `budget` says stop (checked between pages).
+/// page, until exhausted or `budget` says stop (checked between pages).
 pub async fn for_each_page<E, F, Fut>(
     db: &Db,
     query: QueryFluentBuilder,
@@ -178,13 +186,11 @@ pub async fn for_each_page<E, F, Fut>(
     mut on_page: F,
 ) -> Result<PageRun, PageError<E>>
 where
-    F: FnMut(Vec<Item>) -> Fut,
+    F: FnMut(Page) -> Fut,
     Fut: Future<Output = Result<(), E>>,
 {
     if page_size < 1 {
-        return Err(
-            DbError::Invalid(format!("{label}: page size {page_size} must be at least 1")).into(),
-        );
+        return Err(DbError::Invalid(format!("{label}: page size {page_size} must be at least 1")).into());
     }
     let mut next = match start {
         Some(c) => Some(c.decode()?),
@@ -193,48 +199,25 @@ where
     let mut pages = 0u64;
     let mut items = 0u64;
     loop {
-        let out = db
-            .query(
-                query
-                    .clone()
-                    .limit(page_size)
-                    .set_exclusive_start_key(next.take()),
-            )
-            .await?;
+        let out = db.query(query.clone().limit(page_size).set_exclusive_start_key(next.take())).await?;
         pages += 1;
         let n = out.items().len() as u64;
         items += n;
         let lek = out.last_evaluated_key().filter(|k| !k.is_empty()).cloned();
-        tracing::info!(
-            label,
-            page = pages,
-            page_items = n,
-            total = items,
-            more = lek.is_some(),
-            "page"
-        );
-        on_page(out.items.unwrap_or_default())
+        tracing::info!(label, page = pages, page_items = n, total = items, more = lek.is_some(), "page");
+        let cursor = lek.as_ref().map(Cursor::encode).transpose()?;
+        on_page(Page { items: out.items.unwrap_or_default(), next: cursor.clone() })
             .await
             .map_err(PageError::Handler)?;
-        match lek {
-            None => return Ok(PageRun::Exhausted { pages, items }),
-            Some(k) => {
+        match (lek, cursor) {
+            (Some(k), Some(cursor)) => {
                 if budget.exhausted() {
-                    let cursor = Cursor::encode(&k)?;
-                    tracing::info!(
-                        label,
-                        pages,
-                        total = items,
-                        "budget spent; stopping with a cursor"
-                    );
-                    return Ok(PageRun::Stopped {
-                        cursor,
-                        pages,
-                        items,
-                    });
+                    tracing::info!(label, pages, total = items, "budget spent; stopping with a cursor");
+                    return Ok(PageRun::Stopped { cursor, pages, items });
                 }
                 next = Some(k);
             }
+            _ => return Ok(PageRun::Exhausted { pages, items }),
         }
     }
 }
@@ -248,20 +231,14 @@ mod tests {
         let key = Item::from([
             ("pk".to_string(), AttributeValue::S("t#1".into())),
             ("n".to_string(), AttributeValue::N("42".into())),
-            (
-                "b".to_string(),
-                AttributeValue::B(Blob::new(vec![0, 1, 255])),
-            ),
+            ("b".to_string(), AttributeValue::B(Blob::new(vec![0, 1, 255]))),
         ]);
         let c = Cursor::encode(&key).unwrap();
         assert_eq!(c.decode().unwrap(), key);
         let again: Cursor = c.as_str().parse().unwrap();
         assert_eq!(again, c);
         assert!("not a cursor!".parse::<Cursor>().is_err());
-        assert!(base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .encode("{}")
-            .parse::<Cursor>()
-            .is_err());
+        assert!(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("{}").parse::<Cursor>().is_err());
         let bad_n = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(r#"{"n":{"N":"x"}}"#);
         assert!(bad_n.parse::<Cursor>().is_err());
         let json = serde_json::to_string(&c).unwrap();

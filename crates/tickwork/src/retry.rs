@@ -29,11 +29,7 @@ pub struct RetryPolicy {
 
 impl Default for RetryPolicy {
     fn default() -> Self {
-        Self {
-            max_attempts: 5,
-            initial_backoff: Duration::from_millis(50),
-            max_backoff: Duration::from_secs(2),
-        }
+        Self { max_attempts: 5, initial_backoff: Duration::from_millis(50), max_backoff: Duration::from_secs(2) }
     }
 }
 
@@ -43,15 +39,11 @@ impl RetryPolicy {
         let d = Self::default();
         let max_attempts = env.parse_or("TICKWORK_RETRY_MAX_ATTEMPTS", d.max_attempts)?;
         if max_attempts == 0 {
-            return Err(ConfigError::invalid(
-                "TICKWORK_RETRY_MAX_ATTEMPTS",
-                "must be at least 1",
-            ));
+            return Err(ConfigError::invalid("TICKWORK_RETRY_MAX_ATTEMPTS", "must be at least 1"));
         }
         Ok(Self {
             max_attempts,
-            initial_backoff: env
-                .secs_or("TICKWORK_RETRY_INITIAL_BACKOFF_SECS", d.initial_backoff)?,
+            initial_backoff: env.secs_or("TICKWORK_RETRY_INITIAL_BACKOFF_SECS", d.initial_backoff)?,
             max_backoff: env.secs_or("TICKWORK_RETRY_MAX_BACKOFF_SECS", d.max_backoff)?,
         })
     }
@@ -77,8 +69,6 @@ pub fn work_client(sdk: &SdkConfig, policy: &RetryPolicy, partition: &str) -> Cl
 
 /// A DynamoDB client for health probes: one attempt, so an outage shows at once.
 pub fn probe_client(sdk: &SdkConfig) -> Client {
-    let conf = aws_sdk_dynamodb::config::Builder::from(sdk)
-        .retry_config(RetryConfig::disabled())
-        .build();
+    let conf = aws_sdk_dynamodb::config::Builder::from(sdk).retry_config(RetryConfig::disabled()).build();
     Client::from_conf(conf)
 }

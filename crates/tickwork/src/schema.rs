@@ -19,9 +19,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement,
-    KeyType, Projection as SdkProjection, ProjectionType, ScalarAttributeType,
-    TimeToLiveSpecification,
+    AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType,
+    Projection as SdkProjection, ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
 };
 use aws_sdk_dynamodb::Client;
 
@@ -55,17 +54,11 @@ pub struct KeyAttr {
 
 /// A string key attribute.
 pub const fn s(name: &'static str) -> KeyAttr {
-    KeyAttr {
-        name,
-        ty: ScalarType::S,
-    }
+    KeyAttr { name, ty: ScalarType::S }
 }
 /// A number key attribute.
 pub const fn n(name: &'static str) -> KeyAttr {
-    KeyAttr {
-        name,
-        ty: ScalarType::N,
-    }
+    KeyAttr { name, ty: ScalarType::N }
 }
 
 /// A global secondary index.
@@ -99,10 +92,8 @@ pub struct TableDef {
 impl TableDef {
     /// The GSI shapes the capacity estimator needs.
     pub fn gsi_shapes(&self) -> Vec<GsiShape> {
-        let table_keys: Vec<String> = std::iter::once(self.pk.name)
-            .chain(self.sk.as_ref().map(|k| k.name))
-            .map(str::to_string)
-            .collect();
+        let table_keys: Vec<String> =
+            std::iter::once(self.pk.name).chain(self.sk.as_ref().map(|k| k.name)).map(str::to_string).collect();
         self.gsis
             .iter()
             .map(|g| GsiShape {
@@ -118,29 +109,13 @@ impl TableDef {
 
 /// The control table: leases, slots, watermarks, idempotency records, checkpoints.
 pub fn control_table() -> TableDef {
-    TableDef {
-        logical: "control",
-        pk: s(PK),
-        sk: Some(s(SK)),
-        gsis: vec![],
-        ttl: Some(TTL),
-    }
+    TableDef { logical: "control", pk: s(PK), sk: Some(s(SK)), gsis: vec![], ttl: Some(TTL) }
 }
 
 fn key_schema(pk: &KeyAttr, sk: Option<&KeyAttr>) -> Vec<KeySchemaElement> {
-    let mut v = vec![KeySchemaElement::builder()
-        .attribute_name(pk.name)
-        .key_type(KeyType::Hash)
-        .build()
-        .expect("key")];
+    let mut v = vec![KeySchemaElement::builder().attribute_name(pk.name).key_type(KeyType::Hash).build().expect("key")];
     if let Some(sk) = sk {
-        v.push(
-            KeySchemaElement::builder()
-                .attribute_name(sk.name)
-                .key_type(KeyType::Range)
-                .build()
-                .expect("key"),
-        );
+        v.push(KeySchemaElement::builder().attribute_name(sk.name).key_type(KeyType::Range).build().expect("key"));
     }
     v
 }
@@ -150,11 +125,7 @@ fn attr_def(k: &KeyAttr) -> AttributeDefinition {
         ScalarType::S => ScalarAttributeType::S,
         ScalarType::N => ScalarAttributeType::N,
     };
-    AttributeDefinition::builder()
-        .attribute_name(k.name)
-        .attribute_type(ty)
-        .build()
-        .expect("attr")
+    AttributeDefinition::builder().attribute_name(k.name).attribute_type(ty).build().expect("attr")
 }
 
 /// Creates `name` from `def` (on-demand billing, TTL when declared) and waits until it is active.
@@ -176,12 +147,8 @@ pub async fn create_table(client: &Client, def: &TableDef, name: &str) -> Result
         .set_attribute_definitions(Some(attrs.iter().map(attr_def).collect()));
     for g in &def.gsis {
         let projection = match &g.projection {
-            Projection::All => SdkProjection::builder()
-                .projection_type(ProjectionType::All)
-                .build(),
-            Projection::KeysOnly => SdkProjection::builder()
-                .projection_type(ProjectionType::KeysOnly)
-                .build(),
+            Projection::All => SdkProjection::builder().projection_type(ProjectionType::All).build(),
+            Projection::KeysOnly => SdkProjection::builder().projection_type(ProjectionType::KeysOnly).build(),
             Projection::Include(a) => SdkProjection::builder()
                 .projection_type(ProjectionType::Include)
                 .set_non_key_attributes(Some(a.clone()))
@@ -198,9 +165,7 @@ pub async fn create_table(client: &Client, def: &TableDef, name: &str) -> Result
     }
     match req.send().await {
         Ok(_) => {}
-        Err(e)
-            if aws_sdk_dynamodb::error::ProvideErrorMetadata::code(&e)
-                == Some("ResourceInUseException") => {}
+        Err(e) if aws_sdk_dynamodb::error::ProvideErrorMetadata::code(&e) == Some("ResourceInUseException") => {}
         Err(e) => return Err(DbError::from_sdk("CreateTable", name, e)),
     }
     for _ in 0..600 {
@@ -210,11 +175,7 @@ pub async fn create_table(client: &Client, def: &TableDef, name: &str) -> Result
             .send()
             .await
             .map_err(|e| DbError::from_sdk("DescribeTable", name, e))?;
-        if d.table()
-            .and_then(|t| t.table_status())
-            .map(|s| s.as_str() == "ACTIVE")
-            .unwrap_or(false)
-        {
+        if d.table().and_then(|t| t.table_status()).map(|s| s.as_str() == "ACTIVE").unwrap_or(false) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -224,11 +185,7 @@ pub async fn create_table(client: &Client, def: &TableDef, name: &str) -> Result
             .update_time_to_live()
             .table_name(name)
             .time_to_live_specification(
-                TimeToLiveSpecification::builder()
-                    .attribute_name(attr)
-                    .enabled(true)
-                    .build()
-                    .expect("ttl"),
+                TimeToLiveSpecification::builder().attribute_name(attr).enabled(true).build().expect("ttl"),
             )
             .send()
             .await
@@ -252,21 +209,15 @@ pub fn key(pk: impl Into<String>, sk: impl Into<String>) -> HashMap<String, Attr
 
 /// Reads a string attribute.
 pub fn get_s<'a>(item: &'a Item, name: &str) -> Option<&'a str> {
-    item.get(name)
-        .and_then(|v| v.as_s().ok())
-        .map(String::as_str)
+    item.get(name).and_then(|v| v.as_s().ok()).map(String::as_str)
 }
 /// Reads a number attribute as i64.
 pub fn get_i64(item: &Item, name: &str) -> Option<i64> {
-    item.get(name)
-        .and_then(|v| v.as_n().ok())
-        .and_then(|n| n.parse().ok())
+    item.get(name).and_then(|v| v.as_n().ok()).and_then(|n| n.parse().ok())
 }
 /// Reads a number attribute as u64.
 pub fn get_u64(item: &Item, name: &str) -> Option<u64> {
-    item.get(name)
-        .and_then(|v| v.as_n().ok())
-        .and_then(|n| n.parse().ok())
+    item.get(name).and_then(|v| v.as_n().ok()).and_then(|n| n.parse().ok())
 }
 /// Reads a boolean attribute.
 pub fn get_bool(item: &Item, name: &str) -> Option<bool> {

@@ -50,12 +50,7 @@ pub struct Slots {
 impl Slots {
     /// Slots in `table`, kept for `retention` after completion.
     pub fn new(db: Db, table: impl Into<String>, clock: SharedClock, retention: Duration) -> Self {
-        Self {
-            db,
-            table: table.into(),
-            clock,
-            retention,
-        }
+        Self { db, table: table.into(), clock, retention }
     }
 
     /// Is the slot recorded? A strongly consistent read: it follows a lease acquisition, and a
@@ -81,10 +76,7 @@ impl Slots {
         let mut item = slot_key(&fence.job, slot);
         item.insert(COMPLETED_AT.into(), av_n(now));
         item.insert("token".into(), av_n(fence.token));
-        item.insert(
-            TTL.into(),
-            av_n(now / 1000 + self.retention.as_secs() as i64),
-        );
+        item.insert(TTL.into(), av_n(now / 1000 + self.retention.as_secs() as i64));
         item.insert("job".into(), av_s(&fence.job));
         let put = Put::builder()
             .table_name(&self.table)
@@ -93,13 +85,7 @@ impl Slots {
             .expression_attribute_names("#pk", PK)
             .build()
             .expect("put has table and item");
-        match fenced_write(
-            &self.db,
-            fence,
-            vec![TransactWriteItem::builder().put(put).build()],
-        )
-        .await?
-        {
+        match fenced_write(&self.db, fence, vec![TransactWriteItem::builder().put(put).build()]).await? {
             Fenced::Written => Ok(Record::Recorded),
             Fenced::Stale => Ok(Record::Stale),
             Fenced::ConditionFailed { .. } => Ok(Record::AlreadyRecorded),

@@ -74,36 +74,19 @@ pub struct Watermarks {
 impl Watermarks {
     /// Watermarks in `table`.
     pub fn new(db: Db, table: impl Into<String>, clock: SharedClock) -> Self {
-        Self {
-            db,
-            table: table.into(),
-            clock,
-        }
+        Self { db, table: table.into(), clock }
     }
 
     /// One eventually consistent GetItem: marks and pause switch.
     pub async fn read(&self, job: &str) -> Result<WatermarkState, DbError> {
-        let out = self
-            .db
-            .get(
-                self.db
-                    .client()
-                    .get_item()
-                    .table_name(&self.table)
-                    .set_key(Some(watermark_key(job))),
-            )
-            .await?;
+        let out =
+            self.db.get(self.db.client().get_item().table_name(&self.table).set_key(Some(watermark_key(job)))).await?;
         let Some(item) = out.item() else {
             return Ok(WatermarkState::default());
         };
         let marks = item
             .iter()
-            .filter_map(|(k, v)| {
-                Some((
-                    k.strip_prefix(MARK_PREFIX)?.to_string(),
-                    v.as_s().ok()?.clone(),
-                ))
-            })
+            .filter_map(|(k, v)| Some((k.strip_prefix(MARK_PREFIX)?.to_string(), v.as_s().ok()?.clone())))
             .collect();
         Ok(WatermarkState {
             marks,
@@ -113,12 +96,7 @@ impl Watermarks {
     }
 
     /// Moves `group`'s mark forward to `value`, fenced.
-    pub async fn advance(
-        &self,
-        fence: &Fence,
-        group: &str,
-        value: &str,
-    ) -> Result<Advance, DbError> {
+    pub async fn advance(&self, fence: &Fence, group: &str, value: &str) -> Result<Advance, DbError> {
         let update = Update::builder()
             .table_name(&self.table)
             .set_key(Some(watermark_key(&fence.job)))
@@ -133,31 +111,17 @@ impl Watermarks {
             )
             .build()
             .expect("update has table, key and expression");
-        match fenced_write(
-            &self.db,
-            fence,
-            vec![TransactWriteItem::builder().update(update).build()],
-        )
-        .await?
-        {
+        match fenced_write(&self.db, fence, vec![TransactWriteItem::builder().update(update).build()]).await? {
             Fenced::Written => Ok(Advance::Advanced),
             Fenced::Stale => Ok(Advance::Stale),
             Fenced::ConditionFailed { item, .. } => Ok(Advance::NotForward {
-                current: item
-                    .as_ref()
-                    .and_then(|i| get_s(i, &format!("{MARK_PREFIX}{group}")))
-                    .map(str::to_string),
+                current: item.as_ref().and_then(|i| get_s(i, &format!("{MARK_PREFIX}{group}"))).map(str::to_string),
             }),
         }
     }
 
     /// Flips the pause switch (operator action; not fenced, any time).
-    pub async fn set_paused(
-        &self,
-        job: &str,
-        paused: bool,
-        reason: Option<&str>,
-    ) -> Result<(), DbError> {
+    pub async fn set_paused(&self, job: &str, paused: bool, reason: Option<&str>) -> Result<(), DbError> {
         let mut req = self
             .db
             .client()
@@ -166,14 +130,9 @@ impl Watermarks {
             .set_key(Some(watermark_key(job)))
             .expression_attribute_names("#p", PAUSED)
             .expression_attribute_names("#r", PAUSED_REASON)
-            .expression_attribute_values(
-                ":p",
-                aws_sdk_dynamodb::types::AttributeValue::Bool(paused),
-            );
+            .expression_attribute_values(":p", aws_sdk_dynamodb::types::AttributeValue::Bool(paused));
         req = match reason {
-            Some(r) => req
-                .update_expression("SET #p = :p, #r = :r")
-                .expression_attribute_values(":r", av_s(r)),
+            Some(r) => req.update_expression("SET #p = :p, #r = :r").expression_attribute_values(":r", av_s(r)),
             None => req.update_expression("SET #p = :p REMOVE #r"),
         };
         self.db.update(req).await.map(|_| ())

@@ -1,0 +1,741 @@
+//! A work queue in DynamoDB (`003_*`, done so that an empty poll is nearly free, a dead worker's
+//! item comes back, and a poison item stops being retried).
+//!
+//! ## Table (`<prefix>-queue`)
+//! Key `pk` = the item id, which is the producer's idempotency key (`daily-summary#2026-11-29#t42`).
+//! Attributes: `kind`, `payload` (JSON text), `tenant`, `attempts`, `owner`, `state`
+//! (`pending`|`claimed`|`done`|`dead`), `visible_at` (ms: due time while pending, claim expiry while
+//! claimed), `created_at`, `last_error`, `ttl`.
+//!
+//! - GSI `ready`: key `shard` (`queue#<k>`, k = FNV-1a(id) mod shards) + `visible_at`, keys only.
+//!   `shard` exists only while the item is live (pending or claimed), so finished and dead items
+//!   leave the index (sparse). Finding work is a Query with the **key condition**
+//!   `shard = :s AND visible_at <= :now`: a pending item and one whose claim expired come back
+//!   the same way, and a claimed, unexpired item is never read (it is not in the key range).
+//! - GSI `dead`: key `dlq` + `failed_at`, present only on dead letters, so they are listable.
+//!
+//! ## Protocol
+//! 1. **Enqueue**: PutItem `attribute_not_exists(pk)`; an existing id changes nothing
+//!    ([`Enqueue::Exists`]). [`enqueue_item`] gives the same put for a caller's transaction.
+//! 2. **Poll**: the Query above on one shard, oldest first (keys only: cheap).
+//! 3. **Claim**: UpdateItem on the base table, conditional on `visible_at <= :now` and the item being
+//!    live (the index lags the table), setting `owner`, `state = claimed`,
+//!    `visible_at = now + visibility` and `attempts + 1`. Losing the race is [`Claim::Taken`].
+//!    `attempts` after the claim is the claim's generation: later writes are conditional on
+//!    `owner` *and* `attempts`, so a worker whose claim expired and was re-taken cannot touch it.
+//! 4. **Finish**: the item becomes a `done` tombstone (out of the ready index, deleted by TTL after
+//!    the retention), conditional on owner and generation. The design's "conditional delete"
+//!    would forget the id, so a repeated enqueue of a finished id would run it again; the tombstone
+//!    keeps the id as its own idempotency key for the retention, and TTL deletion is free.
+//! 5. **Fail**: back to pending with `visible_at = now + backoff(attempts)` (exponential), or, when
+//!    `attempts` reached the maximum, a dead letter (out of the ready index, into `dead`).
+//! 6. **Extend**: pushes `visible_at` out while still owner (heartbeat for long items).
+//!
+//! ## Clock assumptions
+//! Claim expiry uses the claimer's clock; a visibility timeout well above the clock-skew bound and
+//! above the handler's run time keeps two owners from running one item at the same time. Even then
+//! the conditional finish means at most one of them completes it.
+
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnValue, TransactWriteItem};
+use futures::stream::{self, StreamExt};
+
+use crate::capacity::{Item, Projection};
+use crate::clock::{Millis, SharedClock};
+use crate::config::{ConfigError, Env};
+use crate::db::Db;
+use crate::error::DbError;
+use crate::schema::{av_n, av_s, get_i64, get_s, get_u64, n, s, GsiDef, TableDef, PK, TTL};
+
+/// Attribute: item kind (selects the handler).
+pub const KIND: &str = "kind";
+/// Attribute: JSON payload.
+pub const PAYLOAD: &str = "payload";
+/// Attribute: the tenant the item belongs to.
+pub const TENANT: &str = "tenant";
+/// Attribute: claims so far.
+pub const ATTEMPTS: &str = "attempts";
+/// Attribute: current claimer.
+pub const OWNER: &str = "owner";
+/// Attribute: lifecycle state.
+pub const STATE: &str = "state";
+/// Attribute: when the item may be taken next (ms).
+pub const VISIBLE_AT: &str = "visible_at";
+/// Attribute: ready-index partition, present only while live.
+pub const SHARD: &str = "shard";
+/// Attribute: dead-letter index partition, present only on dead letters.
+pub const DLQ: &str = "dlq";
+/// Attribute: when it was dead-lettered (ms).
+pub const FAILED_AT: &str = "failed_at";
+/// Attribute: last failure message.
+pub const LAST_ERROR: &str = "last_error";
+/// Attribute: creation time (ms).
+pub const CREATED_AT: &str = "created_at";
+/// Ready index name.
+pub const READY_INDEX: &str = "ready";
+/// Dead-letter index name.
+pub const DEAD_INDEX: &str = "dead";
+
+const PENDING: &str = "pending";
+const CLAIMED: &str = "claimed";
+const DONE: &str = "done";
+const DEAD: &str = "dead";
+const DLQ_PARTITION: &str = "dlq";
+
+/// Longest accepted item id (DynamoDB's partition key limit is 2048 bytes).
+pub const MAX_ID_BYTES: usize = 1024;
+/// Largest accepted payload (items are limited to 400 KB).
+pub const MAX_PAYLOAD_BYTES: usize = 256 * 1024;
+
+/// The queue table's definition.
+pub fn queue_table() -> TableDef {
+    TableDef {
+        logical: "queue",
+        pk: s(PK),
+        sk: None,
+        gsis: vec![
+            GsiDef { name: READY_INDEX, pk: s(SHARD), sk: Some(n(VISIBLE_AT)), projection: Projection::KeysOnly },
+            GsiDef {
+                name: DEAD_INDEX,
+                pk: s(DLQ),
+                sk: Some(n(FAILED_AT)),
+                projection: Projection::Include(vec![KIND.into(), TENANT.into(), ATTEMPTS.into(), LAST_ERROR.into()]),
+            },
+        ],
+        ttl: Some(TTL),
+    }
+}
+
+/// FNV-1a, 64 bit: a stable hash for shard assignment (std's hasher may change between releases,
+/// which would move items between shards on an upgrade). Eight lines do not warrant a dependency.
+pub fn fnv1a(data: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in data {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// The shard an id belongs to, of `shards`.
+pub fn shard_of(id: &str, shards: u32) -> u32 {
+    (fnv1a(id.as_bytes()) % u64::from(shards.max(1))) as u32
+}
+
+/// The ready-index partition value of shard `k`.
+pub fn shard_key(k: u32) -> String {
+    format!("queue#{k}")
+}
+
+/// Queue settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueConfig {
+    /// Ready-index shards (`TICKWORK_QUEUE_SHARDS`, default 8).
+    pub shards: u32,
+    /// Claim duration (`TICKWORK_QUEUE_VISIBILITY_SECS`, default 120).
+    pub visibility: Duration,
+    /// Claims before an item is dead-lettered (`TICKWORK_QUEUE_MAX_ATTEMPTS`, default 5).
+    pub max_attempts: u32,
+    /// First retry delay (`TICKWORK_QUEUE_BACKOFF_SECS`, default 10); doubles per attempt.
+    pub backoff_base: Duration,
+    /// Longest retry delay (`TICKWORK_QUEUE_BACKOFF_MAX_SECS`, default 3600).
+    pub backoff_max: Duration,
+    /// How long finished ids are remembered (`TICKWORK_QUEUE_RETENTION_SECS`, default 14 days).
+    pub retention: Duration,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        Self {
+            shards: 8,
+            visibility: Duration::from_secs(120),
+            max_attempts: 5,
+            backoff_base: Duration::from_secs(10),
+            backoff_max: Duration::from_secs(3600),
+            retention: Duration::from_secs(14 * 86_400),
+        }
+    }
+}
+
+impl QueueConfig {
+    /// Reads and validates the settings.
+    pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
+        let d = Self::default();
+        let c = Self {
+            shards: env.parse_or("TICKWORK_QUEUE_SHARDS", d.shards)?,
+            visibility: env.secs_or("TICKWORK_QUEUE_VISIBILITY_SECS", d.visibility)?,
+            max_attempts: env.parse_or("TICKWORK_QUEUE_MAX_ATTEMPTS", d.max_attempts)?,
+            backoff_base: env.secs_or("TICKWORK_QUEUE_BACKOFF_SECS", d.backoff_base)?,
+            backoff_max: env.secs_or("TICKWORK_QUEUE_BACKOFF_MAX_SECS", d.backoff_max)?,
+            retention: env.secs_or("TICKWORK_QUEUE_RETENTION_SECS", d.retention)?,
+        };
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Refuses settings that cannot work.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(1..=1000).contains(&self.shards) {
+            return Err(ConfigError::invalid("TICKWORK_QUEUE_SHARDS", format!("{} is not in 1..=1000", self.shards)));
+        }
+        if self.max_attempts == 0 {
+            return Err(ConfigError::invalid("TICKWORK_QUEUE_MAX_ATTEMPTS", "must be at least 1"));
+        }
+        if self.visibility.is_zero() {
+            return Err(ConfigError::invalid("TICKWORK_QUEUE_VISIBILITY_SECS", "must be above 0"));
+        }
+        Ok(())
+    }
+
+    /// Delay before the next attempt after `attempts` claims: base × 2^(attempts−1), capped.
+    pub fn backoff(&self, attempts: u32) -> Duration {
+        let exp = attempts.saturating_sub(1).min(30);
+        self.backoff_base.saturating_mul(1u32 << exp).min(self.backoff_max)
+    }
+}
+
+/// An item to enqueue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewItem {
+    /// Idempotency key; the same id enqueued twice is one item.
+    pub id: String,
+    /// Handler kind.
+    pub kind: String,
+    /// JSON payload.
+    pub payload: String,
+    /// Owning tenant, when the work is per tenant.
+    pub tenant: Option<String>,
+    /// Not before (ms).
+    pub due_ms: Millis,
+}
+
+/// Why an item was refused before any write.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("queue item `{id}`: {problem}")]
+pub struct InvalidItem {
+    /// The id (possibly truncated).
+    pub id: String,
+    /// What is wrong.
+    pub problem: String,
+}
+
+impl NewItem {
+    /// Checks id, kind and payload before anything is written.
+    pub fn validate(&self) -> Result<(), InvalidItem> {
+        let bad = |p: &str| InvalidItem { id: self.id.chars().take(80).collect(), problem: p.to_string() };
+        if self.id.is_empty() || self.id.len() > MAX_ID_BYTES {
+            return Err(bad(&format!("id must be 1..={MAX_ID_BYTES} bytes")));
+        }
+        if self.kind.is_empty() || self.kind.len() > 128 {
+            return Err(bad("kind must be 1..=128 bytes"));
+        }
+        if self.payload.len() > MAX_PAYLOAD_BYTES {
+            return Err(bad(&format!("payload is {} bytes; the limit is {MAX_PAYLOAD_BYTES}", self.payload.len())));
+        }
+        if let Err(e) = serde_json::from_str::<serde_json::Value>(&self.payload) {
+            return Err(bad(&format!("payload is not JSON: {e}")));
+        }
+        Ok(())
+    }
+
+    fn item(&self, shards: u32, now: Millis) -> Item {
+        let mut item = Item::from([
+            (PK.to_string(), av_s(&self.id)),
+            (KIND.to_string(), av_s(&self.kind)),
+            (PAYLOAD.to_string(), av_s(&self.payload)),
+            (ATTEMPTS.to_string(), av_n(0)),
+            (STATE.to_string(), av_s(PENDING)),
+            (VISIBLE_AT.to_string(), av_n(self.due_ms)),
+            (SHARD.to_string(), av_s(shard_key(shard_of(&self.id, shards)))),
+            (CREATED_AT.to_string(), av_n(now)),
+        ]);
+        if let Some(t) = &self.tenant {
+            item.insert(TENANT.to_string(), av_s(t));
+        }
+        item
+    }
+}
+
+/// A put that inserts `item` only if its id is new, for a caller's own transaction (the pulse sweep
+/// enqueues a pulse and advances a cursor in one).
+pub fn enqueue_item(
+    table: &str,
+    cfg: &QueueConfig,
+    item: &NewItem,
+    now: Millis,
+) -> Result<TransactWriteItem, InvalidItem> {
+    item.validate()?;
+    let put = Put::builder()
+        .table_name(table)
+        .set_item(Some(item.item(cfg.shards, now)))
+        .condition_expression("attribute_not_exists(#pk)")
+        .expression_attribute_names("#pk", PK)
+        .build()
+        .expect("put has table and item");
+    Ok(TransactWriteItem::builder().put(put).build())
+}
+
+/// Outcome of an enqueue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enqueue {
+    /// New item written.
+    Enqueued,
+    /// The id exists (pending, running, done or dead): nothing changed.
+    Exists,
+}
+
+/// Counts from a batch enqueue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EnqueueCounts {
+    /// Newly written.
+    pub enqueued: u64,
+    /// Already there.
+    pub existed: u64,
+}
+
+/// A claimed item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    /// Id.
+    pub id: String,
+    /// Handler kind.
+    pub kind: String,
+    /// JSON payload (decoded by the handler).
+    pub payload: String,
+    /// Owning tenant.
+    pub tenant: Option<String>,
+    /// Claims so far, this one included; the claim's generation.
+    pub attempts: u32,
+    /// Our owner id.
+    pub owner: String,
+    /// Our claim's end (ms).
+    pub claim_until_ms: Millis,
+}
+
+/// A ready item found by a poll (keys only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    /// Id.
+    pub id: String,
+    /// Its `visible_at` as the index saw it.
+    pub visible_at: Millis,
+}
+
+/// Outcome of a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// Ours.
+    Claimed(Job),
+    /// Another worker got it first, or it is no longer ready.
+    Taken,
+}
+
+/// Outcome of finish, extend or fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settle {
+    /// Done as asked.
+    Settled,
+    /// Retried later at the given instant.
+    Retrying {
+        /// When it becomes visible again (ms).
+        at_ms: Millis,
+    },
+    /// Moved to the dead letters.
+    DeadLettered,
+    /// The claim expired and someone else owns the item now: nothing changed.
+    NotOwner,
+}
+
+/// A dead letter, for operators.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DeadLetter {
+    /// Id.
+    pub id: String,
+    /// Kind.
+    pub kind: String,
+    /// Tenant.
+    pub tenant: Option<String>,
+    /// Claims made.
+    pub attempts: u32,
+    /// Last error.
+    pub last_error: String,
+    /// When (ms).
+    pub failed_at_ms: Millis,
+}
+
+/// The queue on one table.
+#[derive(Debug, Clone)]
+pub struct Queue {
+    db: Db,
+    table: String,
+    cfg: QueueConfig,
+    clock: SharedClock,
+}
+
+const MINE: &str = "#owner = :owner AND #attempts = :gen AND #state = :claimed";
+
+impl Queue {
+    /// The queue in `table`.
+    pub fn new(db: Db, table: impl Into<String>, cfg: QueueConfig, clock: SharedClock) -> Self {
+        Self { db, table: table.into(), cfg, clock }
+    }
+
+    /// Settings.
+    pub fn config(&self) -> &QueueConfig {
+        &self.cfg
+    }
+
+    /// Table name.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The metered client.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// Enqueues one item unless its id exists.
+    pub async fn enqueue(&self, item: &NewItem) -> Result<Enqueue, QueueError> {
+        item.validate()?;
+        let req = self
+            .db
+            .client()
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item.item(self.cfg.shards, self.clock.now_ms())))
+            .condition_expression("attribute_not_exists(#pk)")
+            .expression_attribute_names("#pk", PK);
+        match self.db.put(req).await {
+            Ok(_) => Ok(Enqueue::Enqueued),
+            Err(DbError::ConditionFailed { .. }) => Ok(Enqueue::Exists),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Enqueues many items with `concurrency` requests in flight. Conditional puts (1 WCU each)
+    /// rather than BatchWriteItem, which cannot carry the "only if new" condition, or a
+    /// transaction, which would bill twice.
+    pub async fn enqueue_many(&self, items: &[NewItem], concurrency: usize) -> Result<EnqueueCounts, QueueError> {
+        for it in items {
+            it.validate()?;
+        }
+        let results: Vec<Result<Enqueue, QueueError>> =
+            stream::iter(items.iter().map(|it| self.enqueue(it))).buffer_unordered(concurrency.max(1)).collect().await;
+        let mut c = EnqueueCounts::default();
+        for r in results {
+            match r? {
+                Enqueue::Enqueued => c.enqueued += 1,
+                Enqueue::Exists => c.existed += 1,
+            }
+        }
+        Ok(c)
+    }
+
+    /// Up to `limit` ready items of shard `k`, oldest first. A key condition, never a filter: a
+    /// claimed, unexpired item is outside `visible_at <= now` and is not read (or billed).
+    pub async fn poll(&self, k: u32, limit: i32) -> Result<Vec<Candidate>, QueueError> {
+        let now = self.clock.now_ms();
+        let req = self
+            .db
+            .client()
+            .query()
+            .table_name(&self.table)
+            .index_name(READY_INDEX)
+            .key_condition_expression("#shard = :s AND #vis <= :now")
+            .expression_attribute_names("#shard", SHARD)
+            .expression_attribute_names("#vis", VISIBLE_AT)
+            .expression_attribute_values(":s", av_s(shard_key(k)))
+            .expression_attribute_values(":now", av_n(now))
+            .limit(limit.max(1));
+        let out = self.db.query(req).await?;
+        Ok(out
+            .items()
+            .iter()
+            .filter_map(|i| Some(Candidate { id: get_s(i, PK)?.to_string(), visible_at: get_i64(i, VISIBLE_AT)? }))
+            .collect())
+    }
+
+    /// Claims `id` for `owner` if it is still ready.
+    pub async fn claim(&self, id: &str, owner: &str) -> Result<Claim, QueueError> {
+        let now = self.clock.now_ms();
+        let until = now + self.cfg.visibility.as_millis() as i64;
+        let req = self
+            .db
+            .client()
+            .update_item()
+            .table_name(&self.table)
+            .key(PK, av_s(id))
+            .update_expression("SET #owner = :owner, #state = :claimed, #vis = :until ADD #attempts :one")
+            .condition_expression("attribute_exists(#shard) AND #vis <= :now")
+            .expression_attribute_names("#owner", OWNER)
+            .expression_attribute_names("#state", STATE)
+            .expression_attribute_names("#vis", VISIBLE_AT)
+            .expression_attribute_names("#attempts", ATTEMPTS)
+            .expression_attribute_names("#shard", SHARD)
+            .expression_attribute_values(":owner", av_s(owner))
+            .expression_attribute_values(":claimed", av_s(CLAIMED))
+            .expression_attribute_values(":until", av_n(until))
+            .expression_attribute_values(":now", av_n(now))
+            .expression_attribute_values(":one", av_n(1))
+            .return_values(ReturnValue::AllNew);
+        match self.db.update(req).await {
+            Ok(out) => {
+                let a = out.attributes().cloned().unwrap_or_default();
+                Ok(Claim::Claimed(Job {
+                    id: id.to_string(),
+                    kind: get_s(&a, KIND).unwrap_or_default().to_string(),
+                    payload: get_s(&a, PAYLOAD).unwrap_or("null").to_string(),
+                    tenant: get_s(&a, TENANT).map(str::to_string),
+                    attempts: get_u64(&a, ATTEMPTS).unwrap_or(1) as u32,
+                    owner: owner.to_string(),
+                    claim_until_ms: until,
+                }))
+            }
+            Err(DbError::ConditionFailed { .. }) => Ok(Claim::Taken),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn mine(&self, job: &Job) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+        self.db
+            .client()
+            .update_item()
+            .table_name(&self.table)
+            .key(PK, av_s(&job.id))
+            .condition_expression(MINE)
+            .expression_attribute_names("#owner", OWNER)
+            .expression_attribute_names("#attempts", ATTEMPTS)
+            .expression_attribute_names("#state", STATE)
+            .expression_attribute_values(":owner", av_s(&job.owner))
+            .expression_attribute_values(":gen", av_n(job.attempts))
+            .expression_attribute_values(":claimed", av_s(CLAIMED))
+    }
+
+    /// Marks the job done (a tombstone out of the ready index), if still ours.
+    pub async fn finish(&self, job: &Job) -> Result<Settle, QueueError> {
+        let ttl = self.clock.now_ms() / 1000 + self.cfg.retention.as_secs() as i64;
+        let req = self
+            .mine(job)
+            .update_expression("SET #state = :done, #ttl = :ttl REMOVE #shard, #vis, #payload")
+            .expression_attribute_names("#ttl", TTL)
+            .expression_attribute_names("#shard", SHARD)
+            .expression_attribute_names("#vis", VISIBLE_AT)
+            .expression_attribute_names("#payload", PAYLOAD)
+            .expression_attribute_values(":done", av_s(DONE))
+            .expression_attribute_values(":ttl", av_n(ttl));
+        settle(self.db.update(req).await, Settle::Settled)
+    }
+
+    /// Pushes the claim out by the visibility timeout, if still ours.
+    pub async fn extend(&self, job: &Job) -> Result<(Settle, Job), QueueError> {
+        let until = self.clock.now_ms() + self.cfg.visibility.as_millis() as i64;
+        let req = self
+            .mine(job)
+            .update_expression("SET #vis = :until")
+            .expression_attribute_names("#vis", VISIBLE_AT)
+            .expression_attribute_values(":until", av_n(until));
+        let s = settle(self.db.update(req).await, Settle::Settled)?;
+        Ok((s, Job { claim_until_ms: until, ..job.clone() }))
+    }
+
+    /// Records a failure: retry after the backoff, or dead-letter after the last attempt.
+    pub async fn fail(&self, job: &Job, error: &str) -> Result<Settle, QueueError> {
+        if job.attempts >= self.cfg.max_attempts {
+            return self.dead_letter(job, error).await;
+        }
+        let now = self.clock.now_ms();
+        let msg: String = error.chars().take(2000).collect();
+        let at = now + self.cfg.backoff(job.attempts).as_millis() as i64;
+        let req = self
+            .mine(job)
+            .update_expression("SET #state = :pending, #vis = :at, #err = :err REMOVE #owner")
+            .expression_attribute_names("#vis", VISIBLE_AT)
+            .expression_attribute_names("#err", LAST_ERROR)
+            .expression_attribute_values(":pending", av_s(PENDING))
+            .expression_attribute_values(":at", av_n(at))
+            .expression_attribute_values(":err", av_s(msg));
+        settle(self.db.update(req).await, Settle::Retrying { at_ms: at })
+    }
+
+    /// Moves the job to the dead letters now (a permanent failure, or the last attempt).
+    pub async fn dead_letter(&self, job: &Job, error: &str) -> Result<Settle, QueueError> {
+        let now = self.clock.now_ms();
+        let msg: String = error.chars().take(2000).collect();
+        let req = self
+            .mine(job)
+            .update_expression("SET #state = :dead, #dlq = :dlq, #failed = :now, #err = :err REMOVE #shard, #owner")
+            .expression_attribute_names("#dlq", DLQ)
+            .expression_attribute_names("#failed", FAILED_AT)
+            .expression_attribute_names("#err", LAST_ERROR)
+            .expression_attribute_names("#shard", SHARD)
+            .expression_attribute_values(":dead", av_s(DEAD))
+            .expression_attribute_values(":dlq", av_s(DLQ_PARTITION))
+            .expression_attribute_values(":now", av_n(now))
+            .expression_attribute_values(":err", av_s(msg));
+        settle(self.db.update(req).await, Settle::DeadLettered)
+    }
+
+    /// Every dead letter, following the index cursor to exhaustion.
+    pub async fn dead_letters(&self) -> Result<Vec<DeadLetter>, QueueError> {
+        let mut out = Vec::new();
+        let q = self
+            .db
+            .client()
+            .query()
+            .table_name(&self.table)
+            .index_name(DEAD_INDEX)
+            .key_condition_expression("#dlq = :dlq")
+            .expression_attribute_names("#dlq", DLQ)
+            .expression_attribute_values(":dlq", av_s(DLQ_PARTITION));
+        crate::pager::for_each_page(&self.db, q, None, 500, &crate::budget::Unlimited, "dead-letters", |page| {
+            out.extend(page.items.iter().map(|i| DeadLetter {
+                id: get_s(i, PK).unwrap_or_default().to_string(),
+                kind: get_s(i, KIND).unwrap_or_default().to_string(),
+                tenant: get_s(i, TENANT).map(str::to_string),
+                attempts: get_u64(i, ATTEMPTS).unwrap_or(0) as u32,
+                last_error: get_s(i, LAST_ERROR).unwrap_or_default().to_string(),
+                failed_at_ms: get_i64(i, FAILED_AT).unwrap_or(0),
+            }));
+            std::future::ready(Ok::<(), DbError>(()))
+        })
+        .await
+        .map_err(|e| match e {
+            crate::pager::PageError::Db(d) | crate::pager::PageError::Handler(d) => QueueError::Db(d),
+            crate::pager::PageError::Cursor(c) => QueueError::Db(DbError::Invalid(c.to_string())),
+        })?;
+        Ok(out)
+    }
+
+    /// Puts a dead letter back in the queue with its attempts reset (operator action).
+    pub async fn retry_dead(&self, id: &str) -> Result<bool, QueueError> {
+        let req = self
+            .db
+            .client()
+            .update_item()
+            .table_name(&self.table)
+            .key(PK, av_s(id))
+            .update_expression(
+                "SET #state = :pending, #vis = :now, #attempts = :zero, #shard = :shard REMOVE #dlq, #failed",
+            )
+            .condition_expression("#state = :dead")
+            .expression_attribute_names("#state", STATE)
+            .expression_attribute_names("#vis", VISIBLE_AT)
+            .expression_attribute_names("#attempts", ATTEMPTS)
+            .expression_attribute_names("#shard", SHARD)
+            .expression_attribute_names("#dlq", DLQ)
+            .expression_attribute_names("#failed", FAILED_AT)
+            .expression_attribute_values(":pending", av_s(PENDING))
+            .expression_attribute_values(":dead", av_s(DEAD))
+            .expression_attribute_values(":now", av_n(self.clock.now_ms()))
+            .expression_attribute_values(":zero", av_n(0))
+            .expression_attribute_values(":shard", av_s(shard_key(shard_of(id, self.cfg.shards))));
+        match self.db.update(req).await {
+            Ok(_) => Ok(true),
+            Err(DbError::ConditionFailed { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Deletes a dead letter for good (operator action). Live items are never deleted here.
+    pub async fn purge_dead(&self, id: &str) -> Result<bool, QueueError> {
+        let req = self
+            .db
+            .client()
+            .delete_item()
+            .table_name(&self.table)
+            .key(PK, av_s(id))
+            .condition_expression("#state = :dead")
+            .expression_attribute_names("#state", STATE)
+            .expression_attribute_values(":dead", av_s(DEAD));
+        match self.db.delete(req).await {
+            Ok(_) => Ok(true),
+            Err(DbError::ConditionFailed { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Reads one item as stored (strongly consistent), for operators and tests.
+    pub async fn get(&self, id: &str) -> Result<Option<Item>, QueueError> {
+        let out = self
+            .db
+            .get(
+                self.db
+                    .client()
+                    .get_item()
+                    .table_name(&self.table)
+                    .key(PK, AttributeValue::S(id.into()))
+                    .consistent_read(true),
+            )
+            .await?;
+        Ok(out.item().cloned())
+    }
+}
+
+fn settle(
+    r: Result<aws_sdk_dynamodb::operation::update_item::UpdateItemOutput, DbError>,
+    ok: Settle,
+) -> Result<Settle, QueueError> {
+    match r {
+        Ok(_) => Ok(ok),
+        Err(DbError::ConditionFailed { .. }) => Ok(Settle::NotOwner),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Queue failures.
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    /// DynamoDB.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// An item refused before writing.
+    #[error(transparent)]
+    Invalid(#[from] InvalidItem),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_are_stable_and_spread() {
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        let mut counts = [0u32; 8];
+        for i in 0..8000 {
+            counts[shard_of(&format!("daily#2026-11-29#tenant-{i}"), 8) as usize] += 1;
+        }
+        assert!(counts.iter().all(|&c| (800..1200).contains(&c)), "{counts:?}");
+    }
+
+    #[test]
+    fn backoff_grows_and_caps() {
+        let c = QueueConfig {
+            backoff_base: Duration::from_secs(10),
+            backoff_max: Duration::from_secs(60),
+            ..Default::default()
+        };
+        let got: Vec<u64> = (1..=5).map(|a| c.backoff(a).as_secs()).collect();
+        assert_eq!(got, vec![10, 20, 40, 60, 60]);
+    }
+
+    #[test]
+    fn bad_items_are_refused_with_the_reason() {
+        let ok = NewItem { id: "a".into(), kind: "k".into(), payload: "{}".into(), tenant: None, due_ms: 0 };
+        assert!(ok.validate().is_ok());
+        let e = NewItem { payload: "{oops".into(), ..ok.clone() }.validate().unwrap_err();
+        assert!(e.problem.contains("not JSON"), "{e}");
+        assert!(NewItem { id: String::new(), ..ok.clone() }.validate().is_err());
+        assert!(NewItem { kind: String::new(), ..ok.clone() }.validate().is_err());
+        assert!(NewItem { id: "x".repeat(MAX_ID_BYTES + 1), ..ok }.validate().is_err());
+    }
+
+    #[test]
+    fn config_is_validated() {
+        let e = QueueConfig::from_env(&Env::from_pairs([("TICKWORK_QUEUE_SHARDS", "0")])).unwrap_err();
+        assert_eq!(e.var, "TICKWORK_QUEUE_SHARDS");
+        assert!(QueueConfig::from_env(&Env::from_pairs([("TICKWORK_QUEUE_MAX_ATTEMPTS", "0")])).is_err());
+    }
+}

@@ -1,0 +1,190 @@
+//! The tenants table and its sharded enumeration index.
+//!
+//! Why (`000_*`): the tenant list behind a sweep queried an index with a page limit and no cursor,
+//! and every tenant past the first page silently never got its pulse. Here the only way to list
+//! tenants is [`Tenants::for_each_page`], which pages one shard by cursor to exhaustion or stops
+//! with a resumable [`Cursor`]. Enumeration is sharded (shard = FNV-1a(id) mod N) so that no single
+//! index partition carries the whole list (`001_*`: a low-cardinality GSI key is a hot partition).
+//!
+//! ## Table (`<prefix>-tenants`)
+//! Key `pk` = tenant id. Attributes: `zone` (IANA name), `status` (`active` | `suspended`),
+//! `tshard` (`tenants#<k>`, **present only while active**), `zshard` (`<zone>#<k>`, likewise).
+//! - GSI `by_shard` (`tshard`, `pk`): every active tenant, per shard. Suspended tenants are not in
+//!   it, so "active" is a key condition (a sparse index), never a filter.
+//! - GSI `by_zone` (`zshard`, `pk`): active tenants of one time zone, per shard; the pulse sweep
+//!   reads only the zones whose local date advanced.
+
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
+use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
+use std::future::Future;
+
+use crate::budget::Budget;
+use crate::capacity::{Item, Projection};
+use crate::db::Db;
+use crate::error::DbError;
+use crate::pager::{for_each_page, Cursor, Page, PageError, PageRun};
+use crate::queue::fnv1a;
+use crate::schema::{av_s, get_s, s, GsiDef, TableDef, PK};
+
+/// Attribute: IANA time zone.
+pub const ZONE: &str = "zone";
+/// Attribute: lifecycle status.
+pub const STATUS: &str = "status";
+/// Attribute: enumeration shard, only while active.
+pub const TSHARD: &str = "tshard";
+/// Attribute: zone enumeration shard, only while active.
+pub const ZSHARD: &str = "zshard";
+/// Index over every active tenant.
+pub const BY_SHARD: &str = "by_shard";
+/// Index over active tenants per zone.
+pub const BY_ZONE: &str = "by_zone";
+
+/// The tenants table definition.
+pub fn tenants_table() -> TableDef {
+    let include = Projection::Include(vec![ZONE.into(), STATUS.into()]);
+    TableDef {
+        logical: "tenants",
+        pk: s(PK),
+        sk: None,
+        gsis: vec![
+            GsiDef { name: BY_SHARD, pk: s(TSHARD), sk: Some(s(PK)), projection: include.clone() },
+            GsiDef { name: BY_ZONE, pk: s(ZSHARD), sk: Some(s(PK)), projection: include },
+        ],
+        ttl: None,
+    }
+}
+
+/// A tenant as the sweeps need it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Tenant {
+    /// Id.
+    pub id: String,
+    /// IANA time zone name.
+    pub zone: String,
+    /// Active tenants are enumerated; others are not.
+    pub active: bool,
+}
+
+impl Tenant {
+    fn item(&self, shards: u32) -> Item {
+        let k = fnv1a(self.id.as_bytes()) % u64::from(shards.max(1));
+        let mut item = Item::from([
+            (PK.to_string(), av_s(&self.id)),
+            (ZONE.to_string(), av_s(&self.zone)),
+            (STATUS.to_string(), av_s(if self.active { "active" } else { "suspended" })),
+        ]);
+        if self.active {
+            item.insert(TSHARD.into(), av_s(format!("tenants#{k}")));
+            item.insert(ZSHARD.into(), av_s(format!("{}#{k}", self.zone)));
+        }
+        item
+    }
+
+    fn from_item(i: &Item) -> Option<Self> {
+        Some(Tenant {
+            id: get_s(i, PK)?.to_string(),
+            zone: get_s(i, ZONE)?.to_string(),
+            active: get_s(i, STATUS) == Some("active"),
+        })
+    }
+}
+
+/// The tenants table.
+#[derive(Debug, Clone)]
+pub struct Tenants {
+    db: Db,
+    table: String,
+    shards: u32,
+}
+
+impl Tenants {
+    /// `table` with `shards` enumeration shards (`TICKWORK_TENANT_SHARDS`).
+    pub fn new(db: Db, table: impl Into<String>, shards: u32) -> Self {
+        Self { db, table: table.into(), shards: shards.max(1) }
+    }
+
+    /// Shard count.
+    pub fn shards(&self) -> u32 {
+        self.shards
+    }
+
+    /// Writes tenants (seeding, admin), 25 per batch, unprocessed items retried.
+    pub async fn put_all(&self, tenants: &[Tenant]) -> Result<(), DbError> {
+        let writes: Vec<WriteRequest> = tenants
+            .iter()
+            .map(|t| {
+                WriteRequest::builder()
+                    .put_request(PutRequest::builder().set_item(Some(t.item(self.shards))).build().expect("item"))
+                    .build()
+            })
+            .collect();
+        self.db.batch_write_all(&self.table, writes, 8).await
+    }
+
+    fn shard_query(&self, k: u32) -> QueryFluentBuilder {
+        self.db
+            .client()
+            .query()
+            .table_name(&self.table)
+            .index_name(BY_SHARD)
+            .key_condition_expression("#s = :s")
+            .expression_attribute_names("#s", TSHARD)
+            .expression_attribute_values(":s", av_s(format!("tenants#{k}")))
+    }
+
+    fn zone_query(&self, zone: &str, k: u32) -> QueryFluentBuilder {
+        self.db
+            .client()
+            .query()
+            .table_name(&self.table)
+            .index_name(BY_ZONE)
+            .key_condition_expression("#s = :s")
+            .expression_attribute_names("#s", ZSHARD)
+            .expression_attribute_values(":s", av_s(format!("{zone}#{k}")))
+    }
+
+    /// Pages every active tenant of shard `k` from `start`, calling `on_page` with each page and the
+    /// cursor after it, until the
+    /// shard is exhausted or `budget` stops it (then the returned cursor resumes it).
+    pub async fn for_each_page<E, F, Fut>(
+        &self,
+        k: u32,
+        start: Option<&Cursor>,
+        page_size: i32,
+        budget: &dyn Budget,
+        on_page: F,
+    ) -> Result<PageRun, PageError<E>>
+    where
+        F: FnMut(Vec<Tenant>, Option<Cursor>) -> Fut,
+        Fut: Future<Output = Result<(), E>>,
+    {
+        let label = format!("tenants shard {k}");
+        let mut on_page = on_page;
+        for_each_page(&self.db, self.shard_query(k), start, page_size, budget, &label, |page: Page| {
+            on_page(page.items.iter().filter_map(Tenant::from_item).collect(), page.next)
+        })
+        .await
+    }
+
+    /// Like [`Tenants::for_each_page`] for the active tenants of one zone.
+    pub async fn for_each_zone_page<E, F, Fut>(
+        &self,
+        zone: &str,
+        k: u32,
+        start: Option<&Cursor>,
+        page_size: i32,
+        budget: &dyn Budget,
+        on_page: F,
+    ) -> Result<PageRun, PageError<E>>
+    where
+        F: FnMut(Vec<Tenant>, Option<Cursor>) -> Fut,
+        Fut: Future<Output = Result<(), E>>,
+    {
+        let label = format!("tenants zone {zone} shard {k}");
+        let mut on_page = on_page;
+        for_each_page(&self.db, self.zone_query(zone, k), start, page_size, budget, &label, |page: Page| {
+            on_page(page.items.iter().filter_map(Tenant::from_item).collect(), page.next)
+        })
+        .await
+    }
+}
