@@ -10,7 +10,7 @@ DYNALITE := .tools/dynalite/node_modules/dynalite/cli.js
 CARGO    ?= cargo
 WITH_SERVERS := scripts/with-servers.sh
 
-.PHONY: help deps test lint fmt clippy servers prove-lock clean
+.PHONY: help deps test lint fmt clippy bench servers prove-lock clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -41,6 +41,10 @@ prove-lock: deps ## show that bare moto loses concurrent updates (expects the at
 	@if TICKWORK_MOTO_UNLOCKED=1 TICKWORK_NO_DYNALITE=1 $(WITH_SERVERS) $(CARGO) test -p tickwork-tests --test it atomicity; \
 	then echo "unexpected: bare moto kept every update this time"; exit 1; \
 	else echo "as expected: without the lock, moto lost updates (see the assertion values above)"; fi
+
+bench: deps ## capacity and throughput figures, side by side, against the local servers
+	$(CARGO) build --release -p tickwork-bench
+	TICKWORK_MOTO_SWITCH_INTERVAL=0.005 TICKWORK_NO_DYNALITE=1 $(WITH_SERVERS) target/release/tickwork-bench $(BENCH)
 
 servers: deps ## run the local servers in the foreground (Ctrl-C stops them); prints the endpoints
 	$(WITH_SERVERS) bash -c 'env | grep -E "^(AWS_ENDPOINT_URL|TICKWORK_DYNALITE)"; echo "Ctrl-C to stop"; sleep infinity'

@@ -22,6 +22,7 @@
 //! No Lambda types appear here: the Lambda crates translate their events and deadlines into these.
 
 pub mod budget;
+pub mod calendar;
 pub mod capacity;
 pub mod checkpoint;
 pub mod clock;

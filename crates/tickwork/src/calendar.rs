@@ -1,0 +1,488 @@
+//! Calendar periods in a tenant's own time zone, and which of them a tick must pulse.
+//!
+//! Why (`000_*`): a sweep read 7 cursors per tenant per tick to learn, nearly always, that nothing
+//! had changed. Deciding what advanced is pure computation over the tenant's zone, its cursors and
+//! the tick's logical time, so it lives here with no I/O and many tests.
+//!
+//! - Zones come from the IANA database **compiled into the binary** (`jiff`'s bundled tzdb), not
+//!   the OS's, so a Lambda image with an old or missing `/usr/share/zoneinfo` cannot shift a pulse.
+//! - A period is identified by its civil start in the tenant's zone (`2026-11-29`, `2026-W48`,
+//!   `2026-11`, `2026-Q4`, `2026`). Identities sort chronologically within a grain, and depend only
+//!   on local dates, so a repeated or skipped local hour (DST) cannot create or lose a day.
+//! - A **pulse** announces that a period *ended* for a tenant (end-of-period work such as the
+//!   daily summary); the cursor of `(tenant, grain)` holds the last period pulsed.
+
+use std::fmt;
+use std::str::FromStr;
+
+use jiff::civil::{Date, Weekday};
+use jiff::tz::TimeZone;
+use jiff::Timestamp;
+
+use crate::clock::Millis;
+
+/// The grains a sweep declares. Only day and coarser fan out; the finer two are declared (so a
+/// handler can name them) and emit nothing: in `000_*` the finest grain had no subscriber and was
+/// the largest write load on the account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Grain {
+    /// 15 minutes (declared, never pulsed).
+    QuarterHour,
+    /// An hour (declared, never pulsed).
+    Hour,
+    /// A local day.
+    Day,
+    /// An ISO week (Monday first).
+    Week,
+    /// A month.
+    Month,
+    /// A quarter.
+    Quarter,
+    /// A year.
+    Year,
+}
+
+impl Grain {
+    /// All declared grains, finest first.
+    pub const ALL: [Grain; 7] =
+        [Grain::QuarterHour, Grain::Hour, Grain::Day, Grain::Week, Grain::Month, Grain::Quarter, Grain::Year];
+    /// The grains that fan out, finest first.
+    pub const PULSED: [Grain; 5] = [Grain::Day, Grain::Week, Grain::Month, Grain::Quarter, Grain::Year];
+
+    /// Does this grain emit pulses?
+    pub fn fans_out(self) -> bool {
+        self >= Grain::Day
+    }
+
+    /// Stable name (cursor sort key, metrics dimension).
+    pub fn name(self) -> &'static str {
+        match self {
+            Grain::QuarterHour => "quarter-hour",
+            Grain::Hour => "hour",
+            Grain::Day => "day",
+            Grain::Week => "week",
+            Grain::Month => "month",
+            Grain::Quarter => "quarter",
+            Grain::Year => "year",
+        }
+    }
+}
+
+impl fmt::Display for Grain {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Grain {
+    type Err = CalendarError;
+    fn from_str(s: &str) -> Result<Self, CalendarError> {
+        Grain::ALL.into_iter().find(|g| g.name() == s).ok_or_else(|| CalendarError(format!("`{s}` is not a grain")))
+    }
+}
+
+/// A calendar problem: unknown zone, unreadable period, time out of range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("calendar: {0}")]
+pub struct CalendarError(pub String);
+
+/// Looks a zone up in the bundled database; an unknown name is an error that names it.
+pub fn zone(name: &str) -> Result<TimeZone, CalendarError> {
+    TimeZone::get(name)
+        .map_err(|_| CalendarError(format!("unknown time zone `{name}` (not in the bundled IANA database)")))
+}
+
+/// The civil date at `ms` in `tz`.
+pub fn local_date(ms: Millis, tz: &TimeZone) -> Result<Date, CalendarError> {
+    let ts = Timestamp::from_millisecond(ms).map_err(|e| CalendarError(format!("timestamp {ms}: {e}")))?;
+    Ok(ts.to_zoned(tz.clone()).date())
+}
+
+/// A day-or-coarser period, identified by its first local date.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Period {
+    /// Grain.
+    pub grain: Grain,
+    /// First local date of the period.
+    pub start: Date,
+}
+
+fn err(e: jiff::Error) -> CalendarError {
+    CalendarError(e.to_string())
+}
+
+impl Period {
+    /// The period of `grain` containing local date `d`.
+    pub fn containing(grain: Grain, d: Date) -> Result<Self, CalendarError> {
+        let start = match grain {
+            Grain::QuarterHour | Grain::Hour => {
+                return Err(CalendarError(format!("grain `{grain}` is finer than a day and is never pulsed")))
+            }
+            Grain::Day => d,
+            Grain::Week => {
+                let back = i64::from(d.weekday().to_monday_zero_offset());
+                d.checked_sub(jiff::Span::new().days(back)).map_err(err)?
+            }
+            Grain::Month => d.first_of_month(),
+            Grain::Quarter => Date::new(d.year(), ((d.month() - 1) / 3) * 3 + 1, 1).map_err(err)?,
+            Grain::Year => Date::new(d.year(), 1, 1).map_err(err)?,
+        };
+        Ok(Period { grain, start })
+    }
+
+    /// The next period.
+    pub fn succ(self) -> Result<Self, CalendarError> {
+        let span = match self.grain {
+            Grain::Day => jiff::Span::new().days(1),
+            Grain::Week => jiff::Span::new().weeks(1),
+            Grain::Month => jiff::Span::new().months(1),
+            Grain::Quarter => jiff::Span::new().months(3),
+            Grain::Year => jiff::Span::new().years(1),
+            g => return Err(CalendarError(format!("grain `{g}` is never pulsed"))),
+        };
+        Ok(Period { grain: self.grain, start: self.start.checked_add(span).map_err(err)? })
+    }
+
+    /// The previous period.
+    pub fn pred(self) -> Result<Self, CalendarError> {
+        let d = self.start.yesterday().map_err(err)?;
+        Period::containing(self.grain, d)
+    }
+
+    /// When the period ends in `tz` (the start of the next one, at local midnight, DST-resolved).
+    pub fn end_ms(self, tz: &TimeZone) -> Result<Millis, CalendarError> {
+        let next = self.succ()?.start;
+        Ok(next.to_zoned(tz.clone()).map_err(err)?.timestamp().as_millisecond())
+    }
+
+    /// The identity stored in cursors and pulse ids.
+    pub fn id(self) -> String {
+        let d = self.start;
+        match self.grain {
+            Grain::Day => d.to_string(),
+            Grain::Week => {
+                let w = d.iso_week_date();
+                format!("{:04}-W{:02}", w.year(), w.week())
+            }
+            Grain::Month => format!("{:04}-{:02}", d.year(), d.month()),
+            Grain::Quarter => format!("{:04}-Q{}", d.year(), (d.month() - 1) / 3 + 1),
+            Grain::Year => format!("{:04}", d.year()),
+            Grain::QuarterHour | Grain::Hour => d.to_string(),
+        }
+    }
+
+    /// Parses an identity written by [`Period::id`].
+    pub fn parse(grain: Grain, id: &str) -> Result<Self, CalendarError> {
+        let bad = || CalendarError(format!("`{id}` is not a {grain} period"));
+        let num = |s: &str| s.parse::<i16>().map_err(|_| bad());
+        let start = match grain {
+            Grain::Day => id.parse::<Date>().map_err(|_| bad())?,
+            Grain::Week => {
+                let (y, w) = id.split_once("-W").ok_or_else(bad)?;
+                let iso = jiff::civil::ISOWeekDate::new(num(y)?, w.parse::<i8>().map_err(|_| bad())?, Weekday::Monday)
+                    .map_err(|_| bad())?;
+                iso.date()
+            }
+            Grain::Month => {
+                let (y, m) = id.split_once('-').ok_or_else(bad)?;
+                Date::new(num(y)?, m.parse::<i8>().map_err(|_| bad())?, 1).map_err(|_| bad())?
+            }
+            Grain::Quarter => {
+                let (y, q) = id.split_once("-Q").ok_or_else(bad)?;
+                let q: i8 = q.parse().map_err(|_| bad())?;
+                if !(1..=4).contains(&q) {
+                    return Err(bad());
+                }
+                Date::new(num(y)?, (q - 1) * 3 + 1, 1).map_err(|_| bad())?
+            }
+            Grain::Year => Date::new(num(id)?, 1, 1).map_err(|_| bad())?,
+            Grain::QuarterHour | Grain::Hour => return Err(bad()),
+        };
+        let p = Period::containing(grain, start)?;
+        if p.id() != id {
+            return Err(bad());
+        }
+        Ok(p)
+    }
+}
+
+/// What to do with periods missed during an outage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CatchUp {
+    /// Pulse every missed period, oldest first (default).
+    #[default]
+    All,
+    /// Pulse only the most recent missed period; count the rest as skipped.
+    Latest,
+    /// Pulse only on-time periods (ended within one tick interval); count the rest as skipped.
+    Skip,
+}
+
+impl FromStr for CatchUp {
+    type Err = CalendarError;
+    fn from_str(s: &str) -> Result<Self, CalendarError> {
+        match s {
+            "all" => Ok(CatchUp::All),
+            "latest" => Ok(CatchUp::Latest),
+            "skip" => Ok(CatchUp::Skip),
+            o => Err(CalendarError(format!("`{o}` is not a catch-up policy (all, latest, skip)"))),
+        }
+    }
+}
+
+/// The catch-up rules of a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    /// What to do with missed periods.
+    pub catch_up: CatchUp,
+    /// A period that ended longer ago than this is skipped, whatever the policy.
+    pub max_lateness_ms: Millis,
+    /// The tick interval ("on time" for [`CatchUp::Skip`]).
+    pub interval_ms: Millis,
+}
+
+/// What one grain of one tenant needs at this tick.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrainPlan {
+    /// Grain.
+    pub grain: Grain,
+    /// Periods to pulse, oldest first.
+    pub pulse: Vec<Period>,
+    /// Periods passed over by the policy or the lateness bound.
+    pub skipped: u32,
+    /// The cursor's new value (the latest completed period), when it moves.
+    pub advance_to: Option<Period>,
+}
+
+/// The pulses a tenant needs at logical time `now_ms`, given its zone and cursors (grain → last
+/// pulsed period id). A tenant with no cursor for a grain gets only the latest completed period:
+/// history before a tenant existed is not replayed.
+pub fn plan_tenant(
+    tz: &TimeZone,
+    now_ms: Millis,
+    cursors: &std::collections::BTreeMap<Grain, String>,
+    policy: &Policy,
+) -> Result<Vec<GrainPlan>, CalendarError> {
+    let today = local_date(now_ms, tz)?;
+    let mut plans = Vec::new();
+    for grain in Grain::PULSED {
+        let latest_done = Period::containing(grain, today)?.pred()?;
+        let mut missed = Vec::new();
+        match cursors.get(&grain) {
+            None => missed.push(latest_done),
+            Some(c) => {
+                let cur = Period::parse(grain, c)?;
+                let mut p = cur.succ()?;
+                while p <= latest_done {
+                    missed.push(p);
+                    p = p.succ()?;
+                }
+            }
+        }
+        if missed.is_empty() {
+            continue;
+        }
+        let n = missed.len();
+        let mut pulse = Vec::new();
+        let mut skipped = 0u32;
+        for (i, p) in missed.iter().enumerate() {
+            let age = now_ms - p.end_ms(tz)?;
+            let keep = age <= policy.max_lateness_ms
+                && match policy.catch_up {
+                    CatchUp::All => true,
+                    CatchUp::Latest => i + 1 == n,
+                    CatchUp::Skip => age < policy.interval_ms,
+                };
+            if keep {
+                pulse.push(*p);
+            } else {
+                skipped += 1;
+            }
+        }
+        plans.push(GrainPlan { grain, pulse, skipped, advance_to: Some(latest_done) });
+    }
+    Ok(plans)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn ms(s: &str) -> Millis {
+        s.parse::<Timestamp>().unwrap().as_millisecond()
+    }
+    fn d(s: &str) -> Date {
+        s.parse().unwrap()
+    }
+    const ALL: Policy = Policy { catch_up: CatchUp::All, max_lateness_ms: 40 * 86_400_000, interval_ms: 60_000 };
+
+    #[test]
+    fn ids_and_parsing_round_trip() {
+        for (g, date, id) in [
+            (Grain::Day, "2026-11-29", "2026-11-29"),
+            (Grain::Week, "2026-11-29", "2026-W48"), // a Sunday: ISO week 48, which started Monday 11-23
+            (Grain::Week, "2027-01-01", "2026-W53"), // ISO week-year differs from the calendar year
+            (Grain::Month, "2026-11-29", "2026-11"),
+            (Grain::Quarter, "2026-11-29", "2026-Q4"),
+            (Grain::Year, "2026-11-29", "2026"),
+        ] {
+            let p = Period::containing(g, d(date)).unwrap();
+            assert_eq!(p.id(), id, "{g} {date}");
+            assert_eq!(Period::parse(g, id).unwrap(), p);
+        }
+        assert_eq!(Period::containing(Grain::Week, d("2026-11-29")).unwrap().start, d("2026-11-23"));
+        assert!(Period::parse(Grain::Quarter, "2026-Q5").is_err());
+        assert!(Period::parse(Grain::Day, "2026-02-30").is_err());
+        assert!(Period::parse(Grain::Month, "2026-1").is_err(), "non-canonical ids are refused");
+        assert!(Period::containing(Grain::Hour, d("2026-11-29")).is_err());
+    }
+
+    #[test]
+    fn unknown_zone_is_named() {
+        let e = zone("Mars/Olympus_Mons").unwrap_err();
+        assert!(e.0.contains("Mars/Olympus_Mons"));
+        assert!(zone("Asia/Kathmandu").is_ok());
+    }
+
+    #[test]
+    fn ids_sort_chronologically() {
+        for g in Grain::PULSED {
+            let mut p = Period::containing(g, d("2025-12-01")).unwrap();
+            for _ in 0..60 {
+                let n = p.succ().unwrap();
+                assert!(n.id() > p.id(), "{} !> {}", n.id(), p.id());
+                assert_eq!(n.pred().unwrap(), p);
+                p = n;
+            }
+        }
+    }
+
+    #[test]
+    fn first_sight_pulses_only_the_latest_completed_period() {
+        let tz = zone("UTC").unwrap();
+        // Wednesday 2026-04-01 00:05 UTC: a new day, month, quarter just began.
+        let plans = plan_tenant(&tz, ms("2026-04-01T00:05:00Z"), &BTreeMap::new(), &ALL).unwrap();
+        let ids: Vec<(Grain, Vec<String>)> =
+            plans.iter().map(|p| (p.grain, p.pulse.iter().map(|x| x.id()).collect())).collect();
+        assert_eq!(
+            ids,
+            vec![
+                (Grain::Day, vec!["2026-03-31".to_string()]),
+                (Grain::Week, vec!["2026-W13".to_string()]),
+                (Grain::Month, vec!["2026-03".to_string()]),
+                (Grain::Quarter, vec!["2026-Q1".to_string()]),
+                (Grain::Year, vec![]),
+            ]
+        );
+        // Year 2025 ended three months ago, beyond the 40-day lateness bound: skipped, counted.
+        assert_eq!(plans[4].skipped, 1);
+    }
+
+    fn cursors(pairs: &[(Grain, &str)]) -> BTreeMap<Grain, String> {
+        pairs.iter().map(|(g, s)| (*g, s.to_string())).collect()
+    }
+
+    fn up_to_date(day: &str, week: &str, month: &str, q: &str, y: &str) -> BTreeMap<Grain, String> {
+        cursors(&[(Grain::Day, day), (Grain::Week, week), (Grain::Month, month), (Grain::Quarter, q), (Grain::Year, y)])
+    }
+
+    #[test]
+    fn nothing_between_boundaries() {
+        let tz = zone("Europe/Berlin").unwrap();
+        let c = up_to_date("2026-11-28", "2026-W47", "2026-10", "2026-Q3", "2025");
+        for t in ["2026-11-28T23:00:00Z", "2026-11-29T12:00:00Z", "2026-11-29T22:59:59Z"] {
+            assert!(plan_tenant(&tz, ms(t), &c, &ALL).unwrap().is_empty(), "{t}");
+        }
+        // Berlin midnight (UTC+1 in November) is 23:00Z: the day boundary has passed.
+        let p = plan_tenant(&tz, ms("2026-11-29T23:00:00Z"), &c, &ALL).unwrap();
+        assert_eq!(p.len(), 2, "day and (Monday) week");
+        assert_eq!(p[0].pulse[0].id(), "2026-11-29");
+        assert_eq!(p[1].pulse[0].id(), "2026-W48");
+    }
+
+    #[test]
+    fn dst_spring_forward_and_fall_back_give_one_day_each() {
+        // Europe/Berlin: 2026-03-29 02:00 -> 03:00 (a 23-hour day); 2026-10-25 03:00 -> 02:00 (25 hours).
+        let tz = zone("Europe/Berlin").unwrap();
+        for (start, hours) in [("2026-03-28T00:00:00Z", 72), ("2026-10-24T00:00:00Z", 72)] {
+            let mut c = BTreeMap::new();
+            let mut days = Vec::new();
+            let t0 = ms(start);
+            for minute in (0..hours * 60).step_by(7) {
+                let now = t0 + minute * 60_000;
+                for plan in plan_tenant(&tz, now, &c, &ALL).unwrap() {
+                    if plan.grain == Grain::Day {
+                        days.extend(plan.pulse.iter().map(|p| p.id()));
+                    }
+                    if let Some(a) = plan.advance_to {
+                        c.insert(plan.grain, a.id());
+                    }
+                }
+            }
+            let mut sorted = days.clone();
+            sorted.dedup();
+            assert_eq!(sorted, days, "each local date pulsed once, in order");
+            // First sight pulses the day before the start, then one pulse per local midnight.
+            assert_eq!(days.len(), 4, "{start}: {days:?}");
+            for w in days.windows(2) {
+                let (a, b) = (w[0].parse::<Date>().unwrap(), w[1].parse::<Date>().unwrap());
+                assert_eq!(a.tomorrow().unwrap(), b, "consecutive local dates");
+            }
+        }
+        // The 23-hour day ends at 22:00Z on 03-29, the 25-hour day at 23:00Z on 10-25.
+        let day = |s: &str| Period::containing(Grain::Day, d(s)).unwrap();
+        assert_eq!(day("2026-03-29").end_ms(&tz).unwrap() - day("2026-03-28").end_ms(&tz).unwrap(), 23 * 3_600_000);
+        assert_eq!(day("2026-10-25").end_ms(&tz).unwrap() - day("2026-10-24").end_ms(&tz).unwrap(), 25 * 3_600_000);
+    }
+
+    #[test]
+    fn boundaries_land_on_local_dates() {
+        // Pacific/Auckland is 13 hours ahead in December: its year ends at 11:00Z on Dec 31.
+        let tz = zone("Pacific/Auckland").unwrap();
+        let c = up_to_date("2026-12-30", "2026-W52", "2026-11", "2026-Q3", "2025");
+        let p = plan_tenant(&tz, ms("2026-12-31T10:59:00Z"), &c, &ALL).unwrap();
+        assert!(p.iter().all(|g| g.grain != Grain::Year), "not yet a new year in Auckland");
+        let p = plan_tenant(&tz, ms("2026-12-31T11:00:00Z"), &c, &ALL).unwrap();
+        let got: Vec<(Grain, String)> = p.iter().flat_map(|g| g.pulse.iter().map(move |x| (g.grain, x.id()))).collect();
+        assert!(got.contains(&(Grain::Year, "2026".into())));
+        assert!(got.contains(&(Grain::Quarter, "2026-Q4".into())));
+        assert!(got.contains(&(Grain::Month, "2026-12".into())));
+        assert!(got.contains(&(Grain::Day, "2026-12-31".into())));
+        // America/New_York: the week (ISO, Monday) turns at local midnight Sunday->Monday, 05:00Z.
+        let ny = zone("America/New_York").unwrap();
+        let c = up_to_date("2026-11-29", "2026-W47", "2026-10", "2026-Q3", "2025");
+        assert!(plan_tenant(&ny, ms("2026-11-30T04:59:00Z"), &c, &ALL).unwrap().iter().all(|g| g.grain != Grain::Week));
+        let p = plan_tenant(&ny, ms("2026-11-30T05:00:00Z"), &c, &ALL).unwrap();
+        assert!(p.iter().any(|g| g.grain == Grain::Week && g.pulse[0].id() == "2026-W48"));
+    }
+
+    #[test]
+    fn catch_up_policies() {
+        let tz = zone("UTC").unwrap();
+        let c = up_to_date("2026-11-26", "2026-W48", "2026-10", "2026-Q3", "2025");
+        let now = ms("2026-11-29T00:10:00Z"); // days 27 and 28 were missed
+        let day = |p: &[GrainPlan]| p.iter().find(|g| g.grain == Grain::Day).cloned().unwrap();
+        let all = day(&plan_tenant(&tz, now, &c, &ALL).unwrap());
+        assert_eq!(all.pulse.iter().map(|p| p.id()).collect::<Vec<_>>(), ["2026-11-27", "2026-11-28"]);
+        assert_eq!(all.skipped, 0);
+        let latest = day(&plan_tenant(&tz, now, &c, &Policy { catch_up: CatchUp::Latest, ..ALL }).unwrap());
+        assert_eq!(latest.pulse.iter().map(|p| p.id()).collect::<Vec<_>>(), ["2026-11-28"]);
+        assert_eq!(latest.skipped, 1);
+        assert_eq!(latest.advance_to.unwrap().id(), "2026-11-28");
+        let skip = day(
+            &plan_tenant(&tz, now, &c, &Policy { catch_up: CatchUp::Skip, interval_ms: 3_600_000, ..ALL }).unwrap()
+        );
+        assert_eq!(
+            skip.pulse.iter().map(|p| p.id()).collect::<Vec<_>>(),
+            ["2026-11-28"],
+            "ended 10 minutes ago: on time"
+        );
+        assert_eq!(skip.skipped, 1);
+        let tight = day(&plan_tenant(&tz, now, &c, &Policy { max_lateness_ms: 86_400_000, ..ALL }).unwrap());
+        assert_eq!(tight.pulse.iter().map(|p| p.id()).collect::<Vec<_>>(), ["2026-11-28"], "the 27th ended 24h10m ago");
+        assert_eq!(tight.skipped, 1);
+    }
+}
