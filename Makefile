@@ -10,7 +10,7 @@ DYNALITE := .tools/dynalite/node_modules/dynalite/cli.js
 CARGO    ?= cargo
 WITH_SERVERS := scripts/with-servers.sh
 
-.PHONY: help deps test lint fmt clippy bench servers prove-lock clean
+.PHONY: help deps test lint fmt clippy run bench servers prove-lock clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -41,6 +41,10 @@ prove-lock: deps ## show that bare moto loses concurrent updates (expects the at
 	@if TICKWORK_MOTO_UNLOCKED=1 TICKWORK_NO_DYNALITE=1 $(WITH_SERVERS) $(CARGO) test -p tickwork-tests --test it atomicity; \
 	then echo "unexpected: bare moto kept every update this time"; exit 1; \
 	else echo "as expected: without the lock, moto lost updates (see the assertion values above)"; fi
+
+run: deps ## the pulse sweep end to end, locally: 1,000 tenants, 3 workers, 3 simulated days
+	$(CARGO) build -p tickwork-sim
+	TICKWORK_MOTO_SWITCH_INTERVAL=0.005 TICKWORK_NO_DYNALITE=1 $(WITH_SERVERS) target/debug/tickwork-sim
 
 bench: deps ## capacity and throughput figures, side by side, against the local servers
 	$(CARGO) build --release -p tickwork-bench

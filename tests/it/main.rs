@@ -14,6 +14,8 @@ mod idempotency;
 mod lease;
 /// Pagination to exhaustion and resumable cursors.
 mod pager;
+/// The pulse sweep: idle cost, enumeration, DST, catch-up, crashes.
+mod pulse;
 /// The work queue and the queue worker's drain loop.
 mod queue;
 /// Throttling retries and the no-retry probe client.

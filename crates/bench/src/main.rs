@@ -5,7 +5,7 @@
 //! to a raw UpdateItem) are what to compare. Capacity figures are estimated by DynamoDB's rules and
 //! do not depend on the machine.
 //!
-//! Usage: `tickwork-bench [queue] ...` (no argument: every section).
+//! Usage: `tickwork-bench [pulse] [queue]` (no argument: every section).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -35,6 +35,9 @@ async fn main() -> Result<()> {
         .load()
         .await;
     println!("tickwork bench against {endpoint} (moto, requests serialised)\n");
+    if all || args.iter().any(|a| a == "pulse") {
+        pulse(&sdk).await?;
+    }
     if all || args.iter().any(|a| a == "queue") {
         queue(&sdk).await?;
     }
@@ -152,6 +155,194 @@ async fn queue(sdk: &SdkConfig) -> Result<()> {
     }
     println!(
         "(a claim is 1 UpdateItem, a finish another, plus a share of the poll Query: about 2 requests/item at best;\n the local server handles one request at a time, so more workers add contention, not throughput)\n"
+    );
+    Ok(())
+}
+
+/// The `000_*` "before" pulse sweep, reproduced faithfully: a lease released in `finally`, a
+/// tenant list of one page with no cursor, 7 GetItem per tenant per tick (one per grain), and
+/// every grain pulsed, the finest included, as a transactional write plus a cursor update.
+mod before {
+    use anyhow::Result;
+    use tickwork::calendar::{self, Grain, Period};
+    use tickwork::queue::{enqueue_item, NewItem, QueueConfig};
+    use tickwork::schema::{av_n, av_s, key, PK};
+    use tickwork::{Db, DbError};
+
+    const PAGE_LIMIT: i32 = 100;
+
+    fn period_id(grain: Grain, now_ms: i64, tz: &jiff::tz::TimeZone) -> Result<String> {
+        let z = jiff::Timestamp::from_millisecond(now_ms)?.to_zoned(tz.clone());
+        Ok(match grain {
+            Grain::QuarterHour => format!("{}T{:02}:{:02}", z.date(), z.hour(), z.minute() / 15 * 15),
+            Grain::Hour => format!("{}T{:02}", z.date(), z.hour()),
+            g => Period::containing(g, z.date())?.id(),
+        })
+    }
+
+    /// One worker's tick.
+    pub async fn tick(db: &Db, control: &str, tenants: &str, queue: &str, now_ms: i64, owner: &str) -> Result<()> {
+        let lock = key("lock#pulse-sweep", "lock");
+        let mut item = lock.clone();
+        item.insert("owner".into(), av_s(owner));
+        item.insert("expires_at".into(), av_n(now_ms + 50_000));
+        let acquire = db
+            .client()
+            .put_item()
+            .table_name(control)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(#pk) OR expires_at < :now")
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_values(":now", av_n(now_ms));
+        match db.put(acquire).await {
+            Ok(_) => {}
+            Err(DbError::ConditionFailed { .. }) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
+        let result = sweep(db, control, tenants, queue, now_ms).await;
+        // The bug: released as soon as the action returns, success or not.
+        let release = db
+            .client()
+            .delete_item()
+            .table_name(control)
+            .set_key(Some(lock))
+            .condition_expression("#o = :o")
+            .expression_attribute_names("#o", "owner")
+            .expression_attribute_values(":o", av_s(owner));
+        db.delete(release).await?;
+        result
+    }
+
+    async fn sweep(db: &Db, control: &str, tenants: &str, queue: &str, now_ms: i64) -> Result<()> {
+        // One page, no cursor: tenants past it are never visited.
+        let page = db.scan_page(db.client().scan().table_name(tenants).limit(PAGE_LIMIT)).await?;
+        for t in page.items() {
+            let id = t["pk"].as_s().map_err(|_| anyhow::anyhow!("tenant id"))?.clone();
+            let zone = t["zone"].as_s().map_err(|_| anyhow::anyhow!("zone"))?.clone();
+            let tz = calendar::zone(&zone)?;
+            for grain in Grain::ALL {
+                let k = key(format!("cursor#{id}"), grain.name());
+                let got = db.get(db.client().get_item().table_name(control).set_key(Some(k.clone()))).await?;
+                let cur = got.item().and_then(|i| i.get("period")).and_then(|v| v.as_s().ok()).cloned();
+                let now_period = period_id(grain, now_ms, &tz)?;
+                if cur.as_deref() == Some(now_period.as_str()) {
+                    continue;
+                }
+                let pulse = NewItem {
+                    id: format!("pulse#{id}#{grain}#{now_period}"),
+                    kind: "pulse".into(),
+                    payload: serde_json::json!({"tenant": id, "grain": grain, "period": now_period}).to_string(),
+                    tenant: Some(id.clone()),
+                    due_ms: now_ms,
+                };
+                let cursor = aws_sdk_dynamodb::types::Update::builder()
+                    .table_name(control)
+                    .set_key(Some(k))
+                    .update_expression("SET period = :p")
+                    .expression_attribute_values(":p", av_s(&now_period))
+                    .build()?;
+                let items = vec![
+                    enqueue_item(queue, &QueueConfig::default(), &pulse, now_ms)?,
+                    aws_sdk_dynamodb::types::TransactWriteItem::builder().update(cursor).build(),
+                ];
+                match db.transact_write(items).await {
+                    Ok(_) | Err(DbError::TransactionCanceled { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The pulse sweep against the `000_*` "before" design, same tenants, same ticks, same server.
+async fn pulse(sdk: &SdkConfig) -> Result<()> {
+    use tickwork::tenants::{tenants_table, Tenant, Tenants};
+    use tickwork_sim::{simulate, SimConfig, ZONES};
+    const TENANTS: usize = 1_000;
+    const WINDOW_TICKS: u64 = 10;
+    println!("== pulse sweep: 1,000 tenants, 3 workers on phase-shifted 1-minute ticks ==");
+    // 2026-11-29T23:55Z: a window that crosses UTC midnight.
+    let start = 1_796_082_900_000;
+    let window = SimConfig {
+        tenants: TENANTS,
+        start_ms: start,
+        ticks: Some(WINDOW_TICKS),
+        drain_every: u32::MAX,
+        ..SimConfig::default()
+    };
+    let after = simulate(sdk, &window).await?;
+    let after_req = after.sweep_requests.0 + after.sweep_requests.1;
+    let after_rcu = after.idle.rcu + after.boundary.rcu;
+    let after_wcu = after.idle.wcu + after.boundary.wcu;
+
+    // The before design on its own tables, same tenants and zones.
+    let meter = Meter::new(CapacitySource::Estimate);
+    let d = Db::new(work_client(sdk, &RetryPolicy::default(), "before"), meter.clone());
+    let (control, tenants, queue) = (unique("b-control"), unique("b-tenants"), unique("b-queue"));
+    schema::create_table(d.client(), &schema::control_table(), &control).await?;
+    schema::create_table(d.client(), &tenants_table(), &tenants).await?;
+    schema::create_table(d.client(), &queue_table(), &queue).await?;
+    let seed: Vec<Tenant> = (0..TENANTS)
+        .map(|i| Tenant { id: format!("tenant-{i:05}"), zone: ZONES[i % ZONES.len()].to_string(), active: true })
+        .collect();
+    Tenants::new(d.clone(), &tenants, 8).put_all(&seed).await?;
+    meter.reset();
+    let started = Instant::now();
+    for i in 0..WINDOW_TICKS {
+        for w in 0..3i64 {
+            let now = start + i as i64 * 60_000 + w * 20_000;
+            before::tick(&d, &control, &tenants, &queue, now, &format!("b{w}-{i}")).await?;
+        }
+    }
+    let before_secs = started.elapsed().as_secs_f64();
+    let (br, bw) = meter.read_write_requests();
+    let bt = meter.total();
+    let before_req = br + bw;
+    let visited = {
+        let mut n = 0;
+        for t in &seed {
+            let got = d
+                .get(d.client().get_item().table_name(&control).set_key(Some(key(format!("cursor#{}", t.id), "day"))))
+                .await?;
+            n += u64::from(got.item().is_some());
+        }
+        n
+    };
+    println!(
+        "window: {WINDOW_TICKS} minutes from 2026-11-29T23:55Z ({} worker-ticks), crossing UTC midnight",
+        WINDOW_TICKS * 3
+    );
+    println!("{:<34} {:>10} {:>10} {:>10} {:>10} {:>10}", "design", "reads", "writes", "RCU", "WCU", "tenants");
+    println!("{:<34} {br:>10} {bw:>10} {:>10.1} {:>10.1} {visited:>10}", "000_* before (measured)", bt.rcu, bt.wcu);
+    println!(
+        "{:<34} {:>10} {:>10} {:>10.1} {:>10.1} {:>10}",
+        "tickwork (measured)", after.sweep_requests.0, after.sweep_requests.1, after_rcu, after_wcu, TENANTS
+    );
+    println!(
+        "ratio before/tickwork: requests {:.1}x, RCU {:.1}x, WCU {:.1}x  (before took {before_secs:.0} s of server time)",
+        before_req as f64 / after_req.max(1) as f64,
+        bt.rcu / after_rcu.max(0.5),
+        bt.wcu / after_wcu.max(1.0)
+    );
+
+    // A whole simulated day of tickwork (cheap enough to measure); the before design's day would be
+    // about 3 million requests on this single-threaded server, so only its window is measured.
+    let day = SimConfig { tenants: TENANTS, days: 1, drain_every: u32::MAX, ..SimConfig::default() };
+    let full = simulate(sdk, &day).await?;
+    println!(
+        "tickwork, a whole simulated day (4,320 worker-ticks): reads {}, writes {}, RCU {:.1}, WCU {:.1}; idle ticks {} at {:.2} requests each",
+        full.sweep_requests.0,
+        full.sweep_requests.1,
+        full.idle.rcu + full.boundary.rcu,
+        full.idle.wcu + full.boundary.wcu,
+        full.idle_ticks,
+        full.idle.requests as f64 / full.idle_ticks.max(1) as f64
+    );
+    let per_tick_before = before_req as f64 / (WINDOW_TICKS * 3) as f64;
+    println!(
+        "before, per worker-tick in the window: {per_tick_before:.0} requests; x 4,320 worker-ticks = {:.0} requests a day (projected from the measured window, not measured)\n",
+        per_tick_before * 4320.0
     );
     Ok(())
 }

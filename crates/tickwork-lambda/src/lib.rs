@@ -186,6 +186,21 @@ mod tests {
     }
 
     #[test]
+    fn sample_events_parse() {
+        for (name, text, dry) in [
+            ("pulse-sweep", include_str!("../../../events/pulse-sweep.json"), false),
+            ("pulse-sweep-dry-run", include_str!("../../../events/pulse-sweep-dry-run.json"), true),
+            ("tenant-fanout", include_str!("../../../events/tenant-fanout.json"), false),
+            ("tenant-fanout-dry-run", include_str!("../../../events/tenant-fanout-dry-run.json"), true),
+            ("queue-worker", include_str!("../../../events/queue-worker.json"), false),
+        ] {
+            let v: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let t = Tick::parse(&v).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(t.dry_run, dry, "{name}");
+        }
+    }
+
+    #[test]
     fn owner_ids_are_unique() {
         assert_ne!(owner_id("w"), owner_id("w"));
     }

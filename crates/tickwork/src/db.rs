@@ -171,6 +171,33 @@ impl Db {
         }
     }
 
+    /// One Scan page, metered. Product code never scans (rule 2); this exists for tooling and for
+    /// the benchmark's reproduction of the `000_*` "before" design, whose tenant list was one page.
+    pub async fn scan_page(
+        &self,
+        req: aws_sdk_dynamodb::operation::scan::builders::ScanFluentBuilder,
+    ) -> Result<aws_sdk_dynamodb::operation::scan::ScanOutput, DbError> {
+        let table = req.get_table_name().clone().unwrap_or_default();
+        let c = Consistency::from_flag(*req.get_consistent_read());
+        match req.return_consumed_capacity(ReturnConsumedCapacity::Indexes).send().await {
+            Ok(out) => {
+                let base = Tally { requests: 1, items_read: out.scanned_count().max(0) as u64, ..Default::default() };
+                if self.estimating() {
+                    let rcu = capacity::query_units(out.items().iter().map(capacity::item_size), c);
+                    self.meter.record(&table, None, "Scan", Tally { rcu, ..base });
+                } else {
+                    self.record_server("Scan", out.consumed_capacity(), true, base);
+                }
+                Ok(out)
+            }
+            Err(e) => {
+                let err = DbError::from_sdk("Scan", &table, e);
+                self.record_error(&table, None, "Scan", &err);
+                Err(err)
+            }
+        }
+    }
+
     fn record_write(
         &self,
         op: &str,

@@ -32,6 +32,8 @@ pub const MARK_PREFIX: &str = "mark:";
 pub const PAUSED: &str = "paused";
 /// Attribute: why it was paused.
 pub const PAUSED_REASON: &str = "paused_reason";
+/// Attribute: the registered groups (string set), so the idle tick learns them from the same read.
+pub const GROUPS: &str = "groups";
 
 /// The watermark item's key.
 pub fn watermark_key(job: &str) -> crate::capacity::Item {
@@ -47,6 +49,8 @@ pub struct WatermarkState {
     pub paused: bool,
     /// Why, when paused.
     pub paused_reason: Option<String>,
+    /// Registered groups (e.g. the time zones that have tenants).
+    pub groups: std::collections::BTreeSet<String>,
 }
 
 /// Outcome of an advance.
@@ -92,6 +96,11 @@ impl Watermarks {
             marks,
             paused: get_bool(item, PAUSED).unwrap_or(false),
             paused_reason: get_s(item, PAUSED_REASON).map(str::to_string),
+            groups: item
+                .get(GROUPS)
+                .and_then(|v| v.as_ss().ok())
+                .map(|v| v.iter().cloned().collect())
+                .unwrap_or_default(),
         })
     }
 
@@ -118,6 +127,23 @@ impl Watermarks {
                 current: item.as_ref().and_then(|i| get_s(i, &format!("{MARK_PREFIX}{group}"))).map(str::to_string),
             }),
         }
+    }
+
+    /// Adds groups to the job's registry (idempotent: a string-set `ADD`).
+    pub async fn register_groups(&self, job: &str, groups: &[String]) -> Result<(), DbError> {
+        if groups.is_empty() {
+            return Ok(());
+        }
+        let req = self
+            .db
+            .client()
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(watermark_key(job)))
+            .update_expression("ADD #g :g")
+            .expression_attribute_names("#g", GROUPS)
+            .expression_attribute_values(":g", aws_sdk_dynamodb::types::AttributeValue::Ss(groups.to_vec()));
+        self.db.update(req).await.map(|_| ())
     }
 
     /// Flips the pause switch (operator action; not fenced, any time).

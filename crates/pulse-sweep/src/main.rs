@@ -1,0 +1,16 @@
+//! `pulse-sweep` Lambda: thin shell over [`pulse_sweep::handle`].
+use lambda_runtime::{service_fn, LambdaEvent};
+use serde_json::Value;
+use tickwork::config::Env;
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    tickwork_lambda::init_tracing();
+    let deps = pulse_sweep::Deps::from_env(&Env::process()).await?;
+    lambda_runtime::run(service_fn(|ev: LambdaEvent<Value>| {
+        let deadline = ev.context.deadline as i64;
+        let deps = &deps;
+        async move { pulse_sweep::handle(deps, ev.payload, deadline).await }
+    }))
+    .await
+}

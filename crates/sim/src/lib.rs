@@ -1,0 +1,405 @@
+//! A local, end-to-end run of the pulse sweep: the real handlers, the real local servers, a
+//! simulated clock. Several sweep workers tick on phase-shifted one-minute timers (the `000_*`
+//! setting that produced duplicate ticks), queue workers drain the pulses, and every DynamoDB call
+//! is metered. Used by `make run`, by the crash-injection test and by `make bench`.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context, Result};
+use aws_config::SdkConfig;
+use aws_sdk_dynamodb::config::interceptors::BeforeSerializationInterceptorContextRef;
+use aws_sdk_dynamodb::config::{ConfigBag, Intercept};
+use pulse_sweep::{Deps, Outcome, PulseConfig, Tables};
+use queue_worker::{drain, WorkerConfig};
+use tickwork::budget::Unlimited;
+use tickwork::calendar::{self, Grain};
+use tickwork::clock::{ManualClock, SharedClock};
+use tickwork::config::Env;
+use tickwork::meter::{CapacitySource, Meter, Tally};
+use tickwork::queue::{queue_table, Queue, QueueConfig};
+use tickwork::retry::RetryPolicy;
+use tickwork::schema::{self, control_table};
+use tickwork::tenants::{tenants_table, Tenant};
+use tickwork::Db;
+use tickwork_lambda::Tick;
+
+/// Zones of the simulated tenants: Berlin changes to summer time on 2026-03-29, and Tokyo,
+/// Kolkata, Auckland and Berlin cross the March/April (month and quarter) boundary in range.
+pub const ZONES: [&str; 8] = [
+    "Europe/Berlin",
+    "America/New_York",
+    "Asia/Tokyo",
+    "Asia/Kolkata",
+    "Pacific/Auckland",
+    "America/Los_Angeles",
+    "UTC",
+    "Australia/Sydney",
+];
+
+/// What to simulate.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Tenants, spread round-robin over [`ZONES`].
+    pub tenants: usize,
+    /// First tick (ms).
+    pub start_ms: i64,
+    /// Simulated days.
+    pub days: u32,
+    /// Tick interval (ms).
+    pub tick_ms: i64,
+    /// Sweep workers, phase-shifted by `tick_ms / workers`.
+    pub workers: u32,
+    /// Run the queue workers every this many ticks.
+    pub drain_every: u32,
+    /// Tenants per page.
+    pub page_size: i32,
+    /// Crash a sweep worker after every k-th DynamoDB call it makes (`None`: no crashes).
+    pub crash_every: Option<u64>,
+    /// Check after each watermark advance that no tenant is behind it.
+    pub check_watermarks: bool,
+    /// Run this many ticks instead of `days` worth.
+    pub ticks: Option<u64>,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            tenants: 1_000,
+            start_ms: 1_774_742_400_000, // 2026-03-29T00:00:00Z
+            days: 3,
+            tick_ms: 60_000,
+            workers: 3,
+            drain_every: 5,
+            page_size: 100,
+            crash_every: None,
+            check_watermarks: false,
+            ticks: None,
+        }
+    }
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, Default)]
+pub struct SimReport {
+    /// Tenants.
+    pub tenants: usize,
+    /// Sweep invocations by outcome.
+    pub outcomes: BTreeMap<String, u64>,
+    /// Pulses written, by (grain, period).
+    pub pulses: BTreeMap<(String, String), u64>,
+    /// Totals over idle ticks.
+    pub idle: Tally,
+    /// Idle ticks.
+    pub idle_ticks: u64,
+    /// The most reads and writes any single idle tick made.
+    pub idle_max: (u64, u64),
+    /// Totals over ticks that did boundary work (including crashed ones).
+    pub boundary: Tally,
+    /// Boundary ticks.
+    pub boundary_ticks: u64,
+    /// Sweep request counts: (reads, writes), idle and boundary together.
+    pub sweep_requests: (u64, u64),
+    /// Queue-worker totals.
+    pub worker: Tally,
+    /// Invocations that crashed.
+    pub crashes: u64,
+    /// Summaries rows written by the daily-summary handler.
+    pub summaries: u64,
+    /// Wall time.
+    pub wall: Duration,
+    /// Table names used.
+    pub tables: Option<Tables>,
+}
+
+/// Fails every call once armed and past its limit, as if the process had died mid-invocation.
+#[derive(Debug, Clone, Default)]
+pub struct Crash {
+    calls: Arc<AtomicU64>,
+    limit: Arc<AtomicI64>,
+}
+
+impl Crash {
+    /// Calls since the last [`Crash::reset`].
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::SeqCst)
+    }
+    /// Crash at the `k`-th call from now (`None`: never).
+    pub fn arm(&self, k: Option<u64>) {
+        self.calls.store(0, Ordering::SeqCst);
+        self.limit.store(k.map(|k| k as i64).unwrap_or(-1), Ordering::SeqCst);
+    }
+}
+
+impl Intercept for Crash {
+    fn name(&self) -> &'static str {
+        "Crash"
+    }
+    fn read_before_execution(
+        &self,
+        _: &BeforeSerializationInterceptorContextRef<'_>,
+        _: &mut ConfigBag,
+    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        let limit = self.limit.load(Ordering::SeqCst);
+        if limit > 0 && n as i64 >= limit {
+            return Err("injected crash: the worker died here".into());
+        }
+        Ok(())
+    }
+}
+
+fn client(sdk: &SdkConfig, name: &str, crash: Option<&Crash>) -> aws_sdk_dynamodb::Client {
+    let mut b = aws_sdk_dynamodb::config::Builder::from(sdk)
+        .retry_config(RetryPolicy::default().sdk())
+        .retry_partition(aws_sdk_dynamodb::config::retry::RetryPartition::new(name.to_string()));
+    if let Some(c) = crash {
+        b = b.interceptor(c.clone());
+    }
+    aws_sdk_dynamodb::Client::from_conf(b.build())
+}
+
+fn add(a: &mut Tally, b: &Tally) {
+    a.requests += b.requests;
+    a.errors += b.errors;
+    a.items_read += b.items_read;
+    a.items_written += b.items_written;
+    a.rcu += b.rcu;
+    a.wcu += b.wcu;
+}
+
+/// Creates the tables, seeds tenants and drives the sweep and the queue workers.
+pub async fn simulate(sdk: &SdkConfig, cfg: &SimConfig) -> Result<SimReport> {
+    let wall = Instant::now();
+    let prefix = format!("sim{}-{:x}", std::process::id(), fastrand::u32(..));
+    let admin = Db::new(client(sdk, &format!("{prefix}-admin"), None), Meter::new(CapacitySource::Estimate));
+    let tables = Tables {
+        control: format!("{prefix}-control"),
+        tenants: format!("{prefix}-tenants"),
+        queue: format!("{prefix}-queue"),
+    };
+    let summaries = format!("{prefix}-summaries");
+    for (def, name) in [
+        (control_table(), &tables.control),
+        (tenants_table(), &tables.tenants),
+        (queue_table(), &tables.queue),
+        (queue_worker::summary::summaries_table(), &summaries),
+    ] {
+        schema::create_table(admin.client(), &def, name).await.with_context(|| format!("creating {name}"))?;
+    }
+    let clock = ManualClock::at(cfg.start_ms);
+    let shared: SharedClock = Arc::new(clock.clone());
+    let interval_s = cfg.tick_ms / 1000;
+    let env_pairs = [
+        ("TICKWORK_PULSE_INTERVAL_SECS", interval_s.to_string()),
+        ("TICKWORK_PULSE_LEASE_SECS", (interval_s * 5 / 6).to_string()),
+        ("TICKWORK_PULSE_PAGE_SIZE", cfg.page_size.to_string()),
+    ];
+    let env = Env::from_pairs(env_pairs.iter().map(|(k, v)| (*k, v.as_str())));
+    let pulse_cfg = PulseConfig::from_env(&env, Duration::from_secs(1))?;
+
+    let mut workers = Vec::new();
+    for w in 0..cfg.workers {
+        let crash = Crash::default();
+        let meter = Meter::new(CapacitySource::Estimate);
+        let db = Db::new(client(sdk, &format!("{prefix}-sweep{w}"), Some(&crash)), meter);
+        db.register_gsis(&tables.queue, queue_table().gsi_shapes());
+        db.register_gsis(&tables.tenants, tenants_table().gsi_shapes());
+        workers
+            .push((Deps::new(db, shared.clone(), pulse_cfg.clone(), tables.clone(), 8, QueueConfig::default()), crash));
+    }
+    let seed: Vec<Tenant> = (0..cfg.tenants)
+        .map(|i| Tenant { id: format!("tenant-{i:05}"), zone: ZONES[i % ZONES.len()].to_string(), active: true })
+        .collect();
+    pulse_sweep::add_tenants(&workers[0].0, &seed).await?;
+
+    let worker_db = Db::new(client(sdk, &format!("{prefix}-worker"), None), Meter::new(CapacitySource::Estimate));
+    worker_db.register_gsis(&tables.queue, queue_table().gsi_shapes());
+    let queue = Queue::new(worker_db.clone(), &tables.queue, QueueConfig::default(), shared.clone());
+    let handlers = queue_worker::summary::registry(worker_db.clone(), &summaries, shared.clone());
+
+    let mut report = SimReport { tenants: cfg.tenants, ..Default::default() };
+    let ticks = cfg.ticks.unwrap_or((i64::from(cfg.days) * 86_400_000 / cfg.tick_ms) as u64);
+    let phase = cfg.tick_ms / i64::from(cfg.workers.max(1));
+    for i in 0..ticks {
+        for (w, (deps, crash)) in workers.iter().enumerate() {
+            let t = cfg.start_ms + i as i64 * cfg.tick_ms + w as i64 * phase;
+            clock.set(t);
+            deps.db.meter().reset();
+            crash.arm(cfg.crash_every);
+            let tick = Tick::parse(&Tick::envelope(t, false))?;
+            let owner = format!("sweep-{w}-{i}");
+            let result = pulse_sweep::run(deps, &tick, &Unlimited, &owner).await;
+            crash.arm(None);
+            let m = deps.db.meter();
+            let total = m.total();
+            let (r, wr) = m.read_write_requests();
+            report.sweep_requests.0 += r;
+            report.sweep_requests.1 += wr;
+            let label = match &result {
+                Ok(rep) => format!("{:?}", rep.outcome),
+                Err(_) => "Crashed".to_string(),
+            };
+            *report.outcomes.entry(label).or_default() += 1;
+            match &result {
+                Ok(rep) if rep.outcome == Outcome::Idle => {
+                    report.idle_ticks += 1;
+                    add(&mut report.idle, &total);
+                    report.idle_max = (report.idle_max.0.max(r), report.idle_max.1.max(wr));
+                }
+                Ok(rep) => {
+                    report.boundary_ticks += 1;
+                    add(&mut report.boundary, &total);
+                    if cfg.check_watermarks && rep.groups_completed > 0 {
+                        check_watermarks(deps).await?;
+                    }
+                }
+                Err(e) => {
+                    ensure!(cfg.crash_every.is_some(), "sweep failed without an injected crash: {e}");
+                    report.crashes += 1;
+                    report.boundary_ticks += 1;
+                    add(&mut report.boundary, &total);
+                }
+            }
+        }
+        if (i + 1) % u64::from(cfg.drain_every.max(1)) == 0 {
+            worker_db.meter().reset();
+            drain(&queue, &handlers, &format!("worker-{i}"), &Unlimited, &WorkerConfig::default()).await?;
+            add(&mut report.worker, &worker_db.meter().total());
+        }
+    }
+    clock.advance(cfg.tick_ms);
+    drain(&queue, &handlers, "worker-final", &Unlimited, &WorkerConfig::default()).await?;
+    report.pulses = count_pulses(&admin, &tables.queue).await?;
+    report.summaries = count_items(&admin, &summaries).await?;
+    report.wall = wall.elapsed();
+    report.tables = Some(tables);
+    Ok(report)
+}
+
+/// Every watermark is at or behind its tenants: a group marked done for local date D has every
+/// tenant's day cursor at D − 1 or later.
+pub async fn check_watermarks(deps: &Deps) -> Result<()> {
+    let state = deps.marks.read(&deps.cfg.job).await?;
+    for (group, mark) in &state.marks {
+        let d: jiff::civil::Date = mark.parse()?;
+        let want = d.yesterday()?.to_string();
+        for k in 0..deps.tenants.shards() {
+            let mut ids = Vec::new();
+            deps.tenants
+                .for_each_zone_page(group, k, None, 500, &Unlimited, |t, _| {
+                    ids.extend(t.into_iter().map(|t| t.id));
+                    std::future::ready(Ok::<(), tickwork::DbError>(()))
+                })
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            for id in ids {
+                let c = pulse_sweep::read_cursors(deps, &id).await?;
+                let day = c.get(&Grain::Day).cloned().unwrap_or_default();
+                ensure!(day >= want, "watermark {group}={mark} is ahead of tenant {id} (day cursor `{day}`)");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Pulse items by (grain, period), from the queue table (a paginated Scan: tooling only).
+pub async fn count_pulses(db: &Db, table: &str) -> Result<BTreeMap<(String, String), u64>> {
+    let mut out: BTreeMap<(String, String), u64> = BTreeMap::new();
+    let mut start = None;
+    loop {
+        let page = db.client().scan().table_name(table).set_exclusive_start_key(start.take()).send().await?;
+        for item in page.items() {
+            let id = item.get("pk").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+            let mut parts = id.split('#');
+            if parts.next() == Some("pulse") {
+                let (_tenant, grain, period) = (parts.next(), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+                *out.entry((grain.to_string(), period.to_string())).or_default() += 1;
+            }
+        }
+        match page.last_evaluated_key() {
+            Some(k) if !k.is_empty() => start = Some(k.clone()),
+            _ => return Ok(out),
+        }
+    }
+}
+
+async fn count_items(db: &Db, table: &str) -> Result<u64> {
+    let mut n = 0;
+    let mut start = None;
+    loop {
+        let page = db.client().scan().table_name(table).set_exclusive_start_key(start.take()).send().await?;
+        n += page.items().len() as u64;
+        match page.last_evaluated_key() {
+            Some(k) if !k.is_empty() => start = Some(k.clone()),
+            _ => return Ok(n),
+        }
+    }
+}
+
+/// The day pulses each tenant should have received: from the day before the first tick (first
+/// sight) to the last local date that ended before the final tick.
+pub fn expected_day_pulses(cfg: &SimConfig, zone: &str) -> Result<Vec<String>> {
+    let tz = calendar::zone(zone)?;
+    let first = calendar::local_date(cfg.start_ms, &tz)?.yesterday()?;
+    let last_tick = cfg.start_ms + (i64::from(cfg.days) * 86_400_000 / cfg.tick_ms - 1) * cfg.tick_ms;
+    let last = calendar::local_date(last_tick, &tz)?.yesterday()?;
+    let mut out = Vec::new();
+    let mut d = first;
+    while d <= last {
+        out.push(d.to_string());
+        d = d.tomorrow()?;
+    }
+    Ok(out)
+}
+
+impl SimReport {
+    /// The human summary `make run` prints.
+    pub fn render(&self, cfg: &SimConfig) -> String {
+        let mut s = String::new();
+        let per = |t: &Tally, n: u64| if n == 0 { 0.0 } else { t.requests as f64 / n as f64 };
+        s.push_str(&format!(
+            "tenants: {} in {} zones; {} sweep workers on phase-shifted {}-s ticks over {} simulated days\n",
+            self.tenants,
+            ZONES.len().min(self.tenants),
+            cfg.workers,
+            cfg.tick_ms / 1000,
+            cfg.days
+        ));
+        s.push_str(&format!("sweep invocations: {:?}\n", self.outcomes));
+        s.push_str("pulses per grain and period (every tenant once per period):\n");
+        for ((g, p), n) in &self.pulses {
+            s.push_str(&format!("  {g:<8} {p:<12} {n}\n"));
+        }
+        s.push_str(&format!(
+            "idle ticks:     {:>6}   requests/tick {:.2} (max reads {} writes {} in any idle tick), RCU {:.1} total\n",
+            self.idle_ticks,
+            per(&self.idle, self.idle_ticks),
+            self.idle_max.0,
+            self.idle_max.1,
+            self.idle.rcu
+        ));
+        s.push_str(&format!(
+            "boundary ticks: {:>6}   requests/tick {:.1}, items read {}, items written {}, RCU {:.1}, WCU {:.1}\n",
+            self.boundary_ticks,
+            per(&self.boundary, self.boundary_ticks),
+            self.boundary.items_read,
+            self.boundary.items_written,
+            self.boundary.rcu,
+            self.boundary.wcu
+        ));
+        s.push_str(&format!(
+            "queue workers:  requests {}, RCU {:.1}, WCU {:.1}; daily summaries written: {}\n",
+            self.worker.requests, self.worker.rcu, self.worker.wcu, self.summaries
+        ));
+        let total_rcu = self.idle.rcu + self.boundary.rcu + self.worker.rcu;
+        let total_wcu = self.idle.wcu + self.boundary.wcu + self.worker.wcu;
+        s.push_str(&format!(
+            "total capacity: {total_rcu:.1} RCU, {total_wcu:.1} WCU (estimated by DynamoDB's size rules)\nwall time: {:.1} s\n",
+            self.wall.as_secs_f64()
+        ));
+        s
+    }
+}

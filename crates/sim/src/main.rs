@@ -1,0 +1,30 @@
+//! `make run`: the pulse sweep end to end on the local servers (see the crate docs).
+use anyhow::{Context, Result};
+use aws_config::BehaviorVersion;
+use tickwork_sim::{simulate, SimConfig};
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 4)]
+async fn main() -> Result<()> {
+    let endpoint = std::env::var("AWS_ENDPOINT_URL_DYNAMODB")
+        .context("AWS_ENDPOINT_URL_DYNAMODB is not set: use `make run`, which starts the local servers")?;
+    let mut cfg = SimConfig::default();
+    if let Ok(n) = std::env::var("SIM_TENANTS") {
+        cfg.tenants = n.parse().context("SIM_TENANTS must be a number")?;
+    }
+    if let Ok(n) = std::env::var("SIM_DAYS") {
+        cfg.days = n.parse().context("SIM_DAYS must be a number")?;
+    }
+    let sdk = aws_config::defaults(BehaviorVersion::latest())
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_credential_types::Credentials::new("test", "test", None, None, "sim"))
+        .endpoint_url(&endpoint)
+        .load()
+        .await;
+    println!(
+        "pulse sweep, locally: {} tenants, {} days from 2026-03-29T00:00Z (Berlin DST, month and quarter end)\n",
+        cfg.tenants, cfg.days
+    );
+    let report = simulate(&sdk, &cfg).await?;
+    print!("{}", report.render(&cfg));
+    Ok(())
+}

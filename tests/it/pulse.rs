@@ -1,0 +1,225 @@
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use pulse_sweep::{add_tenants, run, Deps, Outcome, PulseConfig, PulseError, Tables};
+use tickwork::budget::Unlimited;
+use tickwork::config::Env;
+use tickwork::lease::Acquire;
+use tickwork::queue::{queue_table, QueueConfig};
+use tickwork::tenants::{tenants_table, Tenant};
+use tickwork::watermark::Advance;
+use tickwork_lambda::Tick;
+use tickwork_sim::{count_pulses, expected_day_pulses, simulate, SimConfig, ZONES};
+use tickwork_tests::Local;
+
+fn ms(s: &str) -> i64 {
+    s.parse::<jiff::Timestamp>().unwrap().as_millisecond()
+}
+
+async fn deps(local: &Local, env: &[(&str, &str)]) -> Deps {
+    let tables = Tables {
+        control: local.control().await,
+        tenants: local.table(&tenants_table()).await,
+        queue: local.table(&queue_table()).await,
+    };
+    let cfg = PulseConfig::from_env(&Env::from_pairs(env.iter().copied()), Duration::from_secs(1)).unwrap();
+    let db = local.fresh_db();
+    db.register_gsis(&tables.queue, queue_table().gsi_shapes());
+    Deps::new(db, local.clock(), cfg, tables, 8, QueueConfig::default())
+}
+
+fn tenants(n: usize, zone: &str) -> Vec<Tenant> {
+    (0..n).map(|i| Tenant { id: format!("t{i:05}"), zone: zone.into(), active: true }).collect()
+}
+
+async fn tick(local: &Local, d: &Deps, at: &str) -> pulse_sweep::Report {
+    local.clock.set(ms(at));
+    d.db.meter().reset();
+    run(d, &Tick::parse(&Tick::envelope(ms(at), false)).unwrap(), &Unlimited, &format!("w-{at}")).await.unwrap()
+}
+
+/// Pulse ids `pulse#tenant#grain#period` of one tenant and grain, in period order.
+async fn pulses_of(d: &Deps, grain: &str) -> BTreeMap<String, u64> {
+    count_pulses(&d.db, &d.tables.queue)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|((g, _), _)| g == grain)
+        .map(|((_, p), n)| (p, n))
+        .collect()
+}
+
+#[tokio::test]
+async fn idle_tick_is_one_read_and_no_writes() {
+    let local = Local::new().await;
+    let d = deps(&local, &[]).await;
+    add_tenants(&d, &tenants(20, "Europe/Berlin")).await.unwrap();
+    let r = tick(&local, &d, "2026-11-29T10:00:00Z").await;
+    assert_eq!((r.outcome, r.pulses["day"]), (Outcome::Completed, 20));
+    for at in ["2026-11-29T10:01:00Z", "2026-11-29T15:30:00Z", "2026-11-29T22:59:00Z"] {
+        let r = tick(&local, &d, at).await;
+        assert_eq!(r.outcome, Outcome::Idle, "{at}");
+        assert_eq!(d.db.meter().read_write_requests(), (1, 0), "{at}: exactly 1 read and 0 writes, lease included");
+        assert_eq!(d.db.meter().op("GetItem").rcu, 0.5, "one eventually consistent read");
+    }
+}
+
+#[tokio::test]
+async fn every_tenant_of_1050_gets_its_day_pulse_with_one_cursor_query_each() {
+    let local = Local::new().await;
+    let d = deps(&local, &[("TICKWORK_PULSE_PAGE_SIZE", "100")]).await;
+    add_tenants(&d, &tenants(1_050, "UTC")).await.unwrap();
+    let r = tick(&local, &d, "2026-11-29T00:01:00Z").await;
+    assert_eq!(r.outcome, Outcome::Completed);
+    assert_eq!((r.tenants, r.pulses["day"]), (1_050, 1_050));
+    let snap = d.db.meter().snapshot();
+    let on = |table: &str, op: &str| -> u64 {
+        snap.iter().filter(|(k, _)| k.table == table && k.op == op && k.index.is_none()).map(|(_, t)| t.requests).sum()
+    };
+    assert_eq!(on(&d.tables.control, "Query"), 1_050, "exactly one cursor Query per tenant");
+    assert_eq!(on(&d.tables.control, "GetItem"), 2, "the watermark and the checkpoint; no per-grain GetItem");
+    assert_eq!(pulses_of(&d, "day").await, BTreeMap::from([("2026-11-28".to_string(), 1_050)]));
+}
+
+#[tokio::test]
+async fn a_stale_leader_cannot_write_the_watermark() {
+    let local = Local::new().await;
+    let d = deps(&local, &[]).await;
+    add_tenants(&d, &tenants(3, "UTC")).await.unwrap();
+    local.clock.set(ms("2026-11-29T00:01:00Z"));
+    let Acquire::Acquired(old) = d.leases.acquire(&d.cfg.lease, "old").await.unwrap() else { panic!() };
+    // The old leader stalls past its lease; a new one takes over and completes the boundary.
+    local.clock.advance(51_000);
+    let r = run(&d, &Tick::parse(&Tick::envelope(ms("2026-11-29T00:01:00Z"), false)).unwrap(), &Unlimited, "new")
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, Outcome::Completed);
+    let fence = old.fence(&d.tables.control);
+    assert_eq!(d.marks.advance(&fence, "UTC", "2026-11-30").await.unwrap(), Advance::Stale);
+    assert_eq!(d.marks.read(&d.cfg.job).await.unwrap().marks["UTC"], "2026-11-29");
+}
+
+#[tokio::test]
+async fn dst_gives_one_day_pulse_per_local_date_and_boundaries_land_on_local_dates() {
+    let local = Local::new().await;
+    let d = deps(&local, &[]).await;
+    add_tenants(&d, &[Tenant { id: "berlin".into(), zone: "Europe/Berlin".into(), active: true }]).await.unwrap();
+    add_tenants(&d, &[Tenant { id: "tokyo".into(), zone: "Asia/Tokyo".into(), active: true }]).await.unwrap();
+    // Hourly ticks across Berlin's spring-forward (03-29) and fall-back (10-25).
+    for (from, to) in
+        [("2026-03-28T00:30:00Z", "2026-03-31T23:30:00Z"), ("2026-10-24T00:30:00Z", "2026-10-27T23:30:00Z")]
+    {
+        let mut t = ms(from);
+        while t <= ms(to) {
+            local.clock.set(t);
+            let at = jiff::Timestamp::from_millisecond(t).unwrap().to_string();
+            let r = tick(&local, &d, &at).await;
+            assert!(matches!(r.outcome, Outcome::Idle | Outcome::Completed), "{at}: {r:?}");
+            // Month and quarter of Tokyo end at its local midnight, 15:00Z on 03-31.
+            if at == "2026-03-31T14:30:00Z" {
+                assert!(!r.pulses.contains_key("month"), "not before Tokyo's midnight");
+            }
+            if at == "2026-03-31T15:30:00Z" {
+                assert_eq!(
+                    (r.pulses.get("month"), r.pulses.get("quarter")),
+                    (Some(&1), Some(&1)),
+                    "Tokyo's month and quarter"
+                );
+            }
+            t += 3_600_000;
+        }
+    }
+    let days = count_pulses(&d.db, &d.tables.queue).await.unwrap();
+    let berlin_days: Vec<&String> = days.keys().filter(|(g, _)| g == "day").map(|(_, p)| p).collect();
+    // Every date once: the first tick pulses the day before (first sight); then one per local
+    // midnight, however long the day (23 h on 03-29, 25 h on 10-25). The October run resumes from
+    // the March cursor, so it catches up the months between (within the lateness bound) once.
+    for (g, n) in &days {
+        assert!(*n <= 2, "{g:?} pulsed {n} times for 2 tenants");
+    }
+    for date in ["2026-03-28", "2026-03-29", "2026-03-30", "2026-10-24", "2026-10-25", "2026-10-26"] {
+        assert!(berlin_days.contains(&&date.to_string()), "{date} pulsed");
+    }
+    assert_eq!(
+        days[&("month".to_string(), "2026-03".to_string())],
+        2,
+        "Tokyo (15:00Z) and Berlin (22:00Z on 03-31) both ended March in range"
+    );
+}
+
+#[tokio::test]
+async fn catch_up_all_pulses_both_missed_days_in_order_latest_only_the_last() {
+    for (policy, want, skipped) in
+        [("all", vec!["2026-11-26", "2026-11-27", "2026-11-28"], 0), ("latest", vec!["2026-11-26", "2026-11-28"], 1)]
+    {
+        let local = Local::new().await;
+        let d = deps(&local, &[("TICKWORK_PULSE_CATCH_UP", policy)]).await;
+        add_tenants(&d, &tenants(1, "UTC")).await.unwrap();
+        tick(&local, &d, "2026-11-27T00:10:00Z").await; // pulses the 26th
+                                                        // No ticks for two days, then one.
+        let r = tick(&local, &d, "2026-11-29T00:10:00Z").await;
+        assert_eq!(r.skipped.get("day").copied().unwrap_or(0), skipped, "{policy}");
+        let got: Vec<String> = pulses_of(&d, "day").await.into_keys().collect();
+        assert_eq!(got, want, "{policy}");
+    }
+}
+
+#[tokio::test]
+async fn dry_run_and_pause_write_nothing_and_bad_input_is_named() {
+    let local = Local::new().await;
+    let d = deps(&local, &[]).await;
+    add_tenants(&d, &tenants(5, "UTC")).await.unwrap();
+    local.clock.set(ms("2026-11-29T00:01:00Z"));
+    d.db.meter().reset();
+    let dry = Tick::parse(&Tick::envelope(ms("2026-11-29T00:01:00Z"), true)).unwrap();
+    let r = run(&d, &dry, &Unlimited, "dry").await.unwrap();
+    assert_eq!((r.outcome, r.tenants, r.pulses["day"]), (Outcome::DryRun, 5, 5));
+    assert_eq!(d.db.meter().read_write_requests().1, 0, "dry run writes nothing");
+    d.marks.set_paused(&d.cfg.job, true, Some("runaway")).await.unwrap();
+    let r = tick(&local, &d, "2026-11-29T00:02:00Z").await;
+    assert_eq!(r.outcome, Outcome::Paused);
+    assert_eq!(d.db.meter().read_write_requests(), (1, 0));
+    assert!(pulses_of(&d, "day").await.is_empty());
+
+    let err = pulse_sweep::handle(&d, serde_json::json!({"time": "2026-11-29T00:00:00Z"}), ms("2026-11-29T00:05:00Z"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, PulseError::BadEvent(_)), "{err}");
+    assert!(err.to_string().contains("detail-type"), "{err}");
+    let err = add_tenants(&d, &[Tenant { id: "x".into(), zone: "Mars/Olympus_Mons".into(), active: true }])
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("Mars/Olympus_Mons"), "{err}");
+    assert_eq!(tickwork_tests::count_where(&d.db, &d.tables.tenants, "pk", "x").await, 0, "nothing written");
+}
+
+/// 3 workers on phase-shifted ticks over 3 simulated days; every boundary invocation crashes at
+/// its k-th DynamoDB call (no cleanup: its lease stays until it expires). Every pulse exists exactly
+/// once, no tenant is missed, and no watermark ever gets ahead of its tenants.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crashes_at_any_call_lose_and_duplicate_nothing() {
+    let local = Local::new().await;
+    for k in [11u64, 23, 47] {
+        let cfg = SimConfig {
+            tenants: 32,
+            tick_ms: 1_200_000,
+            page_size: 4,
+            drain_every: 1_000_000,
+            crash_every: Some(k),
+            check_watermarks: true,
+            ..SimConfig::default()
+        };
+        let report = simulate(&local.sdk, &cfg).await.unwrap();
+        assert!(report.crashes > 0, "k={k}: crashes were injected");
+        let mut expected: BTreeMap<String, u64> = BTreeMap::new();
+        for i in 0..cfg.tenants {
+            for day in expected_day_pulses(&cfg, ZONES[i % ZONES.len()]).unwrap() {
+                *expected.entry(day).or_default() += 1;
+            }
+        }
+        let got: BTreeMap<String, u64> =
+            report.pulses.iter().filter(|((g, _), _)| g == "day").map(|((_, p), n)| (p.clone(), *n)).collect();
+        assert_eq!(got, expected, "k={k}: every (tenant, day) pulsed exactly once ({} crashes)", report.crashes);
+        eprintln!("k={k}: {} crashes, outcomes {:?}", report.crashes, report.outcomes);
+    }
+}
