@@ -47,8 +47,8 @@ run: deps ## the pulse sweep end to end, locally: 1,000 tenants, 3 workers, 3 si
 	TICKWORK_MOTO_SWITCH_INTERVAL=0.005 TICKWORK_NO_DYNALITE=1 $(WITH_SERVERS) target/debug/tickwork-sim
 
 bench: deps ## capacity and throughput figures, side by side, against the local servers
-	$(CARGO) build --release -p tickwork-bench
-	TICKWORK_MOTO_SWITCH_INTERVAL=0.005 TICKWORK_NO_DYNALITE=1 $(WITH_SERVERS) target/release/tickwork-bench $(BENCH)
+	$(CARGO) build -p tickwork-bench
+	TICKWORK_MOTO_SWITCH_INTERVAL=0.005 TICKWORK_NO_DYNALITE=1 $(WITH_SERVERS) target/debug/tickwork-bench $(BENCH)
 
 servers: deps ## run the local servers in the foreground (Ctrl-C stops them); prints the endpoints
 	$(WITH_SERVERS) bash -c 'env | grep -E "^(AWS_ENDPOINT_URL|TICKWORK_DYNALITE)"; echo "Ctrl-C to stop"; sleep infinity'

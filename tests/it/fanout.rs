@@ -20,10 +20,10 @@ async fn setup(local: &Local) -> Deps {
         queue: local.table(&queue_table()).await,
     };
     let mut seed: Vec<Tenant> = (0..TENANTS)
-        .map(|i| Tenant { id: format!("tenant-{i:05}"), zone: "Europe/Berlin".into(), active: true })
+        .map(|i| Tenant { id: format!("tenant-{i:05}"), zone: "Europe/Berlin".into(), active: true, since_ms: None })
         .collect();
     // Suspended tenants are outside the enumeration index: never visited, never enqueued.
-    seed.extend((0..7).map(|i| Tenant { id: format!("gone-{i}"), zone: "UTC".into(), active: false }));
+    seed.extend((0..7).map(|i| Tenant { id: format!("gone-{i}"), zone: "UTC".into(), active: false, since_ms: None }));
     Tenants::new(local.db.clone(), &tables.tenants, 8).put_all(&seed).await.unwrap();
     let env = Env::from_pairs([("TICKWORK_FANOUT_PAGE_SIZE", "100")]);
     let cfg = FanoutConfig::from_env(&env, Duration::from_secs(1)).unwrap();

@@ -16,7 +16,9 @@ fn ms(s: &str) -> i64 {
     s.parse::<jiff::Timestamp>().unwrap().as_millisecond()
 }
 
-async fn deps(local: &Local, env: &[(&str, &str)]) -> Deps {
+/// Deps with the clock at `at`, when the tenants the test adds next are added.
+async fn deps(local: &Local, env: &[(&str, &str)], at: &str) -> Deps {
+    local.clock.set(ms(at));
     let tables = Tables {
         control: local.control().await,
         tenants: local.table(&tenants_table()).await,
@@ -29,7 +31,7 @@ async fn deps(local: &Local, env: &[(&str, &str)]) -> Deps {
 }
 
 fn tenants(n: usize, zone: &str) -> Vec<Tenant> {
-    (0..n).map(|i| Tenant { id: format!("t{i:05}"), zone: zone.into(), active: true }).collect()
+    (0..n).map(|i| Tenant { id: format!("t{i:05}"), zone: zone.into(), active: true, since_ms: None }).collect()
 }
 
 async fn tick(local: &Local, d: &Deps, at: &str) -> pulse_sweep::Report {
@@ -52,7 +54,7 @@ async fn pulses_of(d: &Deps, grain: &str) -> BTreeMap<String, u64> {
 #[tokio::test]
 async fn idle_tick_is_one_read_and_no_writes() {
     let local = Local::new().await;
-    let d = deps(&local, &[]).await;
+    let d = deps(&local, &[], "2026-11-29T10:00:00Z").await;
     add_tenants(&d, &tenants(20, "Europe/Berlin")).await.unwrap();
     let r = tick(&local, &d, "2026-11-29T10:00:00Z").await;
     assert_eq!((r.outcome, r.pulses["day"]), (Outcome::Completed, 20));
@@ -67,7 +69,7 @@ async fn idle_tick_is_one_read_and_no_writes() {
 #[tokio::test]
 async fn every_tenant_of_1050_gets_its_day_pulse_with_one_cursor_query_each() {
     let local = Local::new().await;
-    let d = deps(&local, &[("TICKWORK_PULSE_PAGE_SIZE", "100")]).await;
+    let d = deps(&local, &[("TICKWORK_PULSE_PAGE_SIZE", "100")], "2026-11-29T00:01:00Z").await;
     add_tenants(&d, &tenants(1_050, "UTC")).await.unwrap();
     let r = tick(&local, &d, "2026-11-29T00:01:00Z").await;
     assert_eq!(r.outcome, Outcome::Completed);
@@ -84,7 +86,7 @@ async fn every_tenant_of_1050_gets_its_day_pulse_with_one_cursor_query_each() {
 #[tokio::test]
 async fn a_stale_leader_cannot_write_the_watermark() {
     let local = Local::new().await;
-    let d = deps(&local, &[]).await;
+    let d = deps(&local, &[], "2026-11-29T00:01:00Z").await;
     add_tenants(&d, &tenants(3, "UTC")).await.unwrap();
     local.clock.set(ms("2026-11-29T00:01:00Z"));
     let Acquire::Acquired(old) = d.leases.acquire(&d.cfg.lease, "old").await.unwrap() else { panic!() };
@@ -102,9 +104,13 @@ async fn a_stale_leader_cannot_write_the_watermark() {
 #[tokio::test]
 async fn dst_gives_one_day_pulse_per_local_date_and_boundaries_land_on_local_dates() {
     let local = Local::new().await;
-    let d = deps(&local, &[]).await;
-    add_tenants(&d, &[Tenant { id: "berlin".into(), zone: "Europe/Berlin".into(), active: true }]).await.unwrap();
-    add_tenants(&d, &[Tenant { id: "tokyo".into(), zone: "Asia/Tokyo".into(), active: true }]).await.unwrap();
+    let d = deps(&local, &[], "2026-03-28T00:30:00Z").await;
+    add_tenants(&d, &[Tenant { id: "berlin".into(), zone: "Europe/Berlin".into(), active: true, since_ms: None }])
+        .await
+        .unwrap();
+    add_tenants(&d, &[Tenant { id: "tokyo".into(), zone: "Asia/Tokyo".into(), active: true, since_ms: None }])
+        .await
+        .unwrap();
     // Hourly ticks across Berlin's spring-forward (03-29) and fall-back (10-25).
     for (from, to) in
         [("2026-03-28T00:30:00Z", "2026-03-31T23:30:00Z"), ("2026-10-24T00:30:00Z", "2026-10-27T23:30:00Z")]
@@ -153,7 +159,7 @@ async fn catch_up_all_pulses_both_missed_days_in_order_latest_only_the_last() {
         [("all", vec!["2026-11-26", "2026-11-27", "2026-11-28"], 0), ("latest", vec!["2026-11-26", "2026-11-28"], 1)]
     {
         let local = Local::new().await;
-        let d = deps(&local, &[("TICKWORK_PULSE_CATCH_UP", policy)]).await;
+        let d = deps(&local, &[("TICKWORK_PULSE_CATCH_UP", policy)], "2026-11-27T00:10:00Z").await;
         add_tenants(&d, &tenants(1, "UTC")).await.unwrap();
         tick(&local, &d, "2026-11-27T00:10:00Z").await; // pulses the 26th
                                                         // No ticks for two days, then one.
@@ -167,7 +173,7 @@ async fn catch_up_all_pulses_both_missed_days_in_order_latest_only_the_last() {
 #[tokio::test]
 async fn dry_run_and_pause_write_nothing_and_bad_input_is_named() {
     let local = Local::new().await;
-    let d = deps(&local, &[]).await;
+    let d = deps(&local, &[], "2026-11-29T00:01:00Z").await;
     add_tenants(&d, &tenants(5, "UTC")).await.unwrap();
     local.clock.set(ms("2026-11-29T00:01:00Z"));
     d.db.meter().reset();
@@ -186,9 +192,10 @@ async fn dry_run_and_pause_write_nothing_and_bad_input_is_named() {
         .unwrap_err();
     assert!(matches!(err, PulseError::BadEvent(_)), "{err}");
     assert!(err.to_string().contains("detail-type"), "{err}");
-    let err = add_tenants(&d, &[Tenant { id: "x".into(), zone: "Mars/Olympus_Mons".into(), active: true }])
-        .await
-        .unwrap_err();
+    let err =
+        add_tenants(&d, &[Tenant { id: "x".into(), zone: "Mars/Olympus_Mons".into(), active: true, since_ms: None }])
+            .await
+            .unwrap_err();
     assert!(err.to_string().contains("Mars/Olympus_Mons"), "{err}");
     assert_eq!(tickwork_tests::count_where(&d.db, &d.tables.tenants, "pk", "x").await, 0, "nothing written");
 }

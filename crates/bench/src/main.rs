@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use aws_config::{BehaviorVersion, SdkConfig};
+use aws_config::SdkConfig;
 use futures::future::BoxFuture;
 use queue_worker::{drain, Handler, HandlerError, Registry, WorkerConfig};
 use tickwork::budget::Unlimited;
@@ -28,12 +28,7 @@ async fn main() -> Result<()> {
     let all = args.is_empty();
     let endpoint = std::env::var("AWS_ENDPOINT_URL_DYNAMODB")
         .context("AWS_ENDPOINT_URL_DYNAMODB is not set: run through `make bench`, which starts the local servers")?;
-    let sdk = aws_config::defaults(BehaviorVersion::latest())
-        .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_credential_types::Credentials::new("test", "test", None, None, "bench"))
-        .endpoint_url(&endpoint)
-        .load()
-        .await;
+    let sdk = tickwork_sim::local_sdk(&endpoint).await;
     println!("tickwork bench against {endpoint} (moto, requests serialised)\n");
     if all || args.iter().any(|a| a == "pulse") {
         pulse(&sdk).await?;
@@ -284,7 +279,12 @@ async fn pulse(sdk: &SdkConfig) -> Result<()> {
     schema::create_table(d.client(), &tenants_table(), &tenants).await?;
     schema::create_table(d.client(), &queue_table(), &queue).await?;
     let seed: Vec<Tenant> = (0..TENANTS)
-        .map(|i| Tenant { id: format!("tenant-{i:05}"), zone: ZONES[i % ZONES.len()].to_string(), active: true })
+        .map(|i| Tenant {
+            id: format!("tenant-{i:05}"),
+            zone: ZONES[i % ZONES.len()].to_string(),
+            active: true,
+            since_ms: None,
+        })
         .collect();
     Tenants::new(d.clone(), &tenants, 8).put_all(&seed).await?;
     meter.reset();

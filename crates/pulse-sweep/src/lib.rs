@@ -196,7 +196,11 @@ pub async fn add_tenants(deps: &Deps, tenants: &[Tenant]) -> Result<(), PulseErr
     }
     // Register first: a registered zone with no tenants costs nothing; the reverse skips tenants.
     deps.marks.register_groups(&deps.cfg.job, &zones).await?;
-    deps.tenants.put_all(tenants).await?;
+    // Calendar work is owed from the day a tenant is added, even if its first visit comes late.
+    let now = deps.clock.now_ms();
+    let stamped: Vec<Tenant> =
+        tenants.iter().map(|t| Tenant { since_ms: t.since_ms.or(Some(now)), ..t.clone() }).collect();
+    deps.tenants.put_all(&stamped).await?;
     Ok(())
 }
 
@@ -509,7 +513,7 @@ async fn pulse_tenant(
 ) -> Result<TenantResult, PulseError> {
     for attempt in 0..2 {
         let cursors = read_cursors(deps, &t.id).await?;
-        let plans = calendar::plan_tenant(tz, now_ms, &cursors, &deps.cfg.policy)?;
+        let plans = calendar::plan_tenant(tz, now_ms, t.since_ms, &cursors, &deps.cfg.policy)?;
         let mut res = TenantResult::default();
         let mut items: Vec<TransactWriteItem> = Vec::new();
         for plan in &plans {
@@ -584,7 +588,7 @@ async fn dry_run(
                 .for_each_zone_page(group, k, None, deps.cfg.page_size, budget, |tenants, _| async move {
                     for t in &tenants {
                         let cursors = read_cursors(deps, &t.id).await.map_err(|e| DbError::Invalid(e.to_string()))?;
-                        let plans = calendar::plan_tenant(tz, tick.time_ms, &cursors, &deps.cfg.policy)
+                        let plans = calendar::plan_tenant(tz, tick.time_ms, t.since_ms, &cursors, &deps.cfg.policy)
                             .map_err(|e| DbError::Invalid(e.to_string()))?;
                         let mut g = tally.lock().expect("tally");
                         g.tenants += 1;

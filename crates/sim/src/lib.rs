@@ -161,13 +161,14 @@ fn client(sdk: &SdkConfig, name: &str, crash: Option<&Crash>) -> aws_sdk_dynamod
     aws_sdk_dynamodb::Client::from_conf(b.build())
 }
 
-fn add(a: &mut Tally, b: &Tally) {
-    a.requests += b.requests;
-    a.errors += b.errors;
-    a.items_read += b.items_read;
-    a.items_written += b.items_written;
-    a.rcu += b.rcu;
-    a.wcu += b.wcu;
+/// The SDK config for a local endpoint, with static test credentials.
+pub async fn local_sdk(endpoint: &str) -> SdkConfig {
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_credential_types::Credentials::new("test", "test", None, None, "local"))
+        .endpoint_url(endpoint)
+        .load()
+        .await
 }
 
 /// Creates the tables, seeds tenants and drives the sweep and the queue workers.
@@ -211,7 +212,12 @@ pub async fn simulate(sdk: &SdkConfig, cfg: &SimConfig) -> Result<SimReport> {
             .push((Deps::new(db, shared.clone(), pulse_cfg.clone(), tables.clone(), 8, QueueConfig::default()), crash));
     }
     let seed: Vec<Tenant> = (0..cfg.tenants)
-        .map(|i| Tenant { id: format!("tenant-{i:05}"), zone: ZONES[i % ZONES.len()].to_string(), active: true })
+        .map(|i| Tenant {
+            id: format!("tenant-{i:05}"),
+            zone: ZONES[i % ZONES.len()].to_string(),
+            active: true,
+            since_ms: None,
+        })
         .collect();
     pulse_sweep::add_tenants(&workers[0].0, &seed).await?;
 
@@ -246,12 +252,12 @@ pub async fn simulate(sdk: &SdkConfig, cfg: &SimConfig) -> Result<SimReport> {
             match &result {
                 Ok(rep) if rep.outcome == Outcome::Idle => {
                     report.idle_ticks += 1;
-                    add(&mut report.idle, &total);
+                    report.idle.add(&total);
                     report.idle_max = (report.idle_max.0.max(r), report.idle_max.1.max(wr));
                 }
                 Ok(rep) => {
                     report.boundary_ticks += 1;
-                    add(&mut report.boundary, &total);
+                    report.boundary.add(&total);
                     if cfg.check_watermarks && rep.groups_completed > 0 {
                         check_watermarks(deps).await?;
                     }
@@ -260,14 +266,14 @@ pub async fn simulate(sdk: &SdkConfig, cfg: &SimConfig) -> Result<SimReport> {
                     ensure!(cfg.crash_every.is_some(), "sweep failed without an injected crash: {e}");
                     report.crashes += 1;
                     report.boundary_ticks += 1;
-                    add(&mut report.boundary, &total);
+                    report.boundary.add(&total);
                 }
             }
         }
         if (i + 1) % u64::from(cfg.drain_every.max(1)) == 0 {
             worker_db.meter().reset();
             drain(&queue, &handlers, &format!("worker-{i}"), &Unlimited, &WorkerConfig::default()).await?;
-            add(&mut report.worker, &worker_db.meter().total());
+            report.worker.add(&worker_db.meter().total());
         }
     }
     clock.advance(cfg.tick_ms);

@@ -1,6 +1,5 @@
 //! `make run`: the pulse sweep end to end on the local servers (see the crate docs).
 use anyhow::{Context, Result};
-use aws_config::BehaviorVersion;
 use tickwork_sim::{simulate, SimConfig};
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 4)]
@@ -14,12 +13,7 @@ async fn main() -> Result<()> {
     if let Ok(n) = std::env::var("SIM_DAYS") {
         cfg.days = n.parse().context("SIM_DAYS must be a number")?;
     }
-    let sdk = aws_config::defaults(BehaviorVersion::latest())
-        .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_credential_types::Credentials::new("test", "test", None, None, "sim"))
-        .endpoint_url(&endpoint)
-        .load()
-        .await;
+    let sdk = tickwork_sim::local_sdk(&endpoint).await;
     println!(
         "pulse sweep, locally: {} tenants, {} days from 2026-03-29T00:00Z (Berlin DST, month and quarter end)\n",
         cfg.tenants, cfg.days

@@ -474,7 +474,8 @@ mod tests {
 
     #[test]
     fn item_ids_are_the_idempotency_key() {
-        let t = tickwork::tenants::Tenant { id: "t1".into(), zone: "Europe/Paris".into(), active: true };
+        let t =
+            tickwork::tenants::Tenant { id: "t1".into(), zone: "Europe/Paris".into(), active: true, since_ms: None };
         let i = item_for("daily-summary", "2026-11-29", &t, 5);
         assert_eq!(i.id, "daily-summary#2026-11-29#t1");
         assert_eq!(i.tenant.as_deref(), Some("t1"));

@@ -256,12 +256,18 @@ pub struct GrainPlan {
     pub advance_to: Option<Period>,
 }
 
-/// The pulses a tenant needs at logical time `now_ms`, given its zone and cursors (grain → last
-/// pulsed period id). A tenant with no cursor for a grain gets only the latest completed period:
-/// history before a tenant existed is not replayed.
+/// The pulses a tenant needs at logical time `now_ms`, given its zone, when it was added
+/// (`since_ms`) and its cursors (grain → last pulsed period id).
+///
+/// A grain with no cursor starts at the period *before* the one the tenant was added in (a tenant
+/// added on the 29th gets the 28th's day pulse), so a first visit that comes late — after crashes
+/// or an outage — still pulses every period since, oldest first. History older than the lateness
+/// bound is neither pulsed nor counted as skipped: it was never owed. Without `since_ms` the
+/// tenant is treated as added now.
 pub fn plan_tenant(
     tz: &TimeZone,
     now_ms: Millis,
+    since_ms: Option<Millis>,
     cursors: &std::collections::BTreeMap<Grain, String>,
     policy: &Policy,
 ) -> Result<Vec<GrainPlan>, CalendarError> {
@@ -271,7 +277,16 @@ pub fn plan_tenant(
         let latest_done = Period::containing(grain, today)?.pred()?;
         let mut missed = Vec::new();
         match cursors.get(&grain) {
-            None => missed.push(latest_done),
+            None => {
+                let since = since_ms.unwrap_or(now_ms).min(now_ms).max(now_ms - policy.max_lateness_ms);
+                let mut p = Period::containing(grain, local_date(since, tz)?)?.pred()?.min(latest_done);
+                while p <= latest_done {
+                    if now_ms - p.end_ms(tz)? <= policy.max_lateness_ms {
+                        missed.push(p);
+                    }
+                    p = p.succ()?;
+                }
+            }
             Some(c) => {
                 let cur = Period::parse(grain, c)?;
                 let mut p = cur.succ()?;
@@ -364,7 +379,7 @@ mod tests {
     fn first_sight_pulses_only_the_latest_completed_period() {
         let tz = zone("UTC").unwrap();
         // Wednesday 2026-04-01 00:05 UTC: a new day, month, quarter just began.
-        let plans = plan_tenant(&tz, ms("2026-04-01T00:05:00Z"), &BTreeMap::new(), &ALL).unwrap();
+        let plans = plan_tenant(&tz, ms("2026-04-01T00:05:00Z"), None, &BTreeMap::new(), &ALL).unwrap();
         let ids: Vec<(Grain, Vec<String>)> =
             plans.iter().map(|p| (p.grain, p.pulse.iter().map(|x| x.id()).collect())).collect();
         assert_eq!(
@@ -374,11 +389,11 @@ mod tests {
                 (Grain::Week, vec!["2026-W13".to_string()]),
                 (Grain::Month, vec!["2026-03".to_string()]),
                 (Grain::Quarter, vec!["2026-Q1".to_string()]),
-                (Grain::Year, vec![]),
             ]
         );
-        // Year 2025 ended three months ago, beyond the 40-day lateness bound: skipped, counted.
-        assert_eq!(plans[4].skipped, 1);
+        // Year 2025 ended three months ago, beyond the 40-day lateness bound: never owed, so no
+        // plan at all (and no skip counted).
+        assert!(plans.iter().all(|p| p.grain != Grain::Year));
     }
 
     fn cursors(pairs: &[(Grain, &str)]) -> BTreeMap<Grain, String> {
@@ -390,14 +405,34 @@ mod tests {
     }
 
     #[test]
+    fn a_late_first_visit_still_pulses_every_period_since_the_tenant_was_added() {
+        let tz = zone("UTC").unwrap();
+        // Added on the 29th; first visited on 12-02 (crashes, an outage): 28th, 29th, 30th, 1st.
+        let plans =
+            plan_tenant(&tz, ms("2026-12-02T00:05:00Z"), Some(ms("2026-11-29T08:00:00Z")), &BTreeMap::new(), &ALL)
+                .unwrap();
+        let day = plans.iter().find(|p| p.grain == Grain::Day).unwrap();
+        let ids: Vec<String> = day.pulse.iter().map(|p| p.id()).collect();
+        assert_eq!(ids, ["2026-11-28", "2026-11-29", "2026-11-30", "2026-12-01"]);
+        let month = plans.iter().find(|p| p.grain == Grain::Month).unwrap();
+        assert_eq!(month.pulse.iter().map(|p| p.id()).collect::<Vec<_>>(), ["2026-10", "2026-11"]);
+        // Added long ago without cursors: history beyond the lateness bound is not owed.
+        let plans =
+            plan_tenant(&tz, ms("2026-12-02T00:05:00Z"), Some(ms("2020-01-01T00:00:00Z")), &BTreeMap::new(), &ALL)
+                .unwrap();
+        let day = plans.iter().find(|p| p.grain == Grain::Day).unwrap();
+        assert_eq!((day.pulse.len(), day.skipped), (40, 0));
+    }
+
+    #[test]
     fn nothing_between_boundaries() {
         let tz = zone("Europe/Berlin").unwrap();
         let c = up_to_date("2026-11-28", "2026-W47", "2026-10", "2026-Q3", "2025");
         for t in ["2026-11-28T23:00:00Z", "2026-11-29T12:00:00Z", "2026-11-29T22:59:59Z"] {
-            assert!(plan_tenant(&tz, ms(t), &c, &ALL).unwrap().is_empty(), "{t}");
+            assert!(plan_tenant(&tz, ms(t), None, &c, &ALL).unwrap().is_empty(), "{t}");
         }
         // Berlin midnight (UTC+1 in November) is 23:00Z: the day boundary has passed.
-        let p = plan_tenant(&tz, ms("2026-11-29T23:00:00Z"), &c, &ALL).unwrap();
+        let p = plan_tenant(&tz, ms("2026-11-29T23:00:00Z"), None, &c, &ALL).unwrap();
         assert_eq!(p.len(), 2, "day and (Monday) week");
         assert_eq!(p[0].pulse[0].id(), "2026-11-29");
         assert_eq!(p[1].pulse[0].id(), "2026-W48");
@@ -413,7 +448,7 @@ mod tests {
             let t0 = ms(start);
             for minute in (0..hours * 60).step_by(7) {
                 let now = t0 + minute * 60_000;
-                for plan in plan_tenant(&tz, now, &c, &ALL).unwrap() {
+                for plan in plan_tenant(&tz, now, None, &c, &ALL).unwrap() {
                     if plan.grain == Grain::Day {
                         days.extend(plan.pulse.iter().map(|p| p.id()));
                     }
@@ -443,9 +478,9 @@ mod tests {
         // Pacific/Auckland is 13 hours ahead in December: its year ends at 11:00Z on Dec 31.
         let tz = zone("Pacific/Auckland").unwrap();
         let c = up_to_date("2026-12-30", "2026-W52", "2026-11", "2026-Q3", "2025");
-        let p = plan_tenant(&tz, ms("2026-12-31T10:59:00Z"), &c, &ALL).unwrap();
+        let p = plan_tenant(&tz, ms("2026-12-31T10:59:00Z"), None, &c, &ALL).unwrap();
         assert!(p.iter().all(|g| g.grain != Grain::Year), "not yet a new year in Auckland");
-        let p = plan_tenant(&tz, ms("2026-12-31T11:00:00Z"), &c, &ALL).unwrap();
+        let p = plan_tenant(&tz, ms("2026-12-31T11:00:00Z"), None, &c, &ALL).unwrap();
         let got: Vec<(Grain, String)> = p.iter().flat_map(|g| g.pulse.iter().map(move |x| (g.grain, x.id()))).collect();
         assert!(got.contains(&(Grain::Year, "2026".into())));
         assert!(got.contains(&(Grain::Quarter, "2026-Q4".into())));
@@ -454,8 +489,11 @@ mod tests {
         // America/New_York: the week (ISO, Monday) turns at local midnight Sunday->Monday, 05:00Z.
         let ny = zone("America/New_York").unwrap();
         let c = up_to_date("2026-11-29", "2026-W47", "2026-10", "2026-Q3", "2025");
-        assert!(plan_tenant(&ny, ms("2026-11-30T04:59:00Z"), &c, &ALL).unwrap().iter().all(|g| g.grain != Grain::Week));
-        let p = plan_tenant(&ny, ms("2026-11-30T05:00:00Z"), &c, &ALL).unwrap();
+        assert!(plan_tenant(&ny, ms("2026-11-30T04:59:00Z"), None, &c, &ALL)
+            .unwrap()
+            .iter()
+            .all(|g| g.grain != Grain::Week));
+        let p = plan_tenant(&ny, ms("2026-11-30T05:00:00Z"), None, &c, &ALL).unwrap();
         assert!(p.iter().any(|g| g.grain == Grain::Week && g.pulse[0].id() == "2026-W48"));
     }
 
@@ -465,23 +503,23 @@ mod tests {
         let c = up_to_date("2026-11-26", "2026-W48", "2026-10", "2026-Q3", "2025");
         let now = ms("2026-11-29T00:10:00Z"); // days 27 and 28 were missed
         let day = |p: &[GrainPlan]| p.iter().find(|g| g.grain == Grain::Day).cloned().unwrap();
-        let all = day(&plan_tenant(&tz, now, &c, &ALL).unwrap());
+        let all = day(&plan_tenant(&tz, now, None, &c, &ALL).unwrap());
         assert_eq!(all.pulse.iter().map(|p| p.id()).collect::<Vec<_>>(), ["2026-11-27", "2026-11-28"]);
         assert_eq!(all.skipped, 0);
-        let latest = day(&plan_tenant(&tz, now, &c, &Policy { catch_up: CatchUp::Latest, ..ALL }).unwrap());
+        let latest = day(&plan_tenant(&tz, now, None, &c, &Policy { catch_up: CatchUp::Latest, ..ALL }).unwrap());
         assert_eq!(latest.pulse.iter().map(|p| p.id()).collect::<Vec<_>>(), ["2026-11-28"]);
         assert_eq!(latest.skipped, 1);
         assert_eq!(latest.advance_to.unwrap().id(), "2026-11-28");
-        let skip = day(
-            &plan_tenant(&tz, now, &c, &Policy { catch_up: CatchUp::Skip, interval_ms: 3_600_000, ..ALL }).unwrap()
-        );
+        let skip =
+            day(&plan_tenant(&tz, now, None, &c, &Policy { catch_up: CatchUp::Skip, interval_ms: 3_600_000, ..ALL })
+                .unwrap());
         assert_eq!(
             skip.pulse.iter().map(|p| p.id()).collect::<Vec<_>>(),
             ["2026-11-28"],
             "ended 10 minutes ago: on time"
         );
         assert_eq!(skip.skipped, 1);
-        let tight = day(&plan_tenant(&tz, now, &c, &Policy { max_lateness_ms: 86_400_000, ..ALL }).unwrap());
+        let tight = day(&plan_tenant(&tz, now, None, &c, &Policy { max_lateness_ms: 86_400_000, ..ALL }).unwrap());
         assert_eq!(tight.pulse.iter().map(|p| p.id()).collect::<Vec<_>>(), ["2026-11-28"], "the 27th ended 24h10m ago");
         assert_eq!(tight.skipped, 1);
     }

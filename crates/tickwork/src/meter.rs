@@ -67,7 +67,8 @@ pub struct Tally {
 }
 
 impl Tally {
-    fn add(&mut self, o: &Tally) {
+    /// Adds another tally into this one.
+    pub fn add(&mut self, o: &Tally) {
         self.requests += o.requests;
         self.errors += o.errors;
         self.items_read += o.items_read;

@@ -30,6 +30,8 @@ use crate::schema::{av_s, get_s, s, GsiDef, TableDef, PK};
 pub const ZONE: &str = "zone";
 /// Attribute: lifecycle status.
 pub const STATUS: &str = "status";
+/// Attribute: when the tenant was added (ms); calendar work owed starts there.
+pub const SINCE: &str = "since";
 /// Attribute: enumeration shard, only while active.
 pub const TSHARD: &str = "tshard";
 /// Attribute: zone enumeration shard, only while active.
@@ -41,7 +43,7 @@ pub const BY_ZONE: &str = "by_zone";
 
 /// The tenants table definition.
 pub fn tenants_table() -> TableDef {
-    let include = Projection::Include(vec![ZONE.into(), STATUS.into()]);
+    let include = Projection::Include(vec![ZONE.into(), STATUS.into(), SINCE.into()]);
     TableDef {
         logical: "tenants",
         pk: s(PK),
@@ -63,6 +65,8 @@ pub struct Tenant {
     pub zone: String,
     /// Active tenants are enumerated; others are not.
     pub active: bool,
+    /// When the tenant was added (ms); `None` when unknown.
+    pub since_ms: Option<i64>,
 }
 
 impl Tenant {
@@ -73,6 +77,9 @@ impl Tenant {
             (ZONE.to_string(), av_s(&self.zone)),
             (STATUS.to_string(), av_s(if self.active { "active" } else { "suspended" })),
         ]);
+        if let Some(s) = self.since_ms {
+            item.insert(SINCE.into(), crate::schema::av_n(s));
+        }
         if self.active {
             item.insert(TSHARD.into(), av_s(format!("tenants#{k}")));
             item.insert(ZSHARD.into(), av_s(format!("{}#{k}", self.zone)));
@@ -85,6 +92,7 @@ impl Tenant {
             id: get_s(i, PK)?.to_string(),
             zone: get_s(i, ZONE)?.to_string(),
             active: get_s(i, STATUS) == Some("active"),
+            since_ms: crate::schema::get_i64(i, SINCE),
         })
     }
 }
@@ -144,8 +152,8 @@ impl Tenants {
     }
 
     /// Pages every active tenant of shard `k` from `start`, calling `on_page` with each page and the
-    /// cursor after it, until the
-    /// shard is exhausted or `budget` stops it (then the returned cursor resumes it).
+    /// cursor after it, until the shard is exhausted or `budget` stops it (then the returned cursor
+    /// resumes it).
     pub async fn for_each_page<E, F, Fut>(
         &self,
         k: u32,
@@ -159,11 +167,7 @@ impl Tenants {
         Fut: Future<Output = Result<(), E>>,
     {
         let label = format!("tenants shard {k}");
-        let mut on_page = on_page;
-        for_each_page(&self.db, self.shard_query(k), start, page_size, budget, &label, |page: Page| {
-            on_page(page.items.iter().filter_map(Tenant::from_item).collect(), page.next)
-        })
-        .await
+        self.page(self.shard_query(k), &label, start, page_size, budget, on_page).await
     }
 
     /// Like [`Tenants::for_each_page`] for the active tenants of one zone.
@@ -181,8 +185,23 @@ impl Tenants {
         Fut: Future<Output = Result<(), E>>,
     {
         let label = format!("tenants zone {zone} shard {k}");
-        let mut on_page = on_page;
-        for_each_page(&self.db, self.zone_query(zone, k), start, page_size, budget, &label, |page: Page| {
+        self.page(self.zone_query(zone, k), &label, start, page_size, budget, on_page).await
+    }
+
+    async fn page<E, F, Fut>(
+        &self,
+        query: QueryFluentBuilder,
+        label: &str,
+        start: Option<&Cursor>,
+        page_size: i32,
+        budget: &dyn Budget,
+        mut on_page: F,
+    ) -> Result<PageRun, PageError<E>>
+    where
+        F: FnMut(Vec<Tenant>, Option<Cursor>) -> Fut,
+        Fut: Future<Output = Result<(), E>>,
+    {
+        for_each_page(&self.db, query, start, page_size, budget, label, |page: Page| {
             on_page(page.items.iter().filter_map(Tenant::from_item).collect(), page.next)
         })
         .await
