@@ -2,6 +2,8 @@
 //!
 //! One test binary, one module per concern; every test makes its own uniquely named tables.
 
+/// The archiver Lambda's handler.
+mod archive;
 /// The local server applies each request atomically (the moto lock), or nothing else here means anything.
 mod atomicity;
 /// Estimated capacity against dynalite's, and EMF output.

@@ -193,6 +193,8 @@ mod tests {
             ("tenant-fanout", include_str!("../../../events/tenant-fanout.json"), false),
             ("tenant-fanout-dry-run", include_str!("../../../events/tenant-fanout-dry-run.json"), true),
             ("queue-worker", include_str!("../../../events/queue-worker.json"), false),
+            ("archiver", include_str!("../../../events/archiver.json"), false),
+            ("archiver-dry-run", include_str!("../../../events/archiver-dry-run.json"), true),
         ] {
             let v: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{name}: {e}"));
             let t = Tick::parse(&v).unwrap_or_else(|e| panic!("{name}: {e}"));

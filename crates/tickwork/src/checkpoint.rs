@@ -131,24 +131,40 @@ impl Checkpoints {
 
     /// Saves one shard's state, fenced by the lease that did the work.
     pub async fn save(&self, fence: &Fence, run: &str, shard: &str, state: &ShardState) -> Result<Fenced, DbError> {
-        let text = match state {
-            ShardState::Start => return Ok(Fenced::Written),
-            ShardState::Resume(c) => c.as_str().to_string(),
-            ShardState::Done => DONE.to_string(),
-        };
+        self.save_with(fence, run, shard, state, vec![]).await
+    }
+
+    /// Saves one shard's state together with `extra` writes, in one fenced transaction.
+    pub async fn save_with(
+        &self,
+        fence: &Fence,
+        run: &str,
+        shard: &str,
+        state: &ShardState,
+        extra: Vec<TransactWriteItem>,
+    ) -> Result<Fenced, DbError> {
         let now = self.clock.now_ms();
-        let update = Update::builder()
+        let mut update = Update::builder()
             .table_name(&self.table)
             .set_key(Some(checkpoint_key(&fence.job, run)))
-            .update_expression("SET #s = :v, #at = :now, #ttl = :ttl")
             .expression_attribute_names("#s", format!("{SHARD_PREFIX}{shard}"))
             .expression_attribute_names("#at", "updated_at")
             .expression_attribute_names("#ttl", TTL)
-            .expression_attribute_values(":v", av_s(text))
             .expression_attribute_values(":now", av_n(now))
-            .expression_attribute_values(":ttl", av_n(now / 1000 + self.retention.as_secs() as i64))
-            .build()
-            .expect("update has table, key and expression");
-        fenced_write(&self.db, fence, vec![TransactWriteItem::builder().update(update).build()]).await
+            .expression_attribute_values(":ttl", av_n(now / 1000 + self.retention.as_secs() as i64));
+        update = match state {
+            // Back to the start (a drained shard of a rolling run): forget the position.
+            ShardState::Start => update.update_expression("SET #at = :now, #ttl = :ttl REMOVE #s"),
+            ShardState::Resume(c) => update
+                .update_expression("SET #s = :v, #at = :now, #ttl = :ttl")
+                .expression_attribute_values(":v", av_s(c.as_str())),
+            ShardState::Done => update
+                .update_expression("SET #s = :v, #at = :now, #ttl = :ttl")
+                .expression_attribute_values(":v", av_s(DONE)),
+        };
+        let update = update.build().expect("update has table, key and expression");
+        let mut writes = vec![TransactWriteItem::builder().update(update).build()];
+        writes.extend(extra);
+        fenced_write(&self.db, fence, writes).await
     }
 }

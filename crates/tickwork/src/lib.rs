@@ -24,6 +24,7 @@
 pub mod budget;
 pub mod calendar;
 pub mod capacity;
+pub mod changes;
 pub mod checkpoint;
 pub mod clock;
 pub mod config;

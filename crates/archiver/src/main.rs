@@ -1,0 +1,16 @@
+//! `archiver` Lambda: thin shell over [`archiver::handle`].
+use lambda_runtime::{service_fn, LambdaEvent};
+use serde_json::Value;
+use tickwork::config::Env;
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    tickwork_lambda::init_tracing();
+    let deps = archiver::Deps::from_env(&Env::process()).await?;
+    lambda_runtime::run(service_fn(|ev: LambdaEvent<Value>| {
+        let deadline = ev.context.deadline as i64;
+        let deps = &deps;
+        async move { archiver::handle(deps, ev.payload, deadline).await }
+    }))
+    .await
+}
