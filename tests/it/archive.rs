@@ -121,9 +121,8 @@ async fn five_due_among_a_thousand_bill_five_items() {
     let r = s.sweep(&Unlimited).await.unwrap();
     assert_eq!((r.outcome, r.archived), (Outcome::Completed, 5));
     let q = s.deps.db.meter().op("Query");
-    // The probe reads each due row once and the archive pass once more (the probe takes no lease,
-    // so it cannot act on what it read): 2 x 5, never the 995 fresh rows.
-    assert_eq!(q.items_read, 10, "only due rows are ever billed");
+    // The probe's page becomes the first batch: each due row billed once, the 995 fresh never.
+    assert_eq!(q.items_read, 5, "exactly the due rows are billed");
     let (rows, _) = s.archived().await;
     assert_eq!(rows.iter().cloned().collect::<BTreeSet<_>>(), due.into_iter().collect());
     assert_eq!(s.remaining().await, 995, "fresh rows untouched");

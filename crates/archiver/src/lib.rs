@@ -3,8 +3,8 @@
 //!
 //! ## One sweep
 //! 1. The cutoff is the event's `time` minus the configured age.
-//! 2. **Probe** each shard with one Query whose *key condition* is `shard = :s AND tsid < :cutoff`.
-//!    Every shard empty: return. That is the whole cost of an idle sweep — one Query per shard,
+//! 2. **Probe** each shard with one Query whose *key condition* is `shard = :s AND tsid < :cutoff`
+//!    (a full first page, kept as the shard's first batch). Every shard empty: return. That is the whole cost of an idle sweep — one Query per shard,
 //!    0 items billed, no lease, no S3 call.
 //! 3. Take the lease; read the per-shard checkpoints (an unreadable one stops the sweep before
 //!    anything is deleted).
@@ -277,24 +277,33 @@ pub async fn run(deps: &Deps, tick: &Tick, budget: &dyn Budget, owner: &str) -> 
     let cutoff = cutoff_key(cutoff_ms);
     let mut report = Report { cutoff_ms, ..Default::default() };
     // 2. Probe: one key-condition Query per shard, no lease.
-    let mut due_shards = Vec::new();
+    // The probe reads a full first page, which becomes the first batch when the shard has no
+    // position of its own: each due row is billed once, by the probe or by the pages after it.
+    let mut probes = Vec::new();
     for k in 0..deps.cfg.shards {
         let out = deps.db.query(due_query(deps, k, &cutoff).limit(deps.cfg.page_size)).await?;
         if !out.items().is_empty() {
-            due_shards.push(k);
+            let next =
+                out.last_evaluated_key().filter(|k| !k.is_empty()).map(tickwork::pager::Cursor::encode).transpose()?;
+            probes.push(Probe { k, items: out.items.unwrap_or_default(), next });
         }
     }
-    if due_shards.is_empty() {
+    if probes.is_empty() {
         return Ok(report);
     }
     if tick.dry_run {
         report.due_by_shard = vec![0; deps.cfg.shards as usize];
-        for &k in &due_shards {
-            let mut n = 0u64;
+        for probe in &probes {
+            let k = probe.k;
+            let mut n = probe.items.len() as u64;
+            let Some(next) = &probe.next else {
+                report.due_by_shard[k as usize] = n;
+                continue;
+            };
             let run = for_each_page(
                 &deps.db,
                 due_query(deps, k, &cutoff),
-                None,
+                Some(next),
                 deps.cfg.page_size,
                 budget,
                 "archive dry run",
@@ -328,7 +337,7 @@ pub async fn run(deps: &Deps, tick: &Tick, budget: &dyn Budget, owner: &str) -> 
             return Ok(report);
         }
     };
-    let result = archive(deps, &lease, &cutoff, &due_shards, budget, report).await;
+    let result = archive(deps, &lease, &cutoff, probes, budget, report).await;
     if result.is_err() {
         if let Err(e) = deps.leases.release(&lease).await {
             tracing::warn!(error = %e, "lease release after failure failed; it will expire");
@@ -341,7 +350,7 @@ async fn archive(
     deps: &Deps,
     lease: &tickwork::lease::Lease,
     cutoff: &str,
-    due_shards: &[u32],
+    probes: Vec<Probe>,
     budget: &dyn Budget,
     mut report: Report,
 ) -> Result<Report, ArchiveError> {
@@ -353,10 +362,10 @@ async fn archive(
     );
     let budget = AnyOf(vec![budget, &lease_end]);
     let fence = lease.fence(deps.leases.table());
-    let results: Vec<Result<(u64, u64, bool, bool), ArchiveError>> = stream::iter(due_shards.iter().map(|&k| {
-        let state = Checkpoints::state_of(&states, &k.to_string()).clone();
+    let results: Vec<Result<(u64, u64, bool, bool), ArchiveError>> = stream::iter(probes.into_iter().map(|probe| {
+        let state = Checkpoints::state_of(&states, &probe.k.to_string()).clone();
         let (budget, fence) = (&budget, &fence);
-        async move { archive_shard(deps, fence, k, cutoff, state, budget).await }
+        async move { archive_shard(deps, fence, probe, cutoff, state, budget).await }
     }))
     .buffer_unordered(deps.cfg.shard_concurrency)
     .collect()
@@ -485,17 +494,28 @@ async fn finish_intent(deps: &Deps, fence: &tickwork::lease::Fence, k: u32, inte
     }
 }
 
+/// The first page of a due shard, read before the lease.
+#[derive(Debug)]
+struct Probe {
+    k: u32,
+    items: Vec<Item>,
+    next: Option<tickwork::pager::Cursor>,
+}
+
 async fn archive_shard(
     deps: &Deps,
     fence: &tickwork::lease::Fence,
-    k: u32,
+    probe: Probe,
     cutoff: &str,
     state: ShardState,
     budget: &dyn Budget,
 ) -> Result<(u64, u64, bool, bool), ArchiveError> {
+    let k = probe.k;
     let mut state = state;
+    let mut use_probe = state == ShardState::Start;
     if let Some(intent) = read_intent(deps, k).await? {
         tracing::warn!(shard = k, first = %intent.first, last = %intent.last, "finishing a batch an earlier sweep stored but did not delete");
+        use_probe = false; // the probe may hold that batch's leftovers: re-read after finishing it
         match finish_intent(deps, fence, k, &intent).await {
             Ok(_) => state = ShardState::Resume(intent.next.clone()),
             Err(BatchFail::Lost) => return Ok((0, 0, false, true)),
@@ -504,6 +524,20 @@ async fn archive_shard(
     }
     let mut rows = 0u64;
     let mut objects = 0u64;
+    if use_probe {
+        rows += probe.items.len() as u64;
+        objects += 1;
+        match process_batch(deps, fence, k, &probe.items, probe.next.clone()).await {
+            Ok(()) => {}
+            Err(BatchFail::Lost) => return Ok((rows, objects, false, true)),
+            Err(BatchFail::Archive(e)) => return Err(e),
+        }
+        match probe.next {
+            None => return Ok((rows, objects, true, false)),
+            Some(_) if budget.exhausted() => return Ok((rows, objects, false, false)),
+            Some(next) => state = ShardState::Resume(next),
+        }
+    }
     let label = format!("archive shard {k}");
     let run = for_each_page(
         &deps.db,
@@ -516,34 +550,7 @@ async fn archive_shard(
             let n = page.items.len() as u64;
             rows += n;
             objects += u64::from(n > 0);
-            async move {
-                let mut extra = Vec::new();
-                if let (Some(first), Some(last)) = (page.items.first(), page.items.last()) {
-                    put_batch(deps, k, &page.items).await?;
-                    // Record what is being deleted before deleting it (see the module docs).
-                    let key_of = |i: &Item| -> Item {
-                        [PK, SHARD, TSID].iter().filter_map(|a| Some((a.to_string(), i.get(*a)?.clone()))).collect()
-                    };
-                    let intent = Intent {
-                        first: get_s(first, TSID).unwrap_or_default().to_string(),
-                        last: get_s(last, TSID).unwrap_or_default().to_string(),
-                        next: tickwork::pager::Cursor::encode(&key_of(last))
-                            .map_err(|e| BatchFail::Archive(e.into()))?,
-                    };
-                    match tickwork::lease::fenced_write(&deps.db, fence, vec![intent_put(deps, k, &intent)]).await? {
-                        Fenced::Written => {}
-                        _ => return Err(BatchFail::Lost),
-                    }
-                    delete_rows(deps, &page.items).await?;
-                    extra.push(intent_delete(deps, k));
-                }
-                // Drained: forget the position so the next sweep starts from the oldest row again.
-                let st = page.next.map(ShardState::Resume).unwrap_or(ShardState::Start);
-                match deps.checkpoints.save_with(fence, RUN, &k.to_string(), &st, extra).await? {
-                    Fenced::Written => Ok(()),
-                    _ => Err(BatchFail::Lost),
-                }
-            }
+            async move { process_batch(deps, fence, k, &page.items, page.next).await }
         },
     )
     .await;
@@ -554,6 +561,41 @@ async fn archive_shard(
         Err(PageError::Handler(BatchFail::Archive(e))) => Err(e),
         Err(PageError::Db(e)) => Err(e.into()),
         Err(PageError::Cursor(c)) => Err(c.into()),
+    }
+}
+
+/// Steps 5 to 7 for one batch: the object, the intent, the deletes, then the position.
+async fn process_batch(
+    deps: &Deps,
+    fence: &tickwork::lease::Fence,
+    k: u32,
+    items: &[Item],
+    next: Option<tickwork::pager::Cursor>,
+) -> Result<(), BatchFail> {
+    let mut extra = Vec::new();
+    if let (Some(first), Some(last)) = (items.first(), items.last()) {
+        put_batch(deps, k, items).await?;
+        // Record what is being deleted before deleting it (see the module docs).
+        let key_of = |i: &Item| -> Item {
+            [PK, SHARD, TSID].iter().filter_map(|a| Some((a.to_string(), i.get(*a)?.clone()))).collect()
+        };
+        let intent = Intent {
+            first: get_s(first, TSID).unwrap_or_default().to_string(),
+            last: get_s(last, TSID).unwrap_or_default().to_string(),
+            next: tickwork::pager::Cursor::encode(&key_of(last)).map_err(|e| BatchFail::Archive(e.into()))?,
+        };
+        match tickwork::lease::fenced_write(&deps.db, fence, vec![intent_put(deps, k, &intent)]).await? {
+            Fenced::Written => {}
+            _ => return Err(BatchFail::Lost),
+        }
+        delete_rows(deps, items).await?;
+        extra.push(intent_delete(deps, k));
+    }
+    // Drained: forget the position so the next sweep starts from the oldest row again.
+    let st = next.map(ShardState::Resume).unwrap_or(ShardState::Start);
+    match deps.checkpoints.save_with(fence, RUN, &k.to_string(), &st, extra).await? {
+        Fenced::Written => Ok(()),
+        _ => Err(BatchFail::Lost),
     }
 }
 
