@@ -139,6 +139,9 @@ async fn a_backlog_drains_in_one_sweep_or_resumes_across_small_budgets() {
     assert_eq!(rows.iter().collect::<BTreeSet<_>>().len(), 2_000, "each row once");
     assert!(objects >= 20, "one object per batch of at most 100: {objects}");
     assert_eq!(s.remaining().await, 0);
+    // The archive restores into the table, row for row.
+    let restored = archiver::restore(&s.deps.s3, &s.bucket, "archive/", &s.deps.db, &s.deps.table).await.unwrap();
+    assert_eq!((restored, s.remaining().await), (2_000, 2_000));
 
     // Small budgets: several sweeps finish the job (the lease lapses between scheduled sweeps).
     let s = setup(&[("TICKWORK_ARCHIVE_PAGE_SIZE", "50")], 4).await;

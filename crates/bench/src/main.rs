@@ -5,7 +5,8 @@
 //! to a raw UpdateItem) are what to compare. Capacity figures are estimated by DynamoDB's rules and
 //! do not depend on the machine.
 //!
-//! Usage: `tickwork-bench [pulse] [queue]` (no argument: every section).
+//! Usage: `tickwork-bench [pulse] [archive] [queue]` (no argument: every section).
+//! The client is built in the dev profile: the single-threaded local server bounds every rate here.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -32,6 +33,9 @@ async fn main() -> Result<()> {
     println!("tickwork bench against {endpoint} (moto, requests serialised)\n");
     if all || args.iter().any(|a| a == "pulse") {
         pulse(&sdk).await?;
+    }
+    if all || args.iter().any(|a| a == "archive") {
+        archive(&sdk).await?;
     }
     if all || args.iter().any(|a| a == "queue") {
         queue(&sdk).await?;
@@ -343,6 +347,136 @@ async fn pulse(sdk: &SdkConfig) -> Result<()> {
     println!(
         "before, per worker-tick in the window: {per_tick_before:.0} requests; x 4,320 worker-ticks = {:.0} requests a day (projected from the measured window, not measured)\n",
         per_tick_before * 4320.0
+    );
+    Ok(())
+}
+
+/// The archiver against the `000_*` "before" archiver (oldest batch per shard, filtered in code),
+/// on one change-feed table of 100,000 rows in 8 shards.
+async fn archive(sdk: &SdkConfig) -> Result<()> {
+    use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
+    use tickwork::changes::{change_item, changes_table, cutoff_key, shard_key, BY_SHARD, SHARD};
+    const ROWS: usize = 100_000;
+    const DUE: usize = 1_000;
+    const SHARDS: u32 = 8;
+    const BATCH: i32 = 100;
+    const NOW: i64 = 1_795_910_400_000; // 2026-11-29T00:00Z
+    const DAY: i64 = 86_400_000;
+    println!("== archiver: {DUE} due rows among {ROWS} in {SHARDS} shards, batches of {BATCH} ==");
+    let meter = Meter::new(CapacitySource::Estimate);
+    let d = Db::new(work_client(sdk, &RetryPolicy::default(), "archive"), meter.clone());
+    let table = unique("changes");
+    let control = unique("a-control");
+    let bucket = unique("archive").to_lowercase();
+    schema::create_table(d.client(), &changes_table(), &table).await?;
+    schema::create_table(d.client(), &schema::control_table(), &control).await?;
+    let s3 = archiver::s3_client(sdk);
+    s3.create_bucket().bucket(&bucket).send().await?;
+    let seed_started = Instant::now();
+    let writes: Vec<WriteRequest> = (0..ROWS)
+        .map(|i| {
+            let age = if i < DUE { 40 * DAY } else { DAY };
+            let item =
+                change_item(SHARDS, "order", &format!("o{i:06}"), &serde_json::json!({"i": i}), NOW - age + i as i64);
+            WriteRequest::builder()
+                .put_request(PutRequest::builder().set_item(Some(item)).build().expect("item"))
+                .build()
+        })
+        .collect();
+    d.batch_write_all(&table, writes, 10).await?;
+    println!("seeded {ROWS} rows in {:.0} s", seed_started.elapsed().as_secs_f64());
+
+    // The before design: read the oldest batch of every shard, keep what is past the cutoff.
+    async fn before_sweep(d: &Db, table: &str, cutoff_ms: i64) -> Result<u64> {
+        let cutoff = cutoff_key(cutoff_ms);
+        let mut due = 0;
+        for k in 0..SHARDS {
+            let q = d
+                .client()
+                .query()
+                .table_name(table)
+                .index_name(BY_SHARD)
+                .key_condition_expression("#s = :s")
+                .expression_attribute_names("#s", SHARD)
+                .expression_attribute_values(":s", tickwork::schema::av_s(shard_key(k)))
+                .limit(BATCH);
+            let out = d.query(q).await?;
+            due += out
+                .items()
+                .iter()
+                .filter(|i| i.get("tsid").and_then(|v| v.as_s().ok()).is_some_and(|t| t.as_str() < cutoff.as_str()))
+                .count() as u64;
+        }
+        Ok(due)
+    }
+    let env = tickwork::config::Env::from_pairs([
+        ("TICKWORK_ARCHIVE_BUCKET", bucket.as_str()),
+        ("TICKWORK_CHANGE_SHARDS", "8"),
+        ("TICKWORK_ARCHIVE_PAGE_SIZE", "100"),
+    ]);
+    let cfg = archiver::ArchiverConfig::from_env(&env, std::time::Duration::from_secs(1))?;
+    let clock: SharedClock = Arc::new(tickwork::clock::ManualClock::at(NOW));
+    let deps = archiver::Deps::new(d.clone(), s3, clock, cfg, &control, table.clone());
+    let tick = |ms: i64| tickwork_lambda::Tick::parse(&tickwork_lambda::Tick::envelope(ms, false));
+
+    println!("{:<44} {:>12} {:>10} {:>10} {:>8}", "sweep", "items billed", "RCU", "archived", "secs");
+    // Nothing due: the cutoff is older than every row.
+    meter.reset();
+    let t = Instant::now();
+    let found = before_sweep(&d, &table, NOW - 60 * DAY).await?;
+    println!(
+        "{:<44} {:>12} {:>10.1} {:>10} {:>8.1}",
+        "before, nothing due",
+        meter.op("Query").items_read,
+        meter.total().rcu,
+        found,
+        t.elapsed().as_secs_f64()
+    );
+    meter.reset();
+    let t = Instant::now();
+    let mut idle_cfg = deps.clone();
+    idle_cfg.cfg.age = std::time::Duration::from_millis((60 * DAY) as u64);
+    let r = archiver::run(&idle_cfg, &tick(NOW)?, &Unlimited, "idle").await?;
+    println!(
+        "{:<44} {:>12} {:>10.1} {:>10} {:>8.1}",
+        "tickwork, nothing due",
+        meter.op("Query").items_read,
+        meter.total().rcu,
+        r.archived,
+        t.elapsed().as_secs_f64()
+    );
+    // 1,000 due (30-day age).
+    meter.reset();
+    let t = Instant::now();
+    let found = before_sweep(&d, &table, NOW - 30 * DAY).await?;
+    let before_items = meter.op("Query").items_read;
+    println!(
+        "{:<44} {:>12} {:>10.1} {:>10} {:>8.1}",
+        "before, 1,000 due (reads only; one batch/shard)",
+        before_items,
+        meter.total().rcu,
+        found,
+        t.elapsed().as_secs_f64()
+    );
+    meter.reset();
+    let t = Instant::now();
+    let r = archiver::run(&deps, &tick(NOW)?, &Unlimited, "due").await?;
+    let secs = t.elapsed().as_secs_f64();
+    let after_items = meter.op("Query").items_read;
+    println!(
+        "{:<44} {:>12} {:>10.1} {:>10} {:>8.1}",
+        "tickwork, 1,000 due (reads, S3, deletes)",
+        after_items,
+        meter.total().rcu,
+        r.archived,
+        secs
+    );
+    println!(
+        "items billed per row archived: before {:.2} ({} of {DUE} due rows found in one sweep), tickwork {:.2}; tickwork archived {:.0} rows/s\n",
+        before_items as f64 / found.max(1) as f64,
+        found,
+        after_items as f64 / r.archived.max(1) as f64,
+        r.archived as f64 / secs
     );
     Ok(())
 }

@@ -50,6 +50,20 @@ pub fn cutoff_key(cutoff_ms: Millis) -> String {
     format!("{:013}", cutoff_ms.max(0))
 }
 
+/// The row for one change (what [`record_change`] writes; bulk loaders batch it).
+pub fn change_item(shards: u32, entity: &str, id: &str, data: &Value, ts_ms: Millis) -> Item {
+    let pk = format!("{entity}#{id}");
+    let k = (fnv1a(pk.as_bytes()) % u64::from(shards.max(1))) as u32;
+    Item::from([
+        (TSID.to_string(), av_s(format!("{}#{pk}", cutoff_key(ts_ms)))),
+        (PK.to_string(), av_s(pk)),
+        (SHARD.to_string(), av_s(shard_key(k))),
+        ("entity".to_string(), av_s(entity)),
+        ("data".to_string(), av_s(data.to_string())),
+        ("ts".to_string(), av_n(ts_ms)),
+    ])
+}
+
 /// Records one change (the writer side applications call). Returns the row's key.
 pub async fn record_change(
     db: &Db,
@@ -60,16 +74,8 @@ pub async fn record_change(
     data: &Value,
     ts_ms: Millis,
 ) -> Result<String, DbError> {
-    let pk = format!("{entity}#{id}");
-    let k = (fnv1a(pk.as_bytes()) % u64::from(shards.max(1))) as u32;
-    let item = Item::from([
-        (PK.to_string(), av_s(&pk)),
-        (SHARD.to_string(), av_s(shard_key(k))),
-        (TSID.to_string(), av_s(format!("{}#{pk}", cutoff_key(ts_ms)))),
-        ("entity".to_string(), av_s(entity)),
-        ("data".to_string(), av_s(data.to_string())),
-        ("ts".to_string(), av_n(ts_ms)),
-    ]);
+    let item = change_item(shards, entity, id, data, ts_ms);
+    let pk = crate::schema::get_s(&item, PK).unwrap_or_default().to_string();
     db.put(db.client().put_item().table_name(table).set_item(Some(item))).await?;
     Ok(pk)
 }
