@@ -22,3 +22,5 @@ mod pulse;
 mod queue;
 /// Throttling retries and the no-retry probe client.
 mod retry;
+/// template.yaml declares exactly the tables the code creates.
+mod template;
