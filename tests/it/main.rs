@@ -24,3 +24,5 @@ mod queue;
 mod retry;
 /// template.yaml declares exactly the tables the code creates.
 mod template;
+/// tickctl against the local servers.
+mod tickctl;

@@ -62,6 +62,8 @@ pub struct SimConfig {
     pub check_watermarks: bool,
     /// Run this many ticks instead of `days` worth.
     pub ticks: Option<u64>,
+    /// Print a progress line every 6 simulated hours (stderr).
+    pub progress: bool,
 }
 
 impl Default for SimConfig {
@@ -77,6 +79,7 @@ impl Default for SimConfig {
             crash_every: None,
             check_watermarks: false,
             ticks: None,
+            progress: false,
         }
     }
 }
@@ -229,7 +232,19 @@ pub async fn simulate(sdk: &SdkConfig, cfg: &SimConfig) -> Result<SimReport> {
     let mut report = SimReport { tenants: cfg.tenants, ..Default::default() };
     let ticks = cfg.ticks.unwrap_or((i64::from(cfg.days) * 86_400_000 / cfg.tick_ms) as u64);
     let phase = cfg.tick_ms / i64::from(cfg.workers.max(1));
+    let progress_every = (6 * 3_600_000 / cfg.tick_ms).max(1) as u64;
     for i in 0..ticks {
+        if cfg.progress && i % progress_every == 0 {
+            let at = jiff::Timestamp::from_millisecond(cfg.start_ms + i as i64 * cfg.tick_ms)
+                .map(|t| t.to_string())
+                .unwrap_or_default();
+            eprintln!(
+                "  {at}: {} sweep invocations, {} boundary ticks, {:.0} s",
+                report.outcomes.values().sum::<u64>(),
+                report.boundary_ticks,
+                wall.elapsed().as_secs_f64()
+            );
+        }
         for (w, (deps, crash)) in workers.iter().enumerate() {
             let t = cfg.start_ms + i as i64 * cfg.tick_ms + w as i64 * phase;
             clock.set(t);

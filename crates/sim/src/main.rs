@@ -6,7 +6,9 @@ use tickwork_sim::{simulate, SimConfig};
 async fn main() -> Result<()> {
     let endpoint = std::env::var("AWS_ENDPOINT_URL_DYNAMODB")
         .context("AWS_ENDPOINT_URL_DYNAMODB is not set: use `make run`, which starts the local servers")?;
-    let mut cfg = SimConfig::default();
+    // Queue workers every 15 simulated minutes: pulses wait at most that long, and the local
+    // server (which scans a whole table for every index Query) is not swamped by empty polls.
+    let mut cfg = SimConfig { drain_every: 15, progress: true, ..SimConfig::default() };
     if let Ok(n) = std::env::var("SIM_TENANTS") {
         cfg.tenants = n.parse().context("SIM_TENANTS must be a number")?;
     }

@@ -71,8 +71,15 @@ fn print<T: serde::Serialize + std::fmt::Debug>(json: bool, v: &T) -> Result<()>
 }
 
 #[tokio::main]
-async fn main() -> Result<()> {
+async fn main() {
     let cli = Cli::parse();
+    if let Err(e) = run(cli).await {
+        eprintln!("tickctl: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+async fn run(cli: Cli) -> Result<()> {
     let env = Env::process();
     let base = Base::from_env(&env, "tickctl").await?;
     let control = base.core.control_table.clone();
