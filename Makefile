@@ -4,13 +4,14 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 MOTO_VERSION     := 5.2.5
+CFN_LINT_VERSION := 1.58.0
 DYNALITE_VERSION := 4.0.0
 VENV     := .venv
 DYNALITE := .tools/dynalite/node_modules/dynalite/cli.js
 CARGO    ?= cargo
 WITH_SERVERS := scripts/with-servers.sh
 
-.PHONY: help deps test lint fmt clippy run bench servers prove-lock clean
+.PHONY: help deps test lint fmt clippy cfn-lint run bench servers prove-lock clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -24,6 +25,12 @@ $(DYNALITE):
 	mkdir -p .tools/dynalite
 	cd .tools/dynalite && npm install --no-audit --no-fund --silent dynalite@$(DYNALITE_VERSION)
 
+# cfn-lint in its own virtualenv (the SAM CLI, when added, pins an older boto3 than moto).
+.tools/cfn/.cfn-lint-$(CFN_LINT_VERSION):
+	python3 -m venv .tools/cfn
+	.tools/cfn/bin/pip install --quiet --disable-pip-version-check 'cfn-lint==$(CFN_LINT_VERSION)'
+	touch $@
+
 deps: $(VENV)/.moto-$(MOTO_VERSION) $(DYNALITE) ## install the local DynamoDB/S3 servers (moto, dynalite)
 
 fmt: ## check formatting
@@ -32,7 +39,10 @@ fmt: ## check formatting
 clippy: ## lint Rust, warnings are errors
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-lint: fmt clippy ## every static check
+cfn-lint: .tools/cfn/.cfn-lint-$(CFN_LINT_VERSION) ## lint template.yaml
+	.tools/cfn/bin/cfn-lint template.yaml
+
+lint: fmt clippy cfn-lint ## every static check
 
 test: deps lint ## static checks, unit tests, and integration tests against the local servers
 	$(WITH_SERVERS) $(CARGO) test --workspace
