@@ -51,7 +51,7 @@ use tickwork::changes::{cutoff_key, shard_key, to_ddb_json, BY_SHARD, SHARD, TSI
 use tickwork::checkpoint::{CheckpointError, Checkpoints, ShardState};
 use tickwork::clock::{Millis, SharedClock};
 use tickwork::config::{ConfigError, Env};
-use tickwork::lease::{Acquire, Fenced, LeaseConfig, LeaseStore};
+use tickwork::lease::{Fenced, LeaderError, LeaseConfig, LeaseStore};
 use tickwork::pager::{for_each_page, Page, PageError, PageRun};
 use tickwork::schema::{av_s, get_s, PK};
 use tickwork::{Db, DbError};
@@ -330,20 +330,21 @@ pub async fn run(deps: &Deps, tick: &Tick, budget: &dyn Budget, owner: &str) -> 
         return Ok(report);
     }
     // 3. Lease, then checkpoints (read before any delete).
-    let lease = match deps.leases.acquire(&deps.cfg.lease, owner).await? {
-        Acquire::Acquired(l) => l,
-        Acquire::Held { .. } => {
-            report.outcome = Outcome::Busy;
-            return Ok(report);
-        }
-    };
-    let result = archive(deps, &lease, &cutoff, probes, budget, report).await;
-    if result.is_err() {
-        if let Err(e) = deps.leases.release(&lease).await {
-            tracing::warn!(error = %e, "lease release after failure failed; it will expire");
-        }
+    // Kept after success for the rest of the window; released on failure so another worker can
+    // retry (every unit of work is idempotent).
+    let busy = Report { outcome: Outcome::Busy, ..report.clone() };
+    match deps
+        .leases
+        .run_if_leader(&deps.cfg.lease, owner, |lease| async move {
+            archive(deps, &lease, &cutoff, probes, budget, report).await
+        })
+        .await
+    {
+        Ok(Some(r)) => Ok(r),
+        Ok(None) => Ok(busy),
+        Err(LeaderError::Db(e)) => Err(e.into()),
+        Err(LeaderError::Action(e)) => Err(e),
     }
-    result
 }
 
 async fn archive(

@@ -37,7 +37,7 @@ use tickwork::calendar::{self, CalendarError, CatchUp, Grain, Period, Policy};
 use tickwork::checkpoint::{CheckpointError, Checkpoints, ShardState};
 use tickwork::clock::{Millis, SharedClock};
 use tickwork::config::{ConfigError, Env};
-use tickwork::lease::{Acquire, Fenced, Lease, LeaseConfig, LeaseStore};
+use tickwork::lease::{Fenced, LeaderError, Lease, LeaseConfig, LeaseStore};
 use tickwork::pager::{PageError, PageRun};
 use tickwork::queue::{enqueue_item, NewItem, QueueConfig};
 use tickwork::schema::{av_s, get_s, key, PK};
@@ -326,20 +326,23 @@ pub async fn run(deps: &Deps, tick: &Tick, budget: &dyn Budget, owner: &str) -> 
     if tick.dry_run {
         return dry_run(deps, tick, &due, budget, report).await;
     }
-    let lease = match deps.leases.acquire(&deps.cfg.lease, owner).await? {
-        Acquire::Acquired(l) => l,
-        Acquire::Held { .. } => {
-            report.outcome = Outcome::Busy;
-            return Ok(report);
-        }
-    };
-    let result = sweep(deps, tick, &lease, &due, budget, report).await;
-    if result.is_err() {
-        if let Err(e) = deps.leases.release(&lease).await {
-            tracing::warn!(error = %e, "lease release after failure failed; it will expire");
-        }
+    // Kept after success for the rest of the window; released on failure so another worker can
+    // retry (every unit of work is idempotent).
+    let busy = Report { outcome: Outcome::Busy, ..report.clone() };
+    match deps
+        .leases
+        .run_if_leader(
+            &deps.cfg.lease,
+            owner,
+            |lease| async move { sweep(deps, tick, &lease, &due, budget, report).await },
+        )
+        .await
+    {
+        Ok(Some(r)) => Ok(r),
+        Ok(None) => Ok(busy),
+        Err(LeaderError::Db(e)) => Err(e.into()),
+        Err(LeaderError::Action(e)) => Err(e),
     }
-    result
 }
 
 #[derive(Default)]
