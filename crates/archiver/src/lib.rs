@@ -249,6 +249,11 @@ pub async fn handle(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Re
     let owner = tickwork_lambda::owner_id("archiver");
     let result = run(deps, &tick, &budget, &owner).await;
     deps.db.meter().emit("tickwork", "archiver", deps.clock.now_ms());
+    if let Ok(r) = &result {
+        // ShardsLeft staying above 0 sweep after sweep is the archiver-backlog alarm.
+        let counts = [("Archived", r.archived as f64), ("ShardsLeft", f64::from(r.shards_left))];
+        tickwork::meter::emit_job_metrics("tickwork", "archiver", deps.clock.now_ms(), &counts);
+    }
     match &result {
         Ok(r) => {
             tracing::info!(outcome = ?r.outcome, archived = r.archived, objects = r.objects, shards_left = r.shards_left, "archive sweep")

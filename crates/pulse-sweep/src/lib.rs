@@ -285,6 +285,20 @@ pub async fn handle(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Re
     let owner = tickwork_lambda::owner_id("pulse-sweep");
     let result = run(deps, &tick, &budget, &owner).await;
     deps.db.meter().emit("tickwork", &deps.cfg.job, deps.clock.now_ms());
+    if let Ok(r) = &result {
+        // GroupsDue staying above 0 tick after tick is the watermark-lag alarm.
+        tickwork::meter::emit_job_metrics(
+            "tickwork",
+            &deps.cfg.job,
+            deps.clock.now_ms(),
+            &[
+                ("GroupsDue", f64::from(r.groups_due.saturating_sub(r.groups_completed))),
+                ("Pulses", r.pulses.values().sum::<u64>() as f64),
+                ("SkippedPeriods", r.skipped.values().sum::<u64>() as f64),
+                ("FailedTenants", r.failed_tenants as f64),
+            ],
+        );
+    }
     match &result {
         Ok(r) => {
             tracing::info!(outcome = ?r.outcome, groups_due = r.groups_due, tenants = r.tenants, pulses = ?r.pulses, skipped = ?r.skipped, failed = r.failed_tenants, "pulse sweep")

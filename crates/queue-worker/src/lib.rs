@@ -200,6 +200,17 @@ pub async fn handle(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Re
         drain(&deps.queue, &deps.handlers, &owner, &budget, &deps.cfg).await?
     };
     deps.db().meter().emit("tickwork", "queue-worker", deps.clock.now_ms());
+    tickwork::meter::emit_job_metrics(
+        "tickwork",
+        "queue-worker",
+        deps.clock.now_ms(),
+        &[
+            ("Finished", report.finished as f64),
+            ("Retried", report.retried as f64),
+            ("DeadLettered", report.dead_lettered as f64),
+            ("LostClaims", report.lost as f64),
+        ],
+    );
     tracing::info!(?report, "queue worker");
     Ok(report)
 }

@@ -256,7 +256,11 @@ pub async fn handle(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Re
     let budget = Deadline::new(deps.clock.clone(), deadline_ms, deps.cfg.margin.as_millis() as i64);
     let owner = tickwork_lambda::owner_id("tenant-fanout");
     let result = run(deps, &tick, &budget, &owner).await;
-    deps.db.meter().emit("tickwork", &deps.cfg.job, deps.clock.now_ms());
+    deps.db.meter().emit("tickwork", &deps.cfg.lease.job, deps.clock.now_ms());
+    if let Ok(r) = &result {
+        let counts = [("Enqueued", r.enqueued as f64), ("ShardsLeft", f64::from(r.shards_left))];
+        tickwork::meter::emit_job_metrics("tickwork", &deps.cfg.lease.job, deps.clock.now_ms(), &counts);
+    }
     match &result {
         Ok(r) => {
             tracing::info!(window = %r.window, outcome = ?r.outcome, tenants = r.tenants, enqueued = r.enqueued, existed = r.existed, shards_left = r.shards_left, "fan-out")

@@ -217,6 +217,31 @@ impl Meter {
     }
 }
 
+/// One EMF line of job-level counts (pulses, dead letters, backlog): what the template's alarms
+/// and dashboard read, beside the per-table capacity lines of [`Meter::emf_lines`].
+pub fn job_metrics_line(namespace: &str, job: &str, timestamp_ms: i64, counts: &[(&str, f64)]) -> String {
+    let mut v = serde_json::json!({
+        "_aws": {
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": namespace,
+                "Dimensions": [["Job"]],
+                "Metrics": counts.iter().map(|(n, _)| serde_json::json!({"Name": n, "Unit": "Count"})).collect::<Vec<_>>()
+            }]
+        },
+        "Job": job,
+    });
+    for (name, value) in counts {
+        v[*name] = serde_json::json!(value);
+    }
+    v.to_string()
+}
+
+/// Prints [`job_metrics_line`] to stdout (a whole line, as EMF requires).
+pub fn emit_job_metrics(namespace: &str, job: &str, timestamp_ms: i64, counts: &[(&str, f64)]) {
+    println!("{}", job_metrics_line(namespace, job, timestamp_ms, counts));
+}
+
 /// Operations that read.
 pub fn is_read(op: &str) -> bool {
     matches!(op, "GetItem" | "BatchGetItem" | "Query" | "Scan" | "TransactGetItems")
@@ -230,6 +255,18 @@ pub fn is_write(op: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn job_metrics_line_is_emf() {
+        let l = job_metrics_line("tickwork", "queue-worker", 7, &[("DeadLettered", 2.0), ("Finished", 5.0)]);
+        let v: serde_json::Value = serde_json::from_str(&l).unwrap();
+        assert_eq!(v["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"], "DeadLettered");
+        assert_eq!(v["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0][0], "Job");
+        assert_eq!(
+            (v["Job"].as_str(), v["DeadLettered"].as_f64(), v["Finished"].as_f64()),
+            (Some("queue-worker"), Some(2.0), Some(5.0))
+        );
+    }
 
     #[test]
     fn emf_lines_add_up_to_totals() {
