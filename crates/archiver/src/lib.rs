@@ -237,7 +237,7 @@ impl From<ArchiveError> for lambda_runtime::Diagnostic {
             ArchiveError::Cursor(_) => "Cursor",
             ArchiveError::S3 { .. } => "S3",
         };
-        lambda_runtime::Diagnostic { error_type: error_type.into(), error_message: e.to_string() }
+        tickwork_lambda::diagnostic(error_type, &e)
     }
 }
 
@@ -258,7 +258,7 @@ pub async fn handle(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Re
         Ok(r) => {
             tracing::info!(outcome = ?r.outcome, archived = r.archived, objects = r.objects, shards_left = r.shards_left, "archive sweep")
         }
-        Err(e) => tracing::error!(error = %e, "archive sweep failed"),
+        Err(e) => tracing::error!(error = %tickwork_lambda::error_chain(e), "archive sweep failed"),
     }
     result
 }
@@ -421,18 +421,8 @@ struct Intent {
 }
 
 async fn read_intent(deps: &Deps, k: u32) -> Result<Option<Intent>, ArchiveError> {
-    let out = deps
-        .db
-        .get(
-            deps.db
-                .client()
-                .get_item()
-                .table_name(deps.leases.table())
-                .set_key(Some(intent_key(k)))
-                .consistent_read(true),
-        )
-        .await?;
-    let Some(i) = out.item() else { return Ok(None) };
+    let item = deps.db.get_strong(deps.leases.table(), intent_key(k)).await?;
+    let Some(i) = item.as_ref() else { return Ok(None) };
     let unreadable = |what: &str| {
         ArchiveError::Db(DbError::Invalid(format!(
             "archive intent of shard {k} is unreadable ({what}); nothing was deleted"

@@ -273,7 +273,7 @@ impl From<PulseError> for lambda_runtime::Diagnostic {
             PulseError::Checkpoint(_) => "Checkpoint",
             PulseError::Cursor(_) => "Cursor",
         };
-        lambda_runtime::Diagnostic { error_type: error_type.into(), error_message: e.to_string() }
+        tickwork_lambda::diagnostic(error_type, &e)
     }
 }
 
@@ -303,7 +303,7 @@ pub async fn handle(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Re
         Ok(r) => {
             tracing::info!(outcome = ?r.outcome, groups_due = r.groups_due, tenants = r.tenants, pulses = ?r.pulses, skipped = ?r.skipped, failed = r.failed_tenants, "pulse sweep")
         }
-        Err(e) => tracing::error!(error = %e, "pulse sweep failed"),
+        Err(e) => tracing::error!(error = %tickwork_lambda::error_chain(e), "pulse sweep failed"),
     }
     result
 }

@@ -184,7 +184,7 @@ impl From<WorkerError> for lambda_runtime::Diagnostic {
             WorkerError::BadEvent(_) => "BadEvent",
             WorkerError::Queue(_) => "Queue",
         };
-        lambda_runtime::Diagnostic { error_type: error_type.into(), error_message: e.to_string() }
+        tickwork_lambda::diagnostic(error_type, &e)
     }
 }
 

@@ -216,19 +216,8 @@ impl From<FanoutError> for lambda_runtime::Diagnostic {
             FanoutError::Checkpoint(_) => "Checkpoint",
             FanoutError::Cursor(_) => "Cursor",
         };
-        lambda_runtime::Diagnostic { error_type: error_type.into(), error_message: error_chain(&e) }
+        tickwork_lambda::diagnostic(error_type, &e)
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }
 
 /// The window a tick belongs to: its UTC date.
@@ -265,7 +254,7 @@ pub async fn handle(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Re
         Ok(r) => {
             tracing::info!(window = %r.window, outcome = ?r.outcome, tenants = r.tenants, enqueued = r.enqueued, existed = r.existed, shards_left = r.shards_left, "fan-out")
         }
-        Err(e) => tracing::error!(error = %error_chain(e), "fan-out failed"),
+        Err(e) => tracing::error!(error = %tickwork_lambda::error_chain(e), "fan-out failed"),
     }
     result
 }

@@ -89,19 +89,9 @@ impl Checkpoints {
 
     /// Every shard's state for `job/run` (strongly consistent: it follows a lease acquisition).
     pub async fn read(&self, job: &str, run: &str) -> Result<BTreeMap<String, ShardState>, CheckpointError> {
-        let out = self
-            .db
-            .get(
-                self.db
-                    .client()
-                    .get_item()
-                    .table_name(&self.table)
-                    .set_key(Some(checkpoint_key(job, run)))
-                    .consistent_read(true),
-            )
-            .await?;
+        let item = self.db.get_strong(&self.table, checkpoint_key(job, run)).await?;
         let mut m = BTreeMap::new();
-        for (k, v) in out.item().into_iter().flatten() {
+        for (k, v) in item.iter().flatten() {
             let Some(shard) = k.strip_prefix(SHARD_PREFIX) else { continue };
             let text = v.as_s().map_err(|_| CheckpointError::Unreadable {
                 job: job.into(),

@@ -135,6 +135,13 @@ impl Db {
         }
     }
 
+    /// A strongly consistent GetItem of one key: the read that follows a lease acquisition (slot,
+    /// checkpoint, intent), where a stale "not yet" would repeat work.
+    pub async fn get_strong(&self, table: &str, key: Item) -> Result<Option<Item>, DbError> {
+        let out = self.get(self.client.get_item().table_name(table).set_key(Some(key)).consistent_read(true)).await?;
+        Ok(out.item)
+    }
+
     /// Query, metered. Refuses a `FilterExpression`: DynamoDB bills what the key condition matches,
     /// so a filter hides cost; the discriminator belongs in the key condition.
     pub async fn query(&self, req: QueryFluentBuilder) -> Result<QueryOutput, DbError> {

@@ -298,13 +298,7 @@ impl LeaseStore {
 
     /// The lease item as it is (strongly consistent), for status and tests.
     pub async fn read(&self, job: &str) -> Result<Option<LeaseState>, DbError> {
-        let out = self
-            .db
-            .get(
-                self.db.client().get_item().table_name(&self.table).set_key(Some(lease_key(job))).consistent_read(true),
-            )
-            .await?;
-        Ok(out.item().map(|i| LeaseState {
+        Ok(self.db.get_strong(&self.table, lease_key(job)).await?.as_ref().map(|i| LeaseState {
             owner: get_s(i, OWNER).unwrap_or("").to_string(),
             token: get_u64(i, TOKEN).unwrap_or(0),
             expires_at_ms: get_i64(i, EXPIRES_AT).unwrap_or(0),

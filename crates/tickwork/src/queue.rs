@@ -658,18 +658,7 @@ impl Queue {
 
     /// Reads one item as stored (strongly consistent), for operators and tests.
     pub async fn get(&self, id: &str) -> Result<Option<Item>, QueueError> {
-        let out = self
-            .db
-            .get(
-                self.db
-                    .client()
-                    .get_item()
-                    .table_name(&self.table)
-                    .key(PK, AttributeValue::S(id.into()))
-                    .consistent_read(true),
-            )
-            .await?;
-        Ok(out.item().cloned())
+        Ok(self.db.get_strong(&self.table, Item::from([(PK.to_string(), AttributeValue::S(id.into()))])).await?)
     }
 }
 

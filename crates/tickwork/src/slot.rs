@@ -56,18 +56,7 @@ impl Slots {
     /// Is the slot recorded? A strongly consistent read: it follows a lease acquisition, and a
     /// stale "not yet" would repeat the window.
     pub async fn is_recorded(&self, job: &str, slot: &str) -> Result<bool, DbError> {
-        let out = self
-            .db
-            .get(
-                self.db
-                    .client()
-                    .get_item()
-                    .table_name(&self.table)
-                    .set_key(Some(slot_key(job, slot)))
-                    .consistent_read(true),
-            )
-            .await?;
-        Ok(out.item().is_some())
+        Ok(self.db.get_strong(&self.table, slot_key(job, slot)).await?.is_some())
     }
 
     /// Records the slot, fenced by the lease that did the work.
