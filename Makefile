@@ -3,15 +3,25 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-MOTO_VERSION     := 5.2.5
-CFN_LINT_VERSION := 1.58.0
-DYNALITE_VERSION := 4.0.0
+MOTO_VERSION         := 5.2.5
+CFN_LINT_VERSION     := 1.58.0
+SAM_CLI_VERSION      := 1.170.0
+CARGO_LAMBDA_VERSION := 1.9.2
+ZIG_VERSION          := 0.15.2
+DYNALITE_VERSION     := 4.0.0
 VENV     := .venv
+SAM_VENV := .tools/sam
+SAM      := SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} $(SAM_VENV)/bin/sam
+LAMBDA_VENV := .tools/lambda
+# cargo finds the `cargo-lambda` subcommand (and cargo-lambda finds zig) on PATH.
+LAMBDA_PATH := PATH="$(CURDIR)/$(LAMBDA_VENV)/bin:$$PATH"
+FUNCTIONS := pulse-sweep tenant-fanout queue-worker archiver
 DYNALITE := .tools/dynalite/node_modules/dynalite/cli.js
 CARGO    ?= cargo
 WITH_SERVERS := scripts/with-servers.sh
 
-.PHONY: help deps test lint fmt clippy cfn-lint run bench servers prove-lock clean
+.PHONY: help deps tools test lint fmt clippy cfn-lint sam-validate build deploy watch run bench servers prove-lock clean \
+	$(addprefix invoke-,$(FUNCTIONS))
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -25,13 +35,28 @@ $(DYNALITE):
 	mkdir -p .tools/dynalite
 	cd .tools/dynalite && npm install --no-audit --no-fund --silent dynalite@$(DYNALITE_VERSION)
 
-# cfn-lint in its own virtualenv (the SAM CLI, when added, pins an older boto3 than moto).
-.tools/cfn/.cfn-lint-$(CFN_LINT_VERSION):
-	python3 -m venv .tools/cfn
-	.tools/cfn/bin/pip install --quiet --disable-pip-version-check 'cfn-lint==$(CFN_LINT_VERSION)'
+# The SAM CLI and cfn-lint in their own virtualenv: SAM pins an older boto3 than moto. SAM 1.170.0
+# itself depends on cfn-lint 1.58.0, so `sam validate --lint` and `cfn-lint` run the same linter.
+$(SAM_VENV)/.sam-$(SAM_CLI_VERSION)-cfn-$(CFN_LINT_VERSION):
+	python3 -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/pip install --quiet --disable-pip-version-check \
+	  'aws-sam-cli==$(SAM_CLI_VERSION)' 'cfn-lint==$(CFN_LINT_VERSION)'
 	touch $@
 
+# cargo-lambda as the prebuilt wheel from PyPI (`cargo install cargo-lambda` takes ~15 min here),
+# with zig for the arm64 cross build.
+$(LAMBDA_VENV)/.cargo-lambda-$(CARGO_LAMBDA_VERSION)-zig-$(ZIG_VERSION):
+	python3 -m venv $(LAMBDA_VENV)
+	$(LAMBDA_VENV)/bin/pip install --quiet --disable-pip-version-check \
+	  'cargo-lambda==$(CARGO_LAMBDA_VERSION)' 'ziglang==$(ZIG_VERSION)'
+	touch $@
+
+SAM_DEP    := $(SAM_VENV)/.sam-$(SAM_CLI_VERSION)-cfn-$(CFN_LINT_VERSION)
+LAMBDA_DEP := $(LAMBDA_VENV)/.cargo-lambda-$(CARGO_LAMBDA_VERSION)-zig-$(ZIG_VERSION)
+
 deps: $(VENV)/.moto-$(MOTO_VERSION) $(DYNALITE) ## install the local DynamoDB/S3 servers (moto, dynalite)
+
+tools: $(SAM_DEP) $(LAMBDA_DEP) ## install the SAM CLI, cfn-lint, cargo-lambda and zig (own virtualenvs)
 
 fmt: ## check formatting
 	$(CARGO) fmt --all -- --check
@@ -39,10 +64,30 @@ fmt: ## check formatting
 clippy: ## lint Rust, warnings are errors
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-cfn-lint: .tools/cfn/.cfn-lint-$(CFN_LINT_VERSION) ## lint template.yaml
-	.tools/cfn/bin/cfn-lint template.yaml
+cfn-lint: $(SAM_DEP) ## lint template.yaml with cfn-lint
+	$(SAM_VENV)/bin/cfn-lint template.yaml
 
-lint: fmt clippy cfn-lint ## every static check
+sam-validate: $(SAM_DEP) ## validate template.yaml with the SAM CLI (offline)
+	$(SAM) validate --lint --template template.yaml
+
+lint: fmt clippy cfn-lint sam-validate ## every static check
+
+build: $(SAM_DEP) $(LAMBDA_DEP) ## the Lambda artefacts (arm64, release) with `sam build`, into .aws-sam/build
+	rustup target add aarch64-unknown-linux-gnu
+	$(LAMBDA_PATH) SAM_CLI_BETA_RUST_CARGO_LAMBDA=1 $(SAM) build --template template.yaml
+	@for f in $(FUNCTIONS); do ls -l target/lambda/$$f/bootstrap; done
+
+deploy: build ## deploy to your AWS account (interactive; needs credentials; not run by CI)
+	$(SAM) deploy --guided
+
+# The local Lambda loop: the servers, the tables, an env file, and `cargo lambda watch` serving every
+# function on 127.0.0.1:9000. In a second terminal: `make invoke-pulse-sweep` (or any function).
+watch: deps $(LAMBDA_DEP) ## serve every function locally (cargo lambda watch) against the local servers
+	$(CARGO) build -p tickctl
+	$(WITH_SERVERS) scripts/lambda-env.sh $(LAMBDA_PATH) $(CARGO) lambda watch --env-file .local/lambda.env
+
+$(addprefix invoke-,$(FUNCTIONS)): invoke-%: $(LAMBDA_DEP) ## send events/<fn>.json to the running `make watch`
+	$(LAMBDA_PATH) $(CARGO) lambda invoke $* --data-file events/$*.json
 
 test: deps lint ## static checks, unit tests, and integration tests against the local servers
 	$(WITH_SERVERS) $(CARGO) test --workspace

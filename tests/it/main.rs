@@ -8,6 +8,8 @@ mod archive;
 mod atomicity;
 /// Estimated capacity against dynalite's, and EMF output.
 mod capacity;
+/// `tickctl cost`'s model against a live simulated run.
+mod cost;
 /// The tenant fan-out Lambda's handler.
 mod fanout;
 /// Claim / complete idempotency records.

@@ -146,3 +146,65 @@ fn every_function_has_a_sample_event_and_a_scoped_policy() {
         );
     }
 }
+
+/// Every `tickwork` metric the dashboard and the alarms read is one the functions emit (a typo
+/// would chart or alarm on nothing, silently), and the dashboard body is JSON once substituted.
+#[test]
+fn dashboard_and_alarms_read_metrics_the_code_emits() {
+    let t = template();
+    let resources = t["Resources"].as_mapping().expect("Resources");
+    let mut source = String::new();
+    for krate in ["tickwork", "pulse-sweep", "queue-worker", "archiver", "tenant-fanout"] {
+        let dir = format!("{}/../crates/{krate}/src", env!("CARGO_MANIFEST_DIR"));
+        for f in std::fs::read_dir(&dir).expect("src dir") {
+            source += &std::fs::read_to_string(f.expect("entry").path()).expect("source");
+        }
+    }
+    let emitted = |name: &str| source.contains(&format!("\"{name}\""));
+    let mut checked = 0;
+    for (_, r) in resources {
+        match s(&r["Type"]).as_str() {
+            "AWS::CloudWatch::Dashboard" => {
+                let sub = untag(&r["Properties"]["DashboardBody"]);
+                let body = s(&sub[0]);
+                // Replace ${...} with a plain word, as CloudFormation would with a value.
+                let mut plain = String::new();
+                let mut rest = body.as_str();
+                while let Some(i) = rest.find("${") {
+                    plain += &rest[..i];
+                    let j = rest[i..].find('}').expect("closing brace") + i;
+                    plain += "x";
+                    rest = &rest[j + 1..];
+                }
+                plain += rest;
+                let v: serde_json::Value = serde_json::from_str(&plain).expect("dashboard body is JSON");
+                for w in v["widgets"].as_array().expect("widgets") {
+                    let mut namespace = String::new();
+                    let mut metric = String::new();
+                    for m in w["properties"]["metrics"].as_array().expect("metrics") {
+                        let m = m.as_array().expect("metric row");
+                        if m[0] != "..." {
+                            if m[0] != "." {
+                                namespace = m[0].as_str().unwrap().to_string();
+                            }
+                            if m[1] != "." {
+                                metric = m[1].as_str().unwrap().to_string();
+                            }
+                        }
+                        if namespace == "tickwork" {
+                            assert!(emitted(&metric), "dashboard charts `{metric}`, which no function emits");
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+            "AWS::CloudWatch::Alarm" if s(&r["Properties"]["Namespace"]) == "tickwork" => {
+                let metric = s(&r["Properties"]["MetricName"]);
+                assert!(emitted(&metric), "an alarm watches `{metric}`, which no function emits");
+                checked += 1;
+            }
+            _ => {}
+        }
+    }
+    assert!(checked >= 20, "only {checked} metric references found");
+}

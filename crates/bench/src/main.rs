@@ -282,14 +282,7 @@ async fn pulse(sdk: &SdkConfig) -> Result<()> {
     schema::create_table(d.client(), &schema::control_table(), &control).await?;
     schema::create_table(d.client(), &tenants_table(), &tenants).await?;
     schema::create_table(d.client(), &queue_table(), &queue).await?;
-    let seed: Vec<Tenant> = (0..TENANTS)
-        .map(|i| Tenant {
-            id: format!("tenant-{i:05}"),
-            zone: ZONES[i % ZONES.len()].to_string(),
-            active: true,
-            since_ms: None,
-        })
-        .collect();
+    let seed: Vec<Tenant> = (0..TENANTS).map(|i| tickwork::tenants::sample_tenant(i, &ZONES, None)).collect();
     Tenants::new(d.clone(), &tenants, 8).put_all(&seed).await?;
     meter.reset();
     let started = Instant::now();

@@ -287,6 +287,7 @@ pub async fn handle(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Re
     deps.db.meter().emit("tickwork", &deps.cfg.job, deps.clock.now_ms());
     if let Ok(r) = &result {
         // GroupsDue staying above 0 tick after tick is the watermark-lag alarm.
+        let grain = |g: Grain| r.pulses.get(g.name()).copied().unwrap_or(0) as f64;
         tickwork::meter::emit_job_metrics(
             "tickwork",
             &deps.cfg.job,
@@ -294,6 +295,11 @@ pub async fn handle(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Re
             &[
                 ("GroupsDue", f64::from(r.groups_due.saturating_sub(r.groups_completed))),
                 ("Pulses", r.pulses.values().sum::<u64>() as f64),
+                ("PulsesDay", grain(Grain::Day)),
+                ("PulsesWeek", grain(Grain::Week)),
+                ("PulsesMonth", grain(Grain::Month)),
+                ("PulsesQuarter", grain(Grain::Quarter)),
+                ("PulsesYear", grain(Grain::Year)),
                 ("SkippedPeriods", r.skipped.values().sum::<u64>() as f64),
                 ("FailedTenants", r.failed_tenants as f64),
             ],
@@ -522,6 +528,17 @@ pub async fn read_cursors(deps: &Deps, tenant: &str) -> Result<BTreeMap<Grain, S
     Ok(m)
 }
 
+/// The queue item of one pulse: its id is the idempotency key (tenant, grain, period).
+pub fn pulse_item(tenant: &str, zone: &str, grain: Grain, period: &Period, now_ms: Millis) -> NewItem {
+    NewItem {
+        id: pulse_id(tenant, grain, period),
+        kind: PULSE_KIND.into(),
+        payload: serde_json::json!({"tenant": tenant, "grain": grain, "period": period.id(), "zone": zone}).to_string(),
+        tenant: Some(tenant.to_string()),
+        due_ms: now_ms,
+    }
+}
+
 async fn pulse_tenant(
     deps: &Deps,
     t: &Tenant,
@@ -535,14 +552,7 @@ async fn pulse_tenant(
         let mut items: Vec<TransactWriteItem> = Vec::new();
         for plan in &plans {
             for p in &plan.pulse {
-                let item = NewItem {
-                    id: pulse_id(&t.id, plan.grain, p),
-                    kind: PULSE_KIND.into(),
-                    payload: serde_json::json!({"tenant": t.id, "grain": plan.grain, "period": p.id(), "zone": t.zone})
-                        .to_string(),
-                    tenant: Some(t.id.clone()),
-                    due_ms: now_ms,
-                };
+                let item = pulse_item(&t.id, &t.zone, plan.grain, p, now_ms);
                 items.push(
                     enqueue_item(&deps.tables.queue, &deps.queue_cfg, &item, deps.clock.now_ms())
                         .map_err(|e| DbError::Invalid(e.to_string()))?,

@@ -209,6 +209,8 @@ pub async fn handle(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Re
             ("Retried", report.retried as f64),
             ("DeadLettered", report.dead_lettered as f64),
             ("LostClaims", report.lost as f64),
+            // Ready items the polls saw: what the queue held, as far as this invocation drained it.
+            ("ReadySeen", report.candidates as f64),
         ],
     );
     tracing::info!(?report, "queue worker");

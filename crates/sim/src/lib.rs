@@ -28,16 +28,8 @@ use tickwork_lambda::Tick;
 
 /// Zones of the simulated tenants: Berlin changes to summer time on 2026-03-29, and Tokyo,
 /// Kolkata, Auckland and Berlin cross the March/April (month and quarter) boundary in range.
-pub const ZONES: [&str; 8] = [
-    "Europe/Berlin",
-    "America/New_York",
-    "Asia/Tokyo",
-    "Asia/Kolkata",
-    "Pacific/Auckland",
-    "America/Los_Angeles",
-    "UTC",
-    "Australia/Sydney",
-];
+/// The zones the simulation spreads tenants over (round-robin).
+pub const ZONES: [&str; 8] = tickwork::tenants::SAMPLE_ZONES;
 
 /// What to simulate.
 #[derive(Debug, Clone)]
@@ -84,6 +76,61 @@ impl Default for SimConfig {
     }
 }
 
+impl SimConfig {
+    /// The same load as `tickctl cost` input, so the model can be checked against the run.
+    pub fn cost_input(&self) -> tickctl::cost::CostInput {
+        tickctl::cost::CostInput {
+            tenants: self.tenants,
+            zones: ZONES.iter().map(|z| z.to_string()).collect(),
+            tick_ms: self.tick_ms,
+            workers: self.workers,
+            ticks: self.ticks.unwrap_or((i64::from(self.days) * 86_400_000 / self.tick_ms) as u64),
+            start_ms: self.start_ms,
+            drain_every: self.drain_every,
+            tenant_shards: 8,
+            queue_shards: QueueConfig::default().shards,
+            page_size: self.page_size as usize,
+            worker_batch: WorkerConfig::default().batch as usize,
+            policy: tickwork::calendar::Policy {
+                catch_up: tickwork::calendar::CatchUp::All,
+                max_lateness_ms: 40 * 86_400_000,
+                interval_ms: self.tick_ms,
+            },
+        }
+    }
+}
+
+/// One job's figures from `tickctl cost`'s model beside a run's.
+#[derive(Debug, Clone)]
+pub struct ModelVsLive {
+    /// Job.
+    pub job: String,
+    /// Requests: (model, live).
+    pub requests: (u64, u64),
+    /// RCU: (model, live).
+    pub rcu: (f64, f64),
+    /// WCU: (model, live).
+    pub wcu: (f64, f64),
+}
+
+/// The model's figures beside a run's, per job.
+pub fn model_vs_live(cfg: &SimConfig, r: &SimReport) -> Result<Vec<ModelVsLive>> {
+    let m = tickctl::cost::model(&cfg.cost_input())?;
+    let mut sweep = r.idle;
+    sweep.add(&r.boundary);
+    let mut out = Vec::new();
+    for (job, ops, t) in [("pulse-sweep", &r.sweep_ops, sweep), ("queue-worker", &r.worker_ops, r.worker)] {
+        let j = m.job(job).context("model job")?;
+        out.push(ModelVsLive {
+            job: job.to_string(),
+            requests: (j.requests(), ops.values().sum()),
+            rcu: (j.rcu, t.rcu),
+            wcu: (j.wcu, t.wcu),
+        });
+    }
+    Ok(out)
+}
+
 /// What a run measured.
 #[derive(Debug, Clone, Default)]
 pub struct SimReport {
@@ -107,6 +154,10 @@ pub struct SimReport {
     pub sweep_requests: (u64, u64),
     /// Queue-worker totals.
     pub worker: Tally,
+    /// Sweep requests per operation (what `tickctl cost` predicts).
+    pub sweep_ops: BTreeMap<String, u64>,
+    /// Queue-worker requests per operation.
+    pub worker_ops: BTreeMap<String, u64>,
     /// Invocations that crashed.
     pub crashes: u64,
     /// Summaries rows written by the daily-summary handler.
@@ -214,14 +265,7 @@ pub async fn simulate(sdk: &SdkConfig, cfg: &SimConfig) -> Result<SimReport> {
         workers
             .push((Deps::new(db, shared.clone(), pulse_cfg.clone(), tables.clone(), 8, QueueConfig::default()), crash));
     }
-    let seed: Vec<Tenant> = (0..cfg.tenants)
-        .map(|i| Tenant {
-            id: format!("tenant-{i:05}"),
-            zone: ZONES[i % ZONES.len()].to_string(),
-            active: true,
-            since_ms: None,
-        })
-        .collect();
+    let seed: Vec<Tenant> = (0..cfg.tenants).map(|i| tickwork::tenants::sample_tenant(i, &ZONES, None)).collect();
     pulse_sweep::add_tenants(&workers[0].0, &seed).await?;
 
     let worker_db = Db::new(client(sdk, &format!("{prefix}-worker"), None), Meter::new(CapacitySource::Estimate));
@@ -257,6 +301,9 @@ pub async fn simulate(sdk: &SdkConfig, cfg: &SimConfig) -> Result<SimReport> {
             let m = deps.db.meter();
             let total = m.total();
             let (r, wr) = m.read_write_requests();
+            for (op, n) in m.requests_by_op() {
+                *report.sweep_ops.entry(op).or_default() += n;
+            }
             report.sweep_requests.0 += r;
             report.sweep_requests.1 += wr;
             let label = match &result {
@@ -289,10 +336,18 @@ pub async fn simulate(sdk: &SdkConfig, cfg: &SimConfig) -> Result<SimReport> {
             worker_db.meter().reset();
             drain(&queue, &handlers, &format!("worker-{i}"), &Unlimited, &WorkerConfig::default()).await?;
             report.worker.add(&worker_db.meter().total());
+            for (op, n) in worker_db.meter().requests_by_op() {
+                *report.worker_ops.entry(op).or_default() += n;
+            }
         }
     }
     clock.advance(cfg.tick_ms);
+    worker_db.meter().reset();
     drain(&queue, &handlers, "worker-final", &Unlimited, &WorkerConfig::default()).await?;
+    report.worker.add(&worker_db.meter().total());
+    for (op, n) in worker_db.meter().requests_by_op() {
+        *report.worker_ops.entry(op).or_default() += n;
+    }
     report.pulses = count_pulses(&admin, &tables.queue).await?;
     report.summaries = count_items(&admin, &summaries).await?;
     report.wall = wall.elapsed();

@@ -12,6 +12,12 @@ async fn main() -> Result<()> {
     if let Ok(n) = std::env::var("SIM_TENANTS") {
         cfg.tenants = n.parse().context("SIM_TENANTS must be a number")?;
     }
+    if let Ok(n) = std::env::var("SIM_WORKERS") {
+        cfg.workers = n.parse().context("SIM_WORKERS must be a number")?;
+    }
+    if let Ok(n) = std::env::var("SIM_DRAIN_EVERY") {
+        cfg.drain_every = n.parse().context("SIM_DRAIN_EVERY must be a number of ticks")?;
+    }
     if let Ok(n) = std::env::var("SIM_DAYS") {
         cfg.days = n.parse().context("SIM_DAYS must be a number")?;
     }
@@ -22,5 +28,16 @@ async fn main() -> Result<()> {
     );
     let report = simulate(&sdk, &cfg).await?;
     print!("{}", report.render(&cfg));
+    println!("\n`tickctl cost` for the same load (model) beside this run (live):");
+    println!(
+        "{:<14} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10}",
+        "job", "model req", "live req", "model RCU", "live RCU", "model WCU", "live WCU"
+    );
+    for m in tickwork_sim::model_vs_live(&cfg, &report)? {
+        println!(
+            "{:<14} {:>12} {:>12} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+            m.job, m.requests.0, m.requests.1, m.rcu.0, m.rcu.1, m.wcu.0, m.wcu.1
+        );
+    }
     Ok(())
 }

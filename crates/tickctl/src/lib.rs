@@ -137,3 +137,176 @@ pub async fn invoke(env: &Env, function: &str, event: serde_json::Value) -> Resu
     };
     Ok(out)
 }
+
+pub mod audit;
+pub mod cost;
+
+/// The grains whose period ends when local day `d` begins: the day always, the week on a Monday,
+/// the month on the 1st, the quarter and year on their first days.
+pub fn grains_starting(d: jiff::civil::Date) -> Vec<String> {
+    let mut grains = vec!["day".to_string()];
+    if d.weekday() == jiff::civil::Weekday::Monday {
+        grains.push("week".into());
+    }
+    if d.day() == 1 {
+        grains.push("month".into());
+        if matches!(d.month(), 1 | 4 | 7 | 10) {
+            grains.push("quarter".into());
+        }
+        if d.month() == 1 {
+            grains.push("year".into());
+        }
+    }
+    grains
+}
+
+/// One zone group in `plan`.
+#[derive(Debug, Serialize)]
+pub struct GroupPlan {
+    /// IANA zone.
+    pub zone: String,
+    /// The group's local date at `at`.
+    pub local_date: String,
+    /// The watermark: the local date the sweep last completed.
+    pub watermark: Option<String>,
+    /// Due at `at` (watermark behind the local date): the next tick does it.
+    pub due_now: bool,
+    /// When the group is next due (UTC): `at` when due now, else its next local midnight.
+    pub next_boundary: String,
+    /// The grains whose period ends at that boundary.
+    pub grains: Vec<String>,
+    /// Active tenants (counted on the zone index).
+    pub tenants: u64,
+    /// Tenant pages the sweep will read.
+    pub pages: u64,
+    /// Read requests the group adds to its tick.
+    pub reads: u64,
+    /// Write requests the group adds to its tick.
+    pub writes: u64,
+}
+
+/// One upcoming tick that has work.
+#[derive(Debug, Serialize)]
+pub struct TickPlan {
+    /// When (UTC).
+    pub at: String,
+    /// Zone groups due then.
+    pub groups: Vec<String>,
+    /// Read requests of that tick (watermark, checkpoints, pages, cursors).
+    pub reads: u64,
+    /// Write requests (lease, page checkpoints, tenant transactions, watermarks).
+    pub writes: u64,
+}
+
+/// What `plan` shows.
+#[derive(Debug, Serialize)]
+pub struct Plan {
+    /// Job.
+    pub job: String,
+    /// The time planned for (UTC).
+    pub at: String,
+    /// Paused: every tick is 1 read and does nothing.
+    pub paused: bool,
+    /// An idle tick: (reads, writes).
+    pub idle_tick: (u64, u64),
+    /// Per zone group.
+    pub groups: Vec<GroupPlan>,
+    /// The ticks with work, in order.
+    pub ticks: Vec<TickPlan>,
+    /// Requests `plan` itself made (one watermark read, count queries).
+    pub plan_requests: u64,
+}
+
+/// The pulse sweep's next boundaries per zone group at `at_ms`, the tenants each touches and the
+/// requests those ticks will make. Reads the watermark item and counts tenants; writes nothing.
+pub async fn plan(deps: &pulse_sweep::Deps, job: &str, at_ms: i64, mut progress: impl FnMut(u64, u64)) -> Result<Plan> {
+    use tickwork::calendar;
+    anyhow::ensure!(
+        job == deps.cfg.job,
+        "`plan` knows the pulse sweep (job `{}`); `{job}` is not it (see `tickctl status` for other jobs)",
+        deps.cfg.job
+    );
+    let state = deps.marks.read(job).await?;
+    let tenants = &deps.tenants;
+    let page_size = deps.cfg.page_size as usize;
+    let at = jiff::Timestamp::from_millisecond(at_ms)?;
+    let mut groups = Vec::new();
+    let total = (state.groups.len() as u64) * u64::from(tenants.shards());
+    let mut done = 0;
+    for zone in &state.groups {
+        let tz = calendar::zone(zone)?;
+        let local = calendar::local_date(at_ms, &tz)?;
+        let mark = state.marks.get(zone).cloned();
+        let due_now = mark.as_deref().is_none_or(|m| m < local.to_string().as_str());
+        // The boundary is the start of the next local day (or now, when overdue).
+        let (boundary, new_day) = if due_now {
+            (at, local)
+        } else {
+            let next = local.tomorrow()?;
+            (next.to_zoned(tz.clone())?.timestamp(), next)
+        };
+        let grains = grains_starting(new_day);
+        let mut per_shard = Vec::new();
+        for k in 0..tenants.shards() {
+            per_shard.push(tenants.count_zone_shard(zone, k).await? as usize);
+            done += 1;
+            progress(done, total);
+        }
+        // Units are not shown here (item sizes unknown without reading them); requests are exact.
+        let calls = cost::group_calls(&per_shard, 0, page_size, Some(0.0));
+        let (reads, writes) = cost::reads_writes(&calls);
+        groups.push(GroupPlan {
+            zone: zone.clone(),
+            local_date: local.to_string(),
+            watermark: mark,
+            due_now,
+            next_boundary: boundary.to_string(),
+            grains,
+            tenants: per_shard.iter().map(|n| *n as u64).sum(),
+            pages: per_shard.iter().map(|n| (n / page_size.max(1)) as u64 + 1).sum(),
+            reads,
+            writes,
+        });
+    }
+    // Ticks: groups due at the same instant are one invocation. (A real tick lands at the first
+    // schedule time at or after the boundary.)
+    let mut by_time: BTreeMap<String, Vec<&GroupPlan>> = BTreeMap::new();
+    for g in &groups {
+        by_time.entry(g.next_boundary.clone()).or_default().push(g);
+    }
+    let (tr, tw) = cost::reads_writes(&cost::tick_calls(true));
+    let ticks = by_time
+        .into_iter()
+        .map(|(at, gs)| TickPlan {
+            at,
+            groups: gs.iter().map(|g| g.zone.clone()).collect(),
+            reads: tr + gs.iter().map(|g| g.reads).sum::<u64>(),
+            writes: tw + gs.iter().map(|g| g.writes).sum::<u64>(),
+        })
+        .collect();
+    let (r, w) = deps.db.meter().read_write_requests();
+    Ok(Plan {
+        job: job.to_string(),
+        at: at.to_string(),
+        paused: state.paused,
+        idle_tick: cost::reads_writes(&cost::tick_calls(false)),
+        groups,
+        ticks,
+        plan_requests: r + w,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grains_starting_a_day() {
+        let d = |s: &str| s.parse::<jiff::civil::Date>().unwrap();
+        assert_eq!(grains_starting(d("2026-03-29")), ["day"]); // a Sunday
+        assert_eq!(grains_starting(d("2026-03-30")), ["day", "week"]);
+        assert_eq!(grains_starting(d("2026-04-01")), ["day", "month", "quarter"]);
+        assert_eq!(grains_starting(d("2026-05-01")), ["day", "month"]);
+        assert_eq!(grains_starting(d("2029-01-01")), ["day", "week", "month", "quarter", "year"]);
+    }
+}

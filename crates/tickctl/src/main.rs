@@ -1,16 +1,30 @@
-//! `tickctl`: parses arguments and calls into the library; exit code 0 on success, 1 on an
-//! operational failure, 2 on bad usage (clap).
-use anyhow::Result;
+//! `tickctl`: parses arguments, calls into the library, prints a table (or JSON with `--json`).
+//! Exit code 0 on success, 1 on an operational failure (one line naming it), 2 on bad usage
+//! (clap), 3 when `audit` flags a finding.
+use std::io::IsTerminal;
+
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use indicatif::{ProgressBar, ProgressStyle};
+use tickctl::cost::{self, CostInput};
+use tickwork::calendar::{CatchUp, Policy};
 use tickwork::config::Env;
 use tickwork::queue::{Queue, QueueConfig};
 use tickwork::watermark::Watermarks;
 use tickwork_lambda::Base;
 
 #[derive(Parser)]
-#[command(name = "tickctl", about = "Operate tickwork: provision, status, pause/resume, dead letters, invoke")]
+#[command(
+    name = "tickctl",
+    version,
+    about = "Operate tickwork: provision, status, plan, pause/resume, dead letters, audit, cost, invoke",
+    long_about = "Operate tickwork. Endpoints and table names come from the same environment the Lambdas read \
+                  (AWS_ENDPOINT_URL_DYNAMODB, TICKWORK_TABLE_PREFIX, ...). Exit codes: 0 ok, 1 failed, 2 bad usage, \
+                  3 audit found something."
+)]
 struct Cli {
-    /// Print JSON instead of text.
+    /// Print JSON instead of a table.
     #[arg(long, global = true)]
     json: bool,
     #[command(subcommand)]
@@ -21,8 +35,26 @@ struct Cli {
 enum Cmd {
     /// Create every table (and the archive bucket when TICKWORK_ARCHIVE_BUCKET is set).
     Provision,
+    /// Add sample tenants (tenant-00000, ...) round-robin over sample zones, for a local try.
+    Seed {
+        /// How many.
+        #[arg(long, default_value_t = 24)]
+        tenants: usize,
+        /// Over the first N sample zones (1..=8).
+        #[arg(long, default_value_t = 8)]
+        zones: usize,
+    },
     /// Leases, watermarks, pause switches, queue depth, dead letters, archiver positions.
     Status,
+    /// The pulse sweep's next boundaries per zone group, tenants touched, requests; writes nothing.
+    Plan {
+        /// Job (the pulse sweep's job name).
+        #[arg(default_value = "pulse-sweep")]
+        job: String,
+        /// Plan as of this instant (RFC 3339, e.g. 2026-03-29T22:00:00Z); default now.
+        #[arg(long)]
+        at: Option<String>,
+    },
     /// Stop a job at its next tick (read by the same GetItem as its watermark).
     Pause {
         /// Job name (pulse-sweep, fanout-daily-summary, archiver).
@@ -40,6 +72,39 @@ enum Cmd {
     DeadLetters {
         #[command(subcommand)]
         action: Dead,
+    },
+    /// Capacity per job / table / operation from the jobs' EMF log lines; flags the `000_*` tells.
+    Audit {
+        /// A log file, or `-` for standard input.
+        #[arg(default_value = "-")]
+        log: String,
+    },
+    /// Requests and capacity units each job will cost, and the `000_*` design's under the same load.
+    Cost {
+        /// Active tenants.
+        #[arg(long, default_value_t = 1000)]
+        tenants: usize,
+        /// Sweep tick interval (60s, 1m, 5m, ...).
+        #[arg(long, default_value = "1m")]
+        tick: String,
+        /// Sweep workers (schedules or overlapping invocations) on phase-shifted ticks.
+        #[arg(long, default_value_t = 1)]
+        workers: u32,
+        /// Days to price.
+        #[arg(long, default_value_t = 30)]
+        days: u32,
+        /// Spread tenants over the first N sample zones (1..=8).
+        #[arg(long)]
+        zones: Option<usize>,
+        /// Or name the zones (repeat).
+        #[arg(long = "zone")]
+        zone: Vec<String>,
+        /// Start (RFC 3339); default 2026-03-29T00:00:00Z (Berlin DST, month and quarter end).
+        #[arg(long)]
+        start: Option<String>,
+        /// Queue worker schedule.
+        #[arg(long, default_value = "1m")]
+        worker_every: String,
     },
     /// Run a handler in-process on an event file against the configured endpoints.
     Invoke {
@@ -61,40 +126,143 @@ enum Dead {
     Purge { id: String },
 }
 
-fn print<T: serde::Serialize + std::fmt::Debug>(json: bool, v: &T) -> Result<()> {
-    if json {
-        println!("{}", serde_json::to_string_pretty(v)?);
-    } else {
-        println!("{v:#?}");
-    }
+fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED).set_header(header.to_vec());
+    t
+}
+
+fn json<T: serde::Serialize>(v: &T) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
     Ok(())
+}
+
+fn time(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms).map(|t| t.to_string()).unwrap_or_else(|_| ms.to_string())
+}
+
+fn bar(len: u64, what: &str) -> ProgressBar {
+    // Drawn only on a terminal; scripts and pipes see nothing.
+    let pb = if std::io::stderr().is_terminal() { ProgressBar::new(len) } else { ProgressBar::hidden() };
+    pb.set_style(
+        ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} {elapsed}").expect("template").progress_chars("=> "),
+    );
+    pb.set_message(what.to_string());
+    pb
+}
+
+fn bytes_bar(len: Option<u64>, what: &str) -> ProgressBar {
+    let pb = match (len, std::io::stderr().is_terminal()) {
+        (Some(n), true) => ProgressBar::new(n),
+        (None, true) => ProgressBar::new_spinner(),
+        _ => ProgressBar::hidden(),
+    };
+    pb.set_style(
+        ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} {elapsed}")
+            .expect("template")
+            .progress_chars("=> "),
+    );
+    pb.set_message(what.to_string());
+    pb
 }
 
 #[tokio::main]
 async fn main() {
     let cli = Cli::parse();
-    if let Err(e) = run(cli).await {
-        eprintln!("tickctl: {e:#}");
-        std::process::exit(1);
+    match run(cli).await {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("tickctl: {e:#}");
+            std::process::exit(1);
+        }
     }
 }
 
-async fn run(cli: Cli) -> Result<()> {
+async fn run(cli: Cli) -> Result<i32> {
     let env = Env::process();
+    // Commands that need no endpoint first: they work without any AWS configuration.
+    match &cli.cmd {
+        Cmd::Audit { log } => return audit(cli.json, log),
+        Cmd::Cost { tenants, tick, workers, days, zones, zone, start, worker_every } => {
+            let tick_ms = cost::parse_interval(tick)?;
+            let every = cost::parse_interval(worker_every)?;
+            let start_ms = match start {
+                Some(s) => s.parse::<jiff::Timestamp>().with_context(|| format!("--start `{s}`"))?.as_millisecond(),
+                None => 1_774_742_400_000,
+            };
+            let q = QueueConfig::from_env(&env)?;
+            let input = CostInput {
+                tenants: *tenants,
+                zones: cost::zones(zone, *zones)?,
+                tick_ms,
+                workers: *workers,
+                ticks: u64::from(*days) * 86_400_000 / tick_ms as u64,
+                start_ms,
+                drain_every: (every / tick_ms).max(1) as u32,
+                tenant_shards: env.parse_or("TICKWORK_TENANT_SHARDS", 8u32)?,
+                queue_shards: q.shards,
+                page_size: env.parse_or("TICKWORK_PULSE_PAGE_SIZE", 100usize)?,
+                worker_batch: env.parse_or("TICKWORK_WORKER_BATCH", 10usize)?,
+                policy: Policy {
+                    catch_up: env.parse_or("TICKWORK_PULSE_CATCH_UP", CatchUp::All)?,
+                    max_lateness_ms: 40 * 86_400_000,
+                    interval_ms: tick_ms,
+                },
+            };
+            let r = cost::model(&input)?;
+            return print_cost(cli.json, &input, &r);
+        }
+        _ => {}
+    }
     let base = Base::from_env(&env, "tickctl").await?;
     let control = base.core.control_table.clone();
     match cli.cmd {
+        Cmd::Audit { .. } | Cmd::Cost { .. } => unreachable!("handled above"),
         Cmd::Provision => {
             let made = tickctl::provision(&base, &env).await?;
             if cli.json {
-                println!("{}", serde_json::to_string_pretty(&made)?);
+                json(&made)?;
             } else {
                 for m in made {
                     println!("ready: {m}");
                 }
             }
         }
-        Cmd::Status => print(cli.json, &tickctl::status(&base, &env).await?)?,
+        Cmd::Seed { tenants, zones } => {
+            let names = cost::zones(&[], Some(zones))?;
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let deps = pulse_sweep::Deps::from_env(&env).await?;
+            let list: Vec<_> = (0..tenants).map(|i| tickwork::tenants::sample_tenant(i, &names, None)).collect();
+            pulse_sweep::add_tenants(&deps, &list).await?;
+            println!("seeded {tenants} tenants over {} zones", names.len());
+        }
+        Cmd::Status => {
+            let s = tickctl::status(&base, &env).await?;
+            if cli.json {
+                json(&s)?;
+            } else {
+                print_status(&s);
+            }
+        }
+        Cmd::Plan { job, at } => {
+            let at_ms = match at {
+                Some(s) => s.parse::<jiff::Timestamp>().with_context(|| format!("--at `{s}`"))?.as_millisecond(),
+                None => jiff::Timestamp::now().as_millisecond(),
+            };
+            let deps = pulse_sweep::Deps::from_env(&env).await.context("pulse-sweep configuration")?;
+            let pb = bar(0, "counting tenants");
+            let p = tickctl::plan(&deps, &job, at_ms, |done, total| {
+                pb.set_length(total);
+                pb.set_position(done);
+            })
+            .await?;
+            pb.finish_and_clear();
+            if cli.json {
+                json(&p)?;
+            } else {
+                print_plan(&p);
+            }
+        }
         Cmd::Pause { job, reason } => {
             Watermarks::new(base.db.clone(), &control, base.clock.clone())
                 .set_paused(&job, true, reason.as_deref())
@@ -109,7 +277,25 @@ async fn run(cli: Cli) -> Result<()> {
             let q =
                 Queue::new(base.db.clone(), base.core.table("queue"), QueueConfig::from_env(&env)?, base.clock.clone());
             match action {
-                Dead::List => print(cli.json, &q.dead_letters().await?)?,
+                Dead::List => {
+                    let list = q.dead_letters().await?;
+                    if cli.json {
+                        json(&list)?;
+                    } else {
+                        let mut t = table(&["id", "kind", "tenant", "attempts", "failed at", "last error"]);
+                        for d in &list {
+                            t.add_row(vec![
+                                d.id.clone(),
+                                d.kind.clone(),
+                                d.tenant.clone().unwrap_or_default(),
+                                d.attempts.to_string(),
+                                time(d.failed_at_ms),
+                                d.last_error.clone(),
+                            ]);
+                        }
+                        println!("{t}\n{} dead letter(s)", list.len());
+                    }
+                }
                 Dead::Retry { id } => {
                     anyhow::ensure!(q.retry_dead(&id).await?, "`{id}` is not a dead letter");
                     println!("{id}: back in the queue");
@@ -125,8 +311,202 @@ async fn run(cli: Cli) -> Result<()> {
                 std::fs::read_to_string(&event).map_err(|e| anyhow::anyhow!("reading {}: {e}", event.display()))?;
             let ev: serde_json::Value =
                 serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{} is not JSON: {e}", event.display()))?;
-            print(true, &tickctl::invoke(&env, &function, ev).await?)?;
+            json(&tickctl::invoke(&env, &function, ev).await?)?;
         }
     }
-    Ok(())
+    Ok(0)
+}
+
+fn print_status(s: &tickctl::Status) {
+    let mut t = table(&["job", "lease holder", "token", "lease expires", "paused", "watermarks"]);
+    for j in &s.jobs {
+        let (holder, token, exp) = match &j.lease {
+            Some(l) => (l.owner.clone(), l.token.to_string(), time(l.expires_at_ms)),
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        let paused = match (j.watermark.paused, &j.watermark.paused_reason) {
+            (true, Some(r)) => format!("yes: {r}"),
+            (true, None) => "yes".into(),
+            _ => "no".into(),
+        };
+        let mut marks: Vec<String> = j.watermark.marks.iter().map(|(g, m)| format!("{g} {m}")).collect();
+        let unmarked: Vec<&String> =
+            j.watermark.groups.iter().filter(|g| !j.watermark.marks.contains_key(*g)).collect();
+        if !unmarked.is_empty() {
+            marks.push(format!(
+                "never completed: {}",
+                unmarked.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        t.add_row(vec![j.job.clone(), holder, token, exp, paused, marks.join("\n")]);
+    }
+    println!("{t}");
+    let ready: Vec<String> = s.ready_by_shard.iter().map(|(k, n)| format!("{k}:{n}")).collect();
+    println!("queue ready per shard: {}   dead letters: {}", ready.join(" "), s.dead_letters);
+    if s.archiver_checkpoints.is_empty() {
+        println!("archiver: no sweep in progress");
+    } else {
+        let pos: Vec<String> = s.archiver_checkpoints.iter().map(|(k, v)| format!("{k}:{v}")).collect();
+        println!("archiver positions: {}", pos.join(" "));
+    }
+}
+
+fn print_plan(p: &tickctl::Plan) {
+    println!(
+        "{} at {}{}; an idle tick is {} read, {} writes",
+        p.job,
+        p.at,
+        if p.paused { " (PAUSED: every tick does nothing)" } else { "" },
+        p.idle_tick.0,
+        p.idle_tick.1
+    );
+    let mut t = table(&[
+        "zone",
+        "local date",
+        "watermark",
+        "next boundary (UTC)",
+        "grains",
+        "tenants",
+        "pages",
+        "reads",
+        "writes",
+    ]);
+    for g in &p.groups {
+        t.add_row(vec![
+            g.zone.clone(),
+            g.local_date.clone(),
+            g.watermark.clone().unwrap_or_else(|| "-".into()),
+            if g.due_now { format!("{} (due now)", g.next_boundary) } else { g.next_boundary.clone() },
+            g.grains.join(","),
+            g.tenants.to_string(),
+            g.pages.to_string(),
+            g.reads.to_string(),
+            g.writes.to_string(),
+        ]);
+    }
+    println!("{t}");
+    let mut t = table(&["tick at or after (UTC)", "groups", "reads", "writes"]);
+    for k in &p.ticks {
+        t.add_row(vec![k.at.clone(), k.groups.join(", "), k.reads.to_string(), k.writes.to_string()]);
+    }
+    println!("{t}\n(plan itself made {} requests and wrote nothing)", p.plan_requests);
+}
+
+fn print_cost(as_json: bool, input: &CostInput, r: &cost::CostReport) -> Result<i32> {
+    if as_json {
+        json(r)?;
+        return Ok(0);
+    }
+    let month = 30.0 / r.days;
+    println!(
+        "{} tenants in {} zones, {} sweep worker(s) every {} s, queue worker every {} s, {:.1} days from {}",
+        input.tenants,
+        input.zones.len(),
+        input.workers,
+        input.tick_ms / 1000,
+        input.tick_ms * i64::from(input.drain_every) / 1000,
+        r.days,
+        time(input.start_ms)
+    );
+    let mut t = table(&[
+        "job",
+        "invocations",
+        "read req",
+        "write req",
+        "RCU",
+        "WCU",
+        "req / 30 days",
+        "RCU / 30 days",
+        "WCU / 30 days",
+    ]);
+    let total = r.total();
+    for j in r.jobs.iter().chain([&total, &r.before]) {
+        let name = if j.job == "before" { "000_* before (sweep)".to_string() } else { j.job.clone() };
+        t.add_row(vec![
+            name,
+            j.invocations.to_string(),
+            j.reads.to_string(),
+            j.writes.to_string(),
+            format!("{:.0}", j.rcu),
+            format!("{:.0}", j.wcu),
+            format!("{:.0}", j.requests() as f64 * month),
+            format!("{:.0}", j.rcu * month),
+            format!("{:.0}", j.wcu * month),
+        ]);
+    }
+    println!("{t}");
+    let sweep = r.job("pulse-sweep").map(|j| j.requests()).unwrap_or(0).max(1);
+    println!(
+        "pulses: {}\nbefore / tickwork sweep: {:.1}x requests\nper operation: {}",
+        r.pulses.iter().map(|(g, n)| format!("{g} {n}")).collect::<Vec<_>>().join(", "),
+        r.before.requests() as f64 / sweep as f64,
+        r.jobs
+            .iter()
+            .map(|j| format!(
+                "{} {}",
+                j.job,
+                j.ops.iter().map(|(o, n)| format!("{o}={n}")).collect::<Vec<_>>().join(" ")
+            ))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    Ok(0)
+}
+
+fn audit(as_json: bool, log: &str) -> Result<i32> {
+    let rules = tickctl::audit::Rules::default();
+    let a = if log == "-" {
+        let pb = bytes_bar(None, "reading stdin");
+        let a = tickctl::audit::audit(std::io::stdin().lock(), &rules, |b| pb.set_position(b))?;
+        pb.finish_and_clear();
+        a
+    } else {
+        let f = std::fs::File::open(log).with_context(|| format!("opening {log}"))?;
+        let pb = bytes_bar(f.metadata().ok().map(|m| m.len()), log);
+        let a = tickctl::audit::audit(std::io::BufReader::new(f), &rules, |b| pb.set_position(b))?;
+        pb.finish_and_clear();
+        a
+    };
+    if as_json {
+        json(&a)?;
+    } else {
+        let mut t = table(&["job", "table[/index] operation", "requests", "items read", "items written", "RCU", "WCU"]);
+        for (job, lines) in &a.capacity {
+            for (k, l) in lines {
+                t.add_row(vec![
+                    job.clone(),
+                    k.clone(),
+                    format!("{:.0}", l.requests),
+                    format!("{:.0}", l.items_read),
+                    format!("{:.0}", l.items_written),
+                    format!("{:.1}", l.rcu),
+                    format!("{:.1}", l.wcu),
+                ]);
+            }
+        }
+        println!("{t}");
+        let mut t = table(&["job", "invocations", "idle", "max reads when idle", "expected"]);
+        for (job, i) in &a.invocations {
+            t.add_row(vec![
+                job.clone(),
+                i.count.to_string(),
+                i.idle.to_string(),
+                i.idle_reads_max.to_string(),
+                i.idle_expected.to_string(),
+            ]);
+        }
+        println!("{t}");
+        for (job, c) in &a.counts {
+            let v: Vec<String> = c.iter().map(|(k, n)| format!("{k}={n}")).collect();
+            println!("{job}: {}", v.join(" "));
+        }
+        println!("{} lines read, {} unreadable", a.lines, a.unreadable);
+        if a.findings.is_empty() {
+            println!("no findings");
+        }
+        for f in &a.findings {
+            println!("FINDING {}: {}", f.job, f.message);
+        }
+    }
+    Ok(if a.findings.is_empty() { 0 } else { 3 })
 }

@@ -154,6 +154,19 @@ impl Meter {
         (r, w)
     }
 
+    /// Requests per operation across tables, index writes excluded (they ride on a base-table
+    /// request): the counts the cost model predicts.
+    pub fn requests_by_op(&self) -> BTreeMap<String, u64> {
+        let mut m = BTreeMap::new();
+        for (k, v) in self.inner.lock().expect("meter lock").iter() {
+            if k.index.is_some() && is_write(&k.op) {
+                continue;
+            }
+            *m.entry(k.op.clone()).or_default() += v.requests;
+        }
+        m
+    }
+
     /// Clears all totals (start of an invocation when the meter is reused).
     pub fn reset(&self) {
         self.inner.lock().expect("meter lock").clear();
@@ -207,13 +220,14 @@ impl Meter {
         for line in self.emf_lines(namespace, job, timestamp_ms) {
             let _ = writeln!(out, "{line}");
         }
+        let _ = writeln!(out, "{}", self.summary_line(job));
+    }
+
+    /// The one-line summary of an invocation (`tickctl audit` counts invocations by it).
+    pub fn summary_line(&self, job: &str) -> String {
         let t = self.total();
         let (r, w) = self.read_write_requests();
-        let _ = writeln!(
-            out,
-            "tickwork summary job={job} read_requests={r} write_requests={w} {t} source={:?}",
-            self.source
-        );
+        format!("tickwork summary job={job} read_requests={r} write_requests={w} {t} source={:?}", self.source)
     }
 }
 

@@ -56,6 +56,31 @@ pub fn tenants_table() -> TableDef {
     }
 }
 
+/// Zones a sample deployment spans: both DST directions (Berlin, New York, Los Angeles in the
+/// north; Auckland, Sydney in the south), a half-hour offset (Kolkata), no DST (Tokyo, UTC). The
+/// simulator, the benchmark and `tickctl cost` use the same list so that their figures agree.
+pub const SAMPLE_ZONES: [&str; 8] = [
+    "Europe/Berlin",
+    "America/New_York",
+    "Asia/Tokyo",
+    "Asia/Kolkata",
+    "Pacific/Auckland",
+    "America/Los_Angeles",
+    "UTC",
+    "Australia/Sydney",
+];
+
+/// The `i`-th sample tenant: id `tenant-00042`, zone round-robin over `zones`, active, added at
+/// `since_ms`. The cost model places the same ids on the same shards as the simulator seeds.
+pub fn sample_tenant(i: usize, zones: &[&str], since_ms: Option<i64>) -> Tenant {
+    Tenant { id: format!("tenant-{i:05}"), zone: zones[i % zones.len().max(1)].to_string(), active: true, since_ms }
+}
+
+/// The enumeration shard of a tenant id (FNV-1a mod `shards`), as written to its index keys.
+pub fn shard_of(id: &str, shards: u32) -> u32 {
+    (fnv1a(id.as_bytes()) % u64::from(shards.max(1))) as u32
+}
+
 /// A tenant as the sweeps need it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Tenant {
@@ -70,8 +95,9 @@ pub struct Tenant {
 }
 
 impl Tenant {
-    fn item(&self, shards: u32) -> Item {
-        let k = fnv1a(self.id.as_bytes()) % u64::from(shards.max(1));
+    /// The tenants-table item, index keys included (the cost model sizes it).
+    pub fn to_item(&self, shards: u32) -> Item {
+        let k = shard_of(&self.id, shards);
         let mut item = Item::from([
             (PK.to_string(), av_s(&self.id)),
             (ZONE.to_string(), av_s(&self.zone)),
@@ -122,7 +148,7 @@ impl Tenants {
             .iter()
             .map(|t| {
                 WriteRequest::builder()
-                    .put_request(PutRequest::builder().set_item(Some(t.item(self.shards))).build().expect("item"))
+                    .put_request(PutRequest::builder().set_item(Some(t.to_item(self.shards))).build().expect("item"))
                     .build()
             })
             .collect();
@@ -138,6 +164,29 @@ impl Tenants {
             .key_condition_expression("#s = :s")
             .expression_attribute_names("#s", TSHARD)
             .expression_attribute_values(":s", av_s(format!("tenants#{k}")))
+    }
+
+    /// Active tenants of `zone` in shard `k`, counted with `Select=COUNT` and paged to the end.
+    /// A count is billed like reading the items (on the keys-only index, small): an operator's
+    /// question (`tickctl plan`), never a tick's.
+    pub async fn count_zone_shard(&self, zone: &str, k: u32) -> Result<u64, DbError> {
+        let mut n = 0u64;
+        let mut start = None;
+        loop {
+            let out = self
+                .db
+                .query(
+                    self.zone_query(zone, k)
+                        .select(aws_sdk_dynamodb::types::Select::Count)
+                        .set_exclusive_start_key(start),
+                )
+                .await?;
+            n += out.count().max(0) as u64;
+            match out.last_evaluated_key() {
+                Some(key) if !key.is_empty() => start = Some(key.clone()),
+                _ => return Ok(n),
+            }
+        }
     }
 
     fn zone_query(&self, zone: &str, k: u32) -> QueryFluentBuilder {
