@@ -84,7 +84,7 @@ deploy: build ## deploy to your AWS account (interactive; needs credentials; not
 # function on 127.0.0.1:9000. In a second terminal: `make invoke-pulse-sweep` (or any function).
 watch: deps $(LAMBDA_DEP) ## serve every function locally (cargo lambda watch) against the local servers
 	$(CARGO) build -p tickctl
-	$(WITH_SERVERS) scripts/lambda-env.sh $(LAMBDA_PATH) $(CARGO) lambda watch --env-file .local/lambda.env
+	$(WITH_SERVERS) scripts/lambda-env.sh env $(LAMBDA_PATH) $(CARGO) lambda watch --env-file .local/lambda.env
 
 $(addprefix invoke-,$(FUNCTIONS)): invoke-%: $(LAMBDA_DEP) ## send events/<fn>.json to the running `make watch`
 	$(LAMBDA_PATH) $(CARGO) lambda invoke $* --data-file events/$*.json

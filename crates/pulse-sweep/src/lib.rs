@@ -281,6 +281,7 @@ impl From<PulseError> for lambda_runtime::Diagnostic {
 pub async fn handle(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Report, PulseError> {
     let tick = Tick::parse(&event)?;
     deps.db.meter().reset();
+    tracing::debug!(tick_ms = tick.time_ms, remaining_ms = deadline_ms - deps.clock.now_ms(), "tick");
     let budget = Deadline::new(deps.clock.clone(), deadline_ms, deps.cfg.margin.as_millis() as i64);
     let owner = tickwork_lambda::owner_id("pulse-sweep");
     let result = run(deps, &tick, &budget, &owner).await;

@@ -112,6 +112,23 @@ pub fn budget(clock: SharedClock, deadline_ms: Millis, margin_ms: Millis) -> Dea
     Deadline::new(clock, deadline_ms, margin_ms)
 }
 
+/// How long an invocation may run when the runtime gave no deadline.
+pub const LOCAL_DEADLINE_MS: i64 = 60_000;
+
+/// The invocation's deadline (epoch ms). Lambda always sends one in the future; local emulators
+/// (`cargo lambda watch`, others) may send none, which the runtime reports as 0 — taken literally,
+/// every budget would be spent before the first page and the tick would do nothing. Such a deadline
+/// becomes `now + 60 s`, with a warning.
+pub fn invocation_deadline(deadline_ms: u64, now_ms: i64) -> i64 {
+    let d = i64::try_from(deadline_ms).unwrap_or(i64::MAX);
+    if d > now_ms {
+        d
+    } else {
+        tracing::warn!(deadline_ms, "no invocation deadline from the runtime (a local emulator?); allowing 60 s");
+        now_ms + LOCAL_DEADLINE_MS
+    }
+}
+
 /// A per-invocation owner id: never reused, so a restarted worker is a new owner (`003_*`).
 pub fn owner_id(function: &str) -> String {
     format!("{function}-{:016x}", fastrand::u64(..))
@@ -165,6 +182,13 @@ impl Base {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_deadline_becomes_sixty_seconds() {
+        assert_eq!(invocation_deadline(0, 1_000), 61_000);
+        assert_eq!(invocation_deadline(900, 1_000), 61_000, "a deadline already past at the start");
+        assert_eq!(invocation_deadline(5_000, 1_000), 5_000);
+    }
 
     #[test]
     fn parses_the_scheduled_envelope() {
