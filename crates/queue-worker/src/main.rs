@@ -8,7 +8,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     tickwork_lambda::init_tracing();
     let deps = queue_worker::Deps::from_env(&Env::process()).await?;
     lambda_runtime::run(service_fn(|ev: LambdaEvent<Value>| {
-        let deadline = tickwork_lambda::invocation_deadline(ev.context.deadline, tickwork::clock::Clock::now_ms(&tickwork::clock::SystemClock));
+        let deadline = tickwork_lambda::deadline_ms(ev.context.deadline);
         let deps = &deps;
         async move { queue_worker::handle(deps, ev.payload, deadline).await }
     }))

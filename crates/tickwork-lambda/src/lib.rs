@@ -112,6 +112,11 @@ pub fn budget(clock: SharedClock, deadline_ms: Millis, margin_ms: Millis) -> Dea
     Deadline::new(clock, deadline_ms, margin_ms)
 }
 
+/// [`invocation_deadline`] at the system clock's now: what each function's `main` passes on.
+pub fn deadline_ms(runtime_deadline_ms: u64) -> i64 {
+    invocation_deadline(runtime_deadline_ms, tickwork::clock::Clock::now_ms(&tickwork::clock::SystemClock))
+}
+
 /// How long an invocation may run when the runtime gave no deadline.
 pub const LOCAL_DEADLINE_MS: i64 = 60_000;
 
