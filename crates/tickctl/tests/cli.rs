@@ -1,0 +1,111 @@
+//! The `tickctl` binary itself, against the local servers (`make test` starts them): the JSON each
+//! read command prints, and the exit codes (0 ok, 1 failed, 2 bad usage, 3 audit findings).
+
+use std::process::{Command, Output};
+
+fn prefix() -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    format!("cli{}-{nanos:x}", std::process::id())
+}
+
+fn tickctl(prefix: &str, args: &[&str]) -> Output {
+    assert!(
+        std::env::var("AWS_ENDPOINT_URL_DYNAMODB").is_ok(),
+        "AWS_ENDPOINT_URL_DYNAMODB is not set: run through `make test` (scripts/with-servers.sh)"
+    );
+    Command::new(env!("CARGO_BIN_EXE_tickctl"))
+        .args(args)
+        .env("TICKWORK_TABLE_PREFIX", prefix)
+        .env("TICKWORK_ARCHIVE_BUCKET", format!("{prefix}-archive"))
+        .output()
+        .expect("run tickctl")
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    assert!(o.status.success(), "exit {:?}: {}", o.status.code(), String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)))
+}
+
+#[test]
+fn the_cli_provisions_seeds_plans_pauses_and_reports_json() {
+    let p = prefix();
+    let made = json(&tickctl(&p, &["--json", "provision"]));
+    assert_eq!(made.as_array().unwrap().len(), 6, "5 tables and the bucket: {made}");
+    assert!(tickctl(&p, &["seed", "--tenants", "16", "--zones", "4"]).status.success());
+
+    let plan = json(&tickctl(&p, &["--json", "plan", "--at", "2026-03-29T12:00:00Z"]));
+    let groups = plan["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 4);
+    assert_eq!(groups.iter().map(|g| g["tenants"].as_u64().unwrap()).sum::<u64>(), 16);
+    assert!(groups.iter().all(|g| g["due_now"] == true), "no watermark yet: every group is due");
+    assert_eq!(plan["ticks"].as_array().unwrap().len(), 1, "all due now: one tick");
+
+    assert!(tickctl(&p, &["pause", "pulse-sweep", "--reason", "cli test"]).status.success());
+    let status = json(&tickctl(&p, &["--json", "status"]));
+    let sweep = status["jobs"].as_array().unwrap().iter().find(|j| j["job"] == "pulse-sweep").unwrap();
+    assert_eq!(
+        (sweep["watermark"]["paused"].clone(), sweep["watermark"]["paused_reason"].clone()),
+        (true.into(), "cli test".into())
+    );
+    assert_eq!(sweep["watermark"]["groups"].as_array().unwrap().len(), 4);
+    assert_eq!(json(&tickctl(&p, &["--json", "plan", "--at", "2026-03-29T12:00:00Z"]))["paused"], true);
+    assert!(tickctl(&p, &["resume", "pulse-sweep"]).status.success());
+    let status = json(&tickctl(&p, &["--json", "status"]));
+    assert_eq!(status["jobs"][0]["watermark"]["paused"], false);
+
+    assert_eq!(json(&tickctl(&p, &["--json", "dead-letters", "list"])), serde_json::json!([]));
+    let o = tickctl(&p, &["dead-letters", "retry", "nope"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("`nope` is not a dead letter"));
+}
+
+#[test]
+fn exit_codes_name_the_problem() {
+    let p = prefix();
+    // Bad usage: clap's 2.
+    assert_eq!(tickctl(&p, &["plan", "--at"]).status.code(), Some(2));
+    assert_eq!(tickctl(&p, &["no-such-command"]).status.code(), Some(2));
+    // A bad value: 1, naming it.
+    let o = tickctl(&p, &["cost", "--tick", "1w"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("`w` in `1w` is not a unit"));
+    let o = tickctl(&p, &["plan", "--at", "yesterday"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--at `yesterday`"));
+    // A table that does not exist: 1, naming it.
+    let o = tickctl(&p, &["status"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(&format!("{p}-control")),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn audit_exits_3_on_a_finding_and_cost_prints_json() {
+    let p = prefix();
+    let dir = std::env::temp_dir().join(format!("{p}-audit"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("log.txt");
+    // One idle pulse-sweep tick reading 700 items of bookkeeping, as 000_* did.
+    let emf = serde_json::json!({"_aws": {"Timestamp": 0, "CloudWatchMetrics": [{"Namespace": "tickwork",
+        "Dimensions": [["Job", "Table", "Index", "Operation"]], "Metrics": [{"Name": "Requests"}]}]},
+        "Job": "pulse-sweep", "Table": "x-control", "Index": "-", "Operation": "GetItem",
+        "Requests": 700, "ItemsRead": 700, "ReadCapacityUnits": 350.0});
+    std::fs::write(&log, format!("{emf}\ntickwork summary job=pulse-sweep read_requests=700 write_requests=0\n"))
+        .unwrap();
+    let o = tickctl(&p, &["--json", "audit", log.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
+    let a: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(a["findings"].as_array().unwrap().len(), 2);
+    let o = tickctl(&p, &["audit", dir.join("missing.txt").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("missing.txt"));
+
+    let c =
+        json(&tickctl(&p, &["--json", "cost", "--tenants", "100", "--workers", "2", "--days", "2", "--zones", "2"]));
+    let sweep = c["jobs"].as_array().unwrap().iter().find(|j| j["job"] == "pulse-sweep").unwrap();
+    assert_eq!(sweep["invocations"], 2 * 2 * 1440);
+    assert!(c["before"]["reads"].as_u64().unwrap() > 100 * sweep["reads"].as_u64().unwrap());
+}
