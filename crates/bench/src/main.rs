@@ -336,10 +336,24 @@ async fn pulse(sdk: &SdkConfig) -> Result<()> {
         full.idle_ticks,
         full.idle.requests as f64 / full.idle_ticks.max(1) as f64
     );
-    let per_tick_before = before_req as f64 / (WINDOW_TICKS * 3) as f64;
+    // The cost model (`tickctl cost`) for the same window and day, beside the measurements: it is
+    // how the before design's day is known without three hours of this server.
+    let model_window = tickctl::cost::model(&window.cost_input())?;
+    let model_day = tickctl::cost::model(&day.cost_input())?;
+    let mw = model_window.job("pulse-sweep").expect("sweep");
+    let md = model_day.job("pulse-sweep").expect("sweep");
+    println!("{:<34} {:>10} {:>10} {:>10} {:>10}", "model (tickctl cost)", "reads", "writes", "RCU", "WCU");
+    let row = |label: &str, j: &tickctl::cost::JobCost| {
+        println!("{label:<34} {:>10} {:>10} {:>10.1} {:>10.1}", j.reads, j.writes, j.rcu, j.wcu);
+    };
+    row("000_* before, window", &model_window.before);
+    row("tickwork, window", mw);
+    row("tickwork, day", md);
+    row("000_* before, day", &model_day.before);
     println!(
-        "before, per worker-tick in the window: {per_tick_before:.0} requests; x 4,320 worker-ticks = {:.0} requests a day (projected from the measured window, not measured)\n",
-        per_tick_before * 4320.0
+        "before/tickwork over the day by the model: requests {:.0}x, RCU {:.0}x (the before day is the model's, checked against the measured window above)\n",
+        model_day.before.requests() as f64 / md.requests().max(1) as f64,
+        model_day.before.rcu / md.rcu.max(0.5)
     );
     Ok(())
 }

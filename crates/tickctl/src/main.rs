@@ -93,6 +93,9 @@ enum Cmd {
         /// Days to price.
         #[arg(long, default_value_t = 30)]
         days: u32,
+        /// Or a number of ticks (a window shorter than a day).
+        #[arg(long)]
+        ticks: Option<u64>,
         /// Spread tenants over the first N sample zones (1..=8).
         #[arg(long)]
         zones: Option<usize>,
@@ -168,6 +171,13 @@ fn bytes_bar(len: Option<u64>, what: &str) -> ProgressBar {
 
 #[tokio::main]
 async fn main() {
+    // `tickctl ... | head` should end quietly, as other command-line tools do, not panic on a
+    // closed pipe: restore the default SIGPIPE action that Rust's runtime replaces.
+    #[cfg(unix)]
+    // SAFETY: called before any other thread could be writing; SIG_DFL is a valid action.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     match run(cli).await {
         Ok(code) => std::process::exit(code),
@@ -183,7 +193,7 @@ async fn run(cli: Cli) -> Result<i32> {
     // Commands that need no endpoint first: they work without any AWS configuration.
     match &cli.cmd {
         Cmd::Audit { log } => return audit(cli.json, log),
-        Cmd::Cost { tenants, tick, workers, days, zones, zone, start, worker_every } => {
+        Cmd::Cost { tenants, tick, workers, days, ticks, zones, zone, start, worker_every } => {
             let tick_ms = cost::parse_interval(tick)?;
             let every = cost::parse_interval(worker_every)?;
             let start_ms = match start {
@@ -196,7 +206,7 @@ async fn run(cli: Cli) -> Result<i32> {
                 zones: cost::zones(zone, *zones)?,
                 tick_ms,
                 workers: *workers,
-                ticks: u64::from(*days) * 86_400_000 / tick_ms as u64,
+                ticks: ticks.unwrap_or(u64::from(*days) * 86_400_000 / tick_ms as u64),
                 start_ms,
                 drain_every: (every / tick_ms).max(1) as u32,
                 tenant_shards: env.parse_or("TICKWORK_TENANT_SHARDS", 8u32)?,
