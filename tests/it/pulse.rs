@@ -127,6 +127,24 @@ async fn a_sweep_stopped_by_its_deadline_resumes_from_its_checkpoint() {
     assert_eq!(r.outcome, Outcome::Idle);
 }
 
+/// `TICKWORK_DRY_RUN=true` makes every tick a dry run, whatever the event says; a bad value is
+/// refused at start-up naming the variable.
+#[tokio::test]
+async fn the_dry_run_switch_in_config_writes_nothing() {
+    let local = Local::new().await;
+    let d = deps(&local, &[("TICKWORK_DRY_RUN", "true")], "2026-11-29T10:00:00Z").await;
+    add_tenants(&d, &tenants(12, "Europe/Berlin")).await.unwrap();
+    d.db.meter().reset();
+    let event = Tick::envelope(ms("2026-11-29T10:00:00Z"), false);
+    let r = pulse_sweep::handle(&d, event, ms("2026-11-29T10:00:00Z") + 60_000).await.unwrap();
+    assert_eq!((r.outcome, r.tenants, r.pulses["day"]), (Outcome::DryRun, 12, 12));
+    assert_eq!(d.db.meter().read_write_requests().1, 0, "nothing written");
+    assert!(pulses_of(&d, "day").await.is_empty());
+    let e =
+        PulseConfig::from_env(&Env::from_pairs([("TICKWORK_DRY_RUN", "maybe")]), Duration::from_secs(1)).unwrap_err();
+    assert_eq!(e.var, "TICKWORK_DRY_RUN");
+}
+
 #[tokio::test]
 async fn a_stale_leader_cannot_write_the_watermark() {
     let local = Local::new().await;

@@ -63,6 +63,8 @@ const RUN: &str = "current";
 /// Archiver settings.
 #[derive(Debug, Clone)]
 pub struct ArchiverConfig {
+    /// Every tick a dry run (`TICKWORK_DRY_RUN`, default false).
+    pub dry_run: bool,
     /// Rows older than this are archived (`TICKWORK_ARCHIVE_AGE_SECS`, default 30 days).
     pub age: Duration,
     /// Rows per batch and per object (`TICKWORK_ARCHIVE_PAGE_SIZE`, default 100).
@@ -97,6 +99,7 @@ impl ArchiverConfig {
             return Err(ConfigError::invalid("TICKWORK_CHANGE_SHARDS", format!("{shards} is not in 1..=1000")));
         }
         Ok(Self {
+            dry_run: tickwork_lambda::forced_dry_run(env)?,
             age: env.secs_or("TICKWORK_ARCHIVE_AGE_SECS", Duration::from_secs(30 * 86_400))?,
             page_size,
             shards,
@@ -243,7 +246,8 @@ impl From<ArchiveError> for lambda_runtime::Diagnostic {
 
 /// The Lambda entry.
 pub async fn handle(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Report, ArchiveError> {
-    let tick = Tick::parse(&event)?;
+    let mut tick = Tick::parse(&event)?;
+    tick.dry_run |= deps.cfg.dry_run;
     deps.db.meter().reset();
     let budget = Deadline::new(deps.clock.clone(), deadline_ms, deps.cfg.margin.as_millis() as i64);
     let owner = tickwork_lambda::owner_id("archiver");

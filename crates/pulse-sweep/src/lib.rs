@@ -64,6 +64,8 @@ pub fn pulse_id(tenant: &str, grain: Grain, period: &Period) -> String {
 /// Sweep settings.
 #[derive(Debug, Clone)]
 pub struct PulseConfig {
+    /// Every tick a dry run (`TICKWORK_DRY_RUN`, default false).
+    pub dry_run: bool,
     /// Job name (`TICKWORK_PULSE_JOB`, default `pulse-sweep`).
     pub job: String,
     /// Lease (`TICKWORK_PULSE_LEASE_SECS`, default 50, below `TICKWORK_PULSE_INTERVAL_SECS`, default 60).
@@ -99,6 +101,7 @@ impl PulseConfig {
             return Err(ConfigError::invalid("TICKWORK_PULSE_PAGE_SIZE", format!("{page_size} is not in 1..=1000")));
         }
         Ok(Self {
+            dry_run: tickwork_lambda::forced_dry_run(env)?,
             policy: Policy {
                 catch_up,
                 max_lateness_ms: lateness.as_millis() as i64,
@@ -279,7 +282,8 @@ impl From<PulseError> for lambda_runtime::Diagnostic {
 
 /// The Lambda entry: parse, run inside the deadline, emit the bill.
 pub async fn handle(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Report, PulseError> {
-    let tick = Tick::parse(&event)?;
+    let mut tick = Tick::parse(&event)?;
+    tick.dry_run |= deps.cfg.dry_run;
     deps.db.meter().reset();
     tracing::debug!(tick_ms = tick.time_ms, remaining_ms = deadline_ms - deps.clock.now_ms(), "tick");
     let budget = Deadline::new(deps.clock.clone(), deadline_ms, deps.cfg.margin.as_millis() as i64);

@@ -38,6 +38,8 @@ use tickwork_lambda::{BadEvent, Base, Tick};
 /// Fan-out settings.
 #[derive(Debug, Clone)]
 pub struct FanoutConfig {
+    /// Every tick a dry run (`TICKWORK_DRY_RUN`, default false).
+    pub dry_run: bool,
     /// Job name and queue item kind (`TICKWORK_FANOUT_JOB`, default `daily-summary`).
     pub job: String,
     /// Tenants per page (`TICKWORK_FANOUT_PAGE_SIZE`, default 100).
@@ -65,6 +67,7 @@ impl FanoutConfig {
             return Err(ConfigError::invalid("TICKWORK_FANOUT_PAGE_SIZE", format!("{page_size} is not in 1..=1000")));
         }
         Ok(Self {
+            dry_run: tickwork_lambda::forced_dry_run(env)?,
             job,
             page_size,
             shard_concurrency: env.parse_or("TICKWORK_FANOUT_SHARD_CONCURRENCY", 4usize)?.max(1),
@@ -240,7 +243,8 @@ pub fn item_for(job: &str, window: &str, tenant: &tickwork::tenants::Tenant, due
 
 /// The Lambda entry: parse, run within the deadline, emit the capacity metrics.
 pub async fn handle(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Report, FanoutError> {
-    let tick = Tick::parse(&event)?;
+    let mut tick = Tick::parse(&event)?;
+    tick.dry_run |= deps.cfg.dry_run;
     deps.db.meter().reset();
     let budget = Deadline::new(deps.clock.clone(), deadline_ms, deps.cfg.margin.as_millis() as i64);
     let owner = tickwork_lambda::owner_id("tenant-fanout");

@@ -112,6 +112,13 @@ pub fn budget(clock: SharedClock, deadline_ms: Millis, margin_ms: Millis) -> Dea
     Deadline::new(clock, deadline_ms, margin_ms)
 }
 
+/// `TICKWORK_DRY_RUN=true` turns every tick of a function into a dry run (compute and report, write
+/// nothing), whatever the event says: a first deployment can run on its real schedule and show in
+/// its logs what it would do before it does it. The event's `detail.dry_run` still works alone.
+pub fn forced_dry_run(env: &tickwork::config::Env) -> Result<bool, tickwork::config::ConfigError> {
+    env.parse_or("TICKWORK_DRY_RUN", false)
+}
+
 /// [`invocation_deadline`] at the system clock's now: what each function's `main` passes on.
 pub fn deadline_ms(runtime_deadline_ms: u64) -> i64 {
     invocation_deadline(runtime_deadline_ms, tickwork::clock::Clock::now_ms(&tickwork::clock::SystemClock))
