@@ -192,7 +192,7 @@ async fn run(cli: Cli) -> Result<i32> {
     let env = Env::process();
     // Commands that need no endpoint first: they work without any AWS configuration.
     match &cli.cmd {
-        Cmd::Audit { log } => return audit(cli.json, log),
+        Cmd::Audit { log } => return audit(&env, cli.json, log),
         Cmd::Cost { tenants, tick, workers, days, ticks, zones, zone, start, worker_every } => {
             let tick_ms = cost::parse_interval(tick)?;
             let every = cost::parse_interval(worker_every)?;
@@ -463,8 +463,11 @@ fn print_cost(as_json: bool, input: &CostInput, r: &cost::CostReport) -> Result<
     Ok(0)
 }
 
-fn audit(as_json: bool, log: &str) -> Result<i32> {
-    let rules = tickctl::audit::Rules::default();
+fn audit(env: &Env, as_json: bool, log: &str) -> Result<i32> {
+    // An idle queue worker or archiver reads one Query per shard: the shard counts configured.
+    let mut rules = tickctl::audit::Rules::default();
+    rules.idle_reads.insert("queue-worker".into(), u64::from(env.parse_or("TICKWORK_QUEUE_SHARDS", 8u32)?));
+    rules.idle_reads.insert("archiver".into(), u64::from(env.parse_or("TICKWORK_CHANGE_SHARDS", 8u32)?));
     let a = if log == "-" {
         let pb = bytes_bar(None, "reading stdin");
         let a = tickctl::audit::audit(std::io::stdin().lock(), &rules, |b| pb.set_position(b))?;
