@@ -25,6 +25,7 @@ WITH_SERVERS := scripts/with-servers.sh
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@echo "  make invoke-<fn> send events/<fn>.json to the running \`make watch\` (<fn>: $(FUNCTIONS))"
 
 $(VENV)/.moto-$(MOTO_VERSION):
 	python3 -m venv $(VENV)
@@ -84,9 +85,10 @@ deploy: build ## deploy to your AWS account (interactive; needs credentials; not
 # function on 127.0.0.1:9000. In a second terminal: `make invoke-pulse-sweep` (or any function).
 watch: deps $(LAMBDA_DEP) ## serve every function locally (cargo lambda watch) against the local servers
 	$(CARGO) build -p tickctl
-	$(WITH_SERVERS) scripts/lambda-env.sh env $(LAMBDA_PATH) $(CARGO) lambda watch --env-file .local/lambda.env
+	TICKWORK_NO_DYNALITE=1 $(WITH_SERVERS) scripts/lambda-env.sh env $(LAMBDA_PATH) $(CARGO) lambda watch --env-file .local/lambda.env
 
 $(addprefix invoke-,$(FUNCTIONS)): invoke-%: $(LAMBDA_DEP) ## send events/<fn>.json to the running `make watch`
+	@(exec 3<>/dev/tcp/127.0.0.1/9000) 2>/dev/null || { echo "nothing serves 127.0.0.1:9000: start \`make watch\` in another terminal first" >&2; exit 1; }
 	$(LAMBDA_PATH) $(CARGO) lambda invoke $* --data-file events/$*.json
 
 test: deps lint ## static checks, unit tests, and integration tests against the local servers
