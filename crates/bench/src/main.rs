@@ -40,6 +40,72 @@ async fn main() -> Result<()> {
     if all || args.iter().any(|a| a == "queue") {
         queue(&sdk).await?;
     }
+    if all || args.iter().any(|a| a == "startup") {
+        startup(&sdk).await?;
+    }
+    Ok(())
+}
+
+mod startup;
+
+/// Start-up time and peak memory of each Lambda binary (release build), 5 cold starts each.
+async fn startup(sdk: &SdkConfig) -> Result<()> {
+    const RUNS: usize = 5;
+    let dir = std::env::var("TICKWORK_BENCH_BIN_DIR").unwrap_or_else(|_| "target/release".into());
+    println!("== Lambda start-up: {RUNS} cold starts of each release binary in {dir}, two invocations each ==");
+    let admin = db(sdk, "admin");
+    let prefix = unique("startup");
+    for def in tickctl::all_tables() {
+        schema::create_table(admin.client(), &def, &format!("{prefix}-{}", def.logical)).await?;
+    }
+    let env = vec![
+        ("TICKWORK_TABLE_PREFIX".to_string(), prefix.clone()),
+        ("TICKWORK_ARCHIVE_BUCKET".to_string(), format!("{prefix}-archive")),
+        ("TICKWORK_CAPACITY_SOURCE".to_string(), "estimate".to_string()),
+        ("RUST_LOG".to_string(), "warn".to_string()),
+    ];
+    println!(
+        "{:<14} {:>9} {:>16} {:>16} {:>16} {:>14}",
+        "function", "size MB", "init ms (max)", "1st call ms", "warm call ms", "peak RSS MB"
+    );
+    for f in ["pulse-sweep", "tenant-fanout", "queue-worker", "archiver"] {
+        let bin = std::path::Path::new(&dir).join(f);
+        let size = std::fs::metadata(&bin)
+            .with_context(|| {
+                format!("{}: build it with `cargo build --release -p {f}` (make bench does)", bin.display())
+            })?
+            .len();
+        let event = std::fs::read_to_string(format!("events/{f}.json"))?;
+        let mut runs = Vec::new();
+        for _ in 0..RUNS {
+            runs.push(startup::measure(&bin, &event, &env).await?);
+        }
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(|a, b| a.total_cmp(b));
+            (v[v.len() / 2], v[v.len() - 1])
+        };
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+        let init = median(runs.iter().map(|r| ms(r.init)).collect());
+        let first = median(runs.iter().map(|r| ms(r.first)).collect());
+        let warm = median(runs.iter().map(|r| ms(r.second)).collect());
+        let rss = median(runs.iter().map(|r| r.peak_rss as f64 / 1_048_576.0).collect());
+        println!(
+            "{f:<14} {:>9.1} {:>9.1} ({:>5.1}) {:>9.1} ({:>5.1}) {:>9.1} ({:>5.1}) {:>7.1} ({:>4.1})",
+            size as f64 / 1_048_576.0,
+            init.0,
+            init.1,
+            first.0,
+            first.1,
+            warm.0,
+            warm.1,
+            rss.0,
+            rss.1
+        );
+    }
+    println!(
+        "(medians, max in brackets; x86_64 here, arm64 on Lambda; each call an idle tick against the local server;\n \
+         the template gives every function 256 MB)\n"
+    );
     Ok(())
 }
 
