@@ -229,21 +229,12 @@ async fn queue(sdk: &SdkConfig) -> Result<()> {
 /// every grain pulsed, the finest included, as a transactional write plus a cursor update.
 mod before {
     use anyhow::Result;
-    use tickwork::calendar::{self, Grain, Period};
+    use tickwork::calendar::{self, Grain};
     use tickwork::queue::{enqueue_item, NewItem, QueueConfig};
     use tickwork::schema::{av_n, av_s, key, PK};
     use tickwork::{Db, DbError};
 
     const PAGE_LIMIT: i32 = 100;
-
-    fn period_id(grain: Grain, now_ms: i64, tz: &jiff::tz::TimeZone) -> Result<String> {
-        let z = jiff::Timestamp::from_millisecond(now_ms)?.to_zoned(tz.clone());
-        Ok(match grain {
-            Grain::QuarterHour => format!("{}T{:02}:{:02}", z.date(), z.hour(), z.minute() / 15 * 15),
-            Grain::Hour => format!("{}T{:02}", z.date(), z.hour()),
-            g => Period::containing(g, z.date())?.id(),
-        })
-    }
 
     /// One worker's tick.
     pub async fn tick(db: &Db, control: &str, tenants: &str, queue: &str, now_ms: i64, owner: &str) -> Result<()> {
@@ -289,7 +280,7 @@ mod before {
                 let k = key(format!("cursor#{id}"), grain.name());
                 let got = db.get(db.client().get_item().table_name(control).set_key(Some(k.clone()))).await?;
                 let cur = got.item().and_then(|i| i.get("period")).and_then(|v| v.as_s().ok()).cloned();
-                let now_period = period_id(grain, now_ms, &tz)?;
+                let now_period = tickctl::cost::before_period_id(grain, now_ms, &tz)?;
                 if cur.as_deref() == Some(now_period.as_str()) {
                     continue;
                 }

@@ -319,6 +319,12 @@ pub async fn handle(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Re
     result
 }
 
+/// A zone group is due when its local date (`YYYY-MM-DD`) is past its watermark, or it has none.
+/// The one rule the sweep, `tickctl plan` and `tickctl cost` apply.
+pub fn group_due(watermark: Option<&str>, local_date: &str) -> bool {
+    watermark.is_none_or(|m| m < local_date)
+}
+
 /// The groups whose local date at `time_ms` is past their watermark, with that date.
 pub fn due_groups(
     state: &tickwork::watermark::WatermarkState,
@@ -328,7 +334,7 @@ pub fn due_groups(
     for g in &state.groups {
         let tz = calendar::zone(g)?;
         let local = calendar::local_date(time_ms, &tz)?.to_string();
-        if state.marks.get(g).is_none_or(|m| m.as_str() < local.as_str()) {
+        if group_due(state.marks.get(g).map(String::as_str), &local) {
             due.push((g.clone(), local));
         }
     }

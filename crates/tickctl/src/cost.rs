@@ -179,6 +179,13 @@ const READ_SC: f64 = 1.0;
 /// A fenced write: the lease's ConditionCheck plus the write, both at the transactional 2x.
 const FENCED_TXN: f64 = 4.0;
 
+/// Tenant pages a sweep reads for shards holding `per_shard` tenants: every shard is paged to the
+/// end — full pages, then a short page, or an empty one after a full page (DynamoDB returns a
+/// cursor when a page is exactly full).
+pub fn pages(per_shard: &[usize], page_size: usize) -> u64 {
+    per_shard.iter().map(|n| (n / page_size.max(1)) as u64 + 1).sum()
+}
+
 /// The requests a sweep makes for one due zone group whose tenants sit `per_shard` in each
 /// enumeration shard (index items of `item_bytes`), with one transaction of `tenant_txn_wcu` per
 /// tenant when something is owed. Shared by the model and `tickctl plan`.
@@ -191,16 +198,13 @@ pub fn group_calls(
     let page_size = page_size.max(1);
     let tenants: u64 = per_shard.iter().map(|n| *n as u64).sum();
     let mut out = vec![calls("GetItem", sweep_calls::CHECKPOINT_GET, READ_SC)];
-    // Every shard is paged to the end: full pages, then a short (or, after a full one, empty) page.
-    let mut pages = 0;
     for n in per_shard {
-        let full = (n / page_size) as u64;
         let page_units = capacity::query_units(std::iter::repeat_n(item_bytes, page_size), Consistency::Eventual);
         let last_units = capacity::query_units(std::iter::repeat_n(item_bytes, n % page_size), Consistency::Eventual);
-        out.push(calls("Query", full, page_units));
+        out.push(calls("Query", (n / page_size) as u64, page_units));
         out.push(calls("Query", 1, last_units));
-        pages += full + 1;
     }
+    let pages = pages(per_shard, page_size);
     out.push(calls("Query", tenants * sweep_calls::CURSOR_QUERY, READ_SC));
     out.push(calls("TransactWriteItems", pages * sweep_calls::PAGE_CHECKPOINT_TXN, FENCED_TXN));
     if let Some(wcu) = tenant_txn_wcu {
@@ -333,7 +337,7 @@ pub fn model(input: &CostInput) -> Result<CostReport> {
             let mut due = Vec::new();
             for (zi, z) in zones.iter().enumerate() {
                 let local = calendar::local_date(t, &z.tz).map_err(|e| anyhow::anyhow!("{e}"))?.to_string();
-                if z.mark.as_ref().is_none_or(|m| *m < local) {
+                if pulse_sweep::group_due(z.mark.as_deref(), &local) {
                     due.push((zi, local));
                 }
             }
@@ -423,15 +427,8 @@ fn model_before(input: &CostInput, zones: &mut [Zone]) -> Result<JobCost> {
                 if per_zone[zi] == 0 {
                     continue;
                 }
-                let zoned = jiff::Timestamp::from_millisecond(t)?.to_zoned(z.tz.clone());
                 for grain in Grain::ALL {
-                    let id = match grain {
-                        Grain::QuarterHour => {
-                            format!("{}T{:02}:{:02}", zoned.date(), zoned.hour(), zoned.minute() / 15 * 15)
-                        }
-                        Grain::Hour => format!("{}T{:02}", zoned.date(), zoned.hour()),
-                        g => calendar::Period::containing(g, zoned.date()).map_err(|e| anyhow::anyhow!("{e}"))?.id(),
-                    };
+                    let id = before_period_id(grain, t, &z.tz)?;
                     if z.before_cursors.get(&grain) != Some(&id) {
                         // A pulse put and a cursor update, both at the transactional 2x.
                         c.add("TransactWriteItems", per_zone[zi], 2.0 * capacity::transactional(WRITE));
@@ -443,6 +440,17 @@ fn model_before(input: &CostInput, zones: &mut [Zone]) -> Result<JobCost> {
         }
     }
     Ok(c)
+}
+
+/// The `000_*` design's period id of `grain` at `now_ms` — the quarter-hour and hour included,
+/// which it pulsed although nothing subscribed. Shared by this model and the bench's reproduction.
+pub fn before_period_id(grain: Grain, now_ms: i64, tz: &jiff::tz::TimeZone) -> Result<String> {
+    let z = jiff::Timestamp::from_millisecond(now_ms)?.to_zoned(tz.clone());
+    Ok(match grain {
+        Grain::QuarterHour => format!("{}T{:02}:{:02}", z.date(), z.hour(), z.minute() / 15 * 15),
+        Grain::Hour => format!("{}T{:02}", z.date(), z.hour()),
+        g => calendar::Period::containing(g, z.date()).map_err(|e| anyhow::anyhow!("{e}"))?.id(),
+    })
 }
 
 /// Parses `1m`, `90s`, `1h`, `2d`.

@@ -160,6 +160,30 @@ pub fn grains_starting(d: jiff::civil::Date) -> Vec<String> {
     grains
 }
 
+/// When a zone group is next due.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Boundary {
+    /// Due already at the time asked about (its watermark is behind its local date).
+    pub due_now: bool,
+    /// The instant: the time asked about when due now, else the first instant of the next local day.
+    pub at: jiff::Timestamp,
+    /// The local day that boundary begins (its grains end there).
+    pub new_day: jiff::civil::Date,
+}
+
+/// The next boundary of a group in `tz` with watermark `mark`, as of `at_ms`: the sweep's due rule
+/// ([`pulse_sweep::group_due`]) and the zone's next local midnight (or, where a DST change skips
+/// midnight, the first instant of that day).
+pub fn next_boundary(tz: &jiff::tz::TimeZone, at_ms: i64, mark: Option<&str>) -> Result<Boundary> {
+    let at = jiff::Timestamp::from_millisecond(at_ms)?;
+    let local = tickwork::calendar::local_date(at_ms, tz)?;
+    if pulse_sweep::group_due(mark, &local.to_string()) {
+        return Ok(Boundary { due_now: true, at, new_day: local });
+    }
+    let next = local.tomorrow()?;
+    Ok(Boundary { due_now: false, at: next.to_zoned(tz.clone())?.start_of_day()?.timestamp(), new_day: next })
+}
+
 /// One zone group in `plan`.
 #[derive(Debug, Serialize)]
 pub struct GroupPlan {
@@ -229,7 +253,6 @@ pub async fn plan(deps: &pulse_sweep::Deps, job: &str, at_ms: i64, mut progress:
     let state = deps.marks.read(job).await?;
     let tenants = &deps.tenants;
     let page_size = deps.cfg.page_size as usize;
-    let at = jiff::Timestamp::from_millisecond(at_ms)?;
     let mut groups = Vec::new();
     let total = (state.groups.len() as u64) * u64::from(tenants.shards());
     let mut done = 0;
@@ -237,15 +260,8 @@ pub async fn plan(deps: &pulse_sweep::Deps, job: &str, at_ms: i64, mut progress:
         let tz = calendar::zone(zone)?;
         let local = calendar::local_date(at_ms, &tz)?;
         let mark = state.marks.get(zone).cloned();
-        let due_now = mark.as_deref().is_none_or(|m| m < local.to_string().as_str());
-        // The boundary is the start of the next local day (or now, when overdue).
-        let (boundary, new_day) = if due_now {
-            (at, local)
-        } else {
-            let next = local.tomorrow()?;
-            (next.to_zoned(tz.clone())?.timestamp(), next)
-        };
-        let grains = grains_starting(new_day);
+        let b = next_boundary(&tz, at_ms, mark.as_deref())?;
+        let grains = grains_starting(b.new_day);
         let mut per_shard = Vec::new();
         for k in 0..tenants.shards() {
             per_shard.push(tenants.count_zone_shard(zone, k).await? as usize);
@@ -259,11 +275,11 @@ pub async fn plan(deps: &pulse_sweep::Deps, job: &str, at_ms: i64, mut progress:
             zone: zone.clone(),
             local_date: local.to_string(),
             watermark: mark,
-            due_now,
-            next_boundary: boundary.to_string(),
+            due_now: b.due_now,
+            next_boundary: b.at.to_string(),
             grains,
             tenants: per_shard.iter().map(|n| *n as u64).sum(),
-            pages: per_shard.iter().map(|n| (n / page_size.max(1)) as u64 + 1).sum(),
+            pages: cost::pages(&per_shard, page_size),
             reads,
             writes,
         });
@@ -287,7 +303,7 @@ pub async fn plan(deps: &pulse_sweep::Deps, job: &str, at_ms: i64, mut progress:
     let (r, w) = deps.db.meter().read_write_requests();
     Ok(Plan {
         job: job.to_string(),
-        at: at.to_string(),
+        at: jiff::Timestamp::from_millisecond(at_ms)?.to_string(),
         paused: state.paused,
         idle_tick: cost::reads_writes(&cost::tick_calls(false)),
         groups,
@@ -299,6 +315,41 @@ pub async fn plan(deps: &pulse_sweep::Deps, job: &str, at_ms: i64, mut progress:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ms(s: &str) -> i64 {
+        s.parse::<jiff::Timestamp>().unwrap().as_millisecond()
+    }
+
+    #[test]
+    fn next_boundary_is_the_next_local_midnight_or_now() {
+        let tz = |n: &str| tickwork::calendar::zone(n).unwrap();
+        let at = ms("2026-03-28T14:00:00Z");
+        // Done for the 28th: Tokyo's 29th starts at 15:00Z, Berlin's (CET) at 23:00Z.
+        let b = next_boundary(&tz("Asia/Tokyo"), at, Some("2026-03-28")).unwrap();
+        assert_eq!(
+            (b.due_now, b.at.to_string(), b.new_day.to_string()),
+            (false, "2026-03-28T15:00:00Z".into(), "2026-03-29".into())
+        );
+        let b = next_boundary(&tz("Europe/Berlin"), at, Some("2026-03-28")).unwrap();
+        assert_eq!(b.at.to_string(), "2026-03-28T23:00:00Z");
+        // Berlin after the change to summer time: the 30th starts at 22:00Z.
+        let b = next_boundary(&tz("Europe/Berlin"), ms("2026-03-29T12:00:00Z"), Some("2026-03-29")).unwrap();
+        assert_eq!(b.at.to_string(), "2026-03-29T22:00:00Z");
+        // Behind its local date, or never done: due at the time asked about.
+        for mark in [Some("2026-03-27"), None] {
+            let b = next_boundary(&tz("Asia/Tokyo"), at, mark).unwrap();
+            assert_eq!((b.due_now, b.at.as_millisecond(), b.new_day.to_string()), (true, at, "2026-03-28".into()));
+        }
+        // Santiago springs forward at local midnight (2026-09-06 00:00 → 01:00): the boundary is
+        // the day's first instant, which is in the new day, and a millisecond before it is not.
+        let santiago = tz("America/Santiago");
+        let b = next_boundary(&santiago, ms("2026-09-05T12:00:00Z"), Some("2026-09-05")).unwrap();
+        let day = |t: i64| tickwork::calendar::local_date(t, &santiago).unwrap().to_string();
+        assert_eq!(
+            (day(b.at.as_millisecond()), day(b.at.as_millisecond() - 1)),
+            ("2026-09-06".into(), "2026-09-05".into())
+        );
+    }
 
     #[test]
     fn grains_starting_a_day() {
