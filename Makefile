@@ -68,7 +68,7 @@ clippy: ## lint Rust, warnings are errors
 cfn-lint: $(SAM_DEP) ## lint template.yaml with cfn-lint
 	$(SAM_VENV)/bin/cfn-lint template.yaml
 
-sam-validate: $(SAM_DEP) ## validate template.yaml with the SAM CLI (offline)
+sam-validate: $(SAM_DEP) ## validate template.yaml with the SAM CLI (no AWS credentials needed)
 	$(SAM) validate --lint --template template.yaml
 
 lint: fmt clippy cfn-lint sam-validate ## every static check
