@@ -67,6 +67,10 @@ pub struct JobStatus {
     pub watermark: WatermarkState,
 }
 
+/// `status` counts ready queue items with one capped poll per shard, not a full enumeration: a
+/// depth gauge for an operator, at most this many items read per shard.
+pub const READY_CAP: u64 = 1000;
+
 /// What `status` shows.
 #[derive(Debug, Serialize)]
 pub struct Status {
@@ -92,8 +96,8 @@ pub async fn status(base: &Base, env: &Env) -> Result<Status> {
     let queue = Queue::new(base.db.clone(), base.core.table("queue"), QueueConfig::from_env(env)?, base.clock.clone());
     let mut ready = BTreeMap::new();
     for k in 0..queue.config().shards {
-        // One keys-only poll; a shard with 1,000 or more ready items shows 1000.
-        let n = queue.poll(k, 1000).await?.len() as u64;
+        // One keys-only poll; a shard with READY_CAP or more ready items shows READY_CAP.
+        let n = queue.poll(k, READY_CAP as i32).await?.len() as u64;
         ready.insert(k, n);
     }
     let dead = queue.dead_letters().await?.len();

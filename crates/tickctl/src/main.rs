@@ -351,7 +351,12 @@ fn print_status(s: &tickctl::Status) {
         t.add_row(vec![j.job.clone(), holder, token, exp, paused, marks.join("\n")]);
     }
     println!("{t}");
-    let ready: Vec<String> = s.ready_by_shard.iter().map(|(k, n)| format!("{k}:{n}")).collect();
+    // One capped poll per shard: at the cap, say so rather than print a number that looks exact.
+    let ready: Vec<String> = s
+        .ready_by_shard
+        .iter()
+        .map(|(k, n)| if *n >= tickctl::READY_CAP { format!("{k}:≥{n}") } else { format!("{k}:{n}") })
+        .collect();
     println!("queue ready per shard: {}   dead letters: {}", ready.join(" "), s.dead_letters);
     if s.archiver_checkpoints.is_empty() {
         println!("archiver: no sweep in progress");
