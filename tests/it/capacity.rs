@@ -203,9 +203,9 @@ async fn queries_that_match_items_agree_and_empty_query_deviation_is_named() {
     assert_eq!((e.items_read, s.items_read), (0, 0));
 }
 
-/// What an invocation prints as EMF parses and adds up to the meter's totals.
+/// What an invocation prints (its one EMF line) parses and its detail adds up to the meter's totals.
 #[tokio::test]
-async fn emf_lines_add_up_after_real_calls() {
+async fn the_invocation_line_adds_up_after_real_calls() {
     let p = pair().await;
     for i in 0..5 {
         p.est
@@ -219,14 +219,15 @@ async fn emf_lines_add_up_after_real_calls() {
     }
     let total = p.est.meter().total();
     let (mut req, mut rcu, mut wcu, mut written) = (0u64, 0f64, 0f64, 0u64);
-    for line in p.est.meter().emf_lines("tickwork", "test", 0) {
-        let v: serde_json::Value = serde_json::from_str(&line).expect("EMF line is JSON");
-        let metrics = &v["_aws"]["CloudWatchMetrics"][0]["Metrics"];
-        assert!(metrics.as_array().unwrap().iter().any(|m| m["Name"] == "ReadCapacityUnits"));
-        req += v["Requests"].as_u64().unwrap();
-        rcu += v["ReadCapacityUnits"].as_f64().unwrap();
-        wcu += v["WriteCapacityUnits"].as_f64().unwrap();
-        written += v["ItemsWritten"].as_u64().unwrap();
+    let inv = tickwork::meter::InvocationLine { job: "test".into(), outcome: "completed".into(), ..Default::default() };
+    let line = p.est.meter().invocation_line("tickwork", 0, "INFO", &inv);
+    let v: serde_json::Value = serde_json::from_str(&line).expect("the line is JSON");
+    assert_eq!(v["_aws"]["CloudWatchMetrics"][0]["Namespace"], "tickwork");
+    for c in v["calls"].as_array().unwrap() {
+        req += c["requests"].as_u64().unwrap();
+        rcu += c["rcu"].as_f64().unwrap();
+        wcu += c["wcu"].as_f64().unwrap();
+        written += c["items_written"].as_u64().unwrap();
     }
     assert_eq!((req, rcu, wcu, written), (total.requests, total.rcu, total.wcu, total.items_written));
     assert_eq!((req, rcu, wcu, written), (10, 2.5, 10.0, 5));

@@ -158,12 +158,9 @@ async fn audit_reads_real_invocation_logs_and_flags_the_tells() {
     let handlers = queue_worker::summary::registry(d.db.clone(), &summaries, local.clock());
     let mut log = String::new();
     fn emit(log: &mut String, job: &str, m: &tickwork::meter::Meter) {
-        for l in m.emf_lines("tickwork", job, 0) {
-            // As `aws logs tail` prints a line: time and stream first.
-            *log += &format!("2026-03-28T23:45:00 stream {l}\n");
-        }
-        *log += &m.summary_line(job);
-        log.push('\n');
+        let line = tickwork::meter::InvocationLine { job: job.into(), outcome: "completed".into(), ..Default::default() };
+        // As `aws logs tail` prints a line: time and stream first.
+        *log += &format!("2026-03-28T23:45:00 stream {}\n", m.invocation_line("tickwork", 0, "INFO", &line));
     }
     // 30 one-minute ticks, each followed by a queue drain, as deployed: the first is the tenants'
     // first sight, 00:00Z a boundary, the other 28 idle.

@@ -1,137 +1,39 @@
 //! Queue worker: claim ready items, run each kind's handler, finish, retry or dead-letter.
 //!
-//! ## One invocation ([`drain`])
-//! 1. Until the budget says stop: poll each shard (starting at a random one, so concurrent workers
-//!    spread out) for up to `batch` ready items — a key-condition Query that never reads a claimed,
-//!    unexpired item.
-//! 2. Claim each candidate (conditional update; losing the race is normal and free of side effects)
-//!    and stop claiming when the remaining time falls under the margin — the Lambda form of the
-//!    spot-termination notice in `003_*`.
-//! 3. Run the claimed jobs' handlers (bounded concurrency), then finish each (conditional on owner
-//!    and claim generation) or fail it (retry with backoff, or dead-letter after the last attempt).
-//!    Everything claimed is settled before returning.
-//! 4. When a full round of polls finds nothing, return: an empty queue costs one Query per shard.
+//! The worker is a library as much as a Lambda: an application builds its own worker with its
+//! own handlers registered ([`Deps::from_env_with`], [`Registry`]), and its `main.rs` stays the
+//! same twenty lines. The protocol of one invocation is in [`drain`].
 //!
-//! Handlers implement [`Handler`]; a [`HandlerError::Permanent`] (undecodable payload, unknown kind)
-//! dead-letters at once, a [`HandlerError::Retry`] goes through the backoff.
+//! ## One invocation ([`handle`])
+//! 1. Parse and guard the event (a malformed or future event is refused before any read).
+//! 2. [`drain`]: poll, claim, run, settle, until the queue is empty or the deadline nears; a
+//!    pause marker in the ready index stops it before any claim (pausing costs no extra read).
+//! 3. One metrics line (EMF) on every path: `Paused`, `DeadLettered`, and the per-table detail.
+//!
+//! ## Layout
+//! [`config`] settings; [`registry`] handlers by kind; [`drain`] the loop; [`summary`] the
+//! handlers this worker ships; this file the glue.
 
+pub mod config;
+pub mod drain;
+pub mod registry;
 pub mod summary;
 
-use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::Duration;
-
-use futures::future::BoxFuture;
-use futures::stream::{self, StreamExt};
-use serde::Serialize;
 use serde_json::Value;
-use tickwork::budget::{Budget, Deadline};
+use tickwork::budget::Deadline;
 use tickwork::clock::{Millis, SharedClock};
 use tickwork::config::{ConfigError, Env};
-use tickwork::queue::{Claim, Job, Queue, QueueConfig, QueueError, Settle};
+use tickwork::env as vars;
+use tickwork::queue::{Queue, QueueConfig, QueueError};
 use tickwork::Db;
-use tickwork_lambda::{BadEvent, Base, Tick};
+use tickwork_lambda::{BadEvent, Base, JobReport, Outcome, Tick};
 
-/// Why a handler did not complete a job.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum HandlerError {
-    /// Try again after the backoff.
-    #[error("retryable: {0}")]
-    Retry(String),
-    /// Will never succeed (bad payload, unknown kind): dead-letter now.
-    #[error("permanent: {0}")]
-    Permanent(String),
-}
+pub use config::WorkerConfig;
+pub use drain::{drain, Report};
+pub use registry::{Handler, HandlerError, Registry};
 
-/// The work for one kind of item. A handler only touches the rows of `job.tenant`.
-pub trait Handler: Send + Sync {
-    /// Runs the job; must be idempotent per job id (a job can run again after a crash).
-    fn handle<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Result<(), HandlerError>>;
-}
-
-/// Handlers by kind.
-#[derive(Clone, Default)]
-pub struct Registry {
-    map: HashMap<String, Arc<dyn Handler>>,
-}
-
-impl std::fmt::Debug for Registry {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_set().entries(self.map.keys()).finish()
-    }
-}
-
-impl Registry {
-    /// An empty registry.
-    pub fn new() -> Self {
-        Self::default()
-    }
-    /// Registers `handler` for `kind`.
-    pub fn with(mut self, kind: &str, handler: Arc<dyn Handler>) -> Self {
-        self.map.insert(kind.to_string(), handler);
-        self
-    }
-    /// The handler for `kind`.
-    pub fn get(&self, kind: &str) -> Option<&Arc<dyn Handler>> {
-        self.map.get(kind)
-    }
-}
-
-/// Worker settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WorkerConfig {
-    /// Items polled per shard per round (`TICKWORK_WORKER_BATCH`, default 10).
-    pub batch: i32,
-    /// Handlers run at once (`TICKWORK_WORKER_CONCURRENCY`, default 4).
-    pub concurrency: usize,
-    /// Stop claiming this long before the deadline (`TICKWORK_DEADLINE_MARGIN_SECS`, default 5);
-    /// must exceed the longest handler run.
-    pub margin: Duration,
-}
-
-impl WorkerConfig {
-    /// Reads and validates the settings.
-    pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
-        let batch: i32 = env.parse_or("TICKWORK_WORKER_BATCH", 10)?;
-        if !(1..=100).contains(&batch) {
-            return Err(ConfigError::invalid("TICKWORK_WORKER_BATCH", format!("{batch} is not in 1..=100")));
-        }
-        Ok(Self {
-            batch,
-            concurrency: env.parse_or("TICKWORK_WORKER_CONCURRENCY", 4usize)?.max(1),
-            margin: env.secs_or("TICKWORK_DEADLINE_MARGIN_SECS", Duration::from_secs(5))?,
-        })
-    }
-}
-
-impl Default for WorkerConfig {
-    fn default() -> Self {
-        Self { batch: 10, concurrency: 4, margin: Duration::from_secs(5) }
-    }
-}
-
-/// Counts from one invocation.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Report {
-    /// Poll queries made.
-    pub polls: u64,
-    /// Candidates seen.
-    pub candidates: u64,
-    /// Items claimed.
-    pub claimed: u64,
-    /// Claims lost to another worker.
-    pub taken: u64,
-    /// Finished.
-    pub finished: u64,
-    /// Failed and scheduled for retry.
-    pub retried: u64,
-    /// Dead-lettered.
-    pub dead_lettered: u64,
-    /// Our claim expired before we settled it (someone else owns it now).
-    pub lost: u64,
-    /// Stopped claiming because of the deadline.
-    pub stopped_by_deadline: bool,
-}
+/// The worker's job name (metrics line, `tickctl pause`).
+pub const JOB: &str = "queue-worker";
 
 /// Everything the handler needs, built once per process.
 #[derive(Debug, Clone)]
@@ -144,21 +46,59 @@ pub struct Deps {
     pub cfg: WorkerConfig,
     /// Wall clock.
     pub clock: SharedClock,
+    /// Declared bound on clock differences (the event guard).
+    pub skew: std::time::Duration,
+    /// CloudWatch namespace of the metrics line.
+    pub namespace: String,
+}
+
+/// What a worker's handlers are built from.
+pub struct HandlerContext<'a> {
+    /// The metered client (handlers that write to DynamoDB use it, so their calls are billed to
+    /// the worker and recorded).
+    pub db: &'a Db,
+    /// The wall clock.
+    pub clock: &'a SharedClock,
+    /// Settings.
+    pub env: &'a Env,
+    /// `<prefix>-<logical>` table names.
+    pub core: &'a tickwork::config::CoreConfig,
 }
 
 impl Deps {
-    /// Builds from the environment; the `daily-summary` handler (and its `pulse` form) are registered.
+    /// The worker this crate's Lambda runs: the [`summary`] handlers.
     pub async fn from_env(env: &Env) -> Result<Self, ConfigError> {
-        let base = Base::from_env(env, "queue-worker").await?;
-        let queue_table = env.get("TICKWORK_QUEUE_TABLE").unwrap_or_else(|| base.core.table("queue"));
-        let summaries = env.get("TICKWORK_SUMMARIES_TABLE").unwrap_or_else(|| base.core.table("summaries"));
-        let queue = Queue::new(base.db.clone(), queue_table, QueueConfig::from_env(env)?, base.clock.clone());
-        Ok(Self {
-            queue,
-            handlers: summary::registry(base.db.clone(), &summaries, base.clock.clone()),
-            cfg: WorkerConfig::from_env(env)?,
-            clock: base.clock,
+        Self::from_env_with(env, |cx| {
+            let summaries = cx.core.table_from(cx.env, vars::SUMMARIES_TABLE, "summaries");
+            let fanout = cx.env.get(vars::FANOUT_JOB).unwrap_or_else(|| summary::UTC_DAILY.into());
+            Ok(summary::registry_with_fanout_kind(cx.db.clone(), &summaries, cx.clock.clone(), &fanout))
         })
+        .await
+    }
+
+    /// A worker with the handlers `handlers` registers: how an application runs its own jobs.
+    pub async fn from_env_with(
+        env: &Env,
+        handlers: impl FnOnce(&HandlerContext<'_>) -> Result<Registry, ConfigError>,
+    ) -> Result<Self, ConfigError> {
+        let base = Base::from_env(env, "queue-worker").await?;
+        let queue_table = base.core.table_from(env, vars::QUEUE_TABLE, "queue");
+        let queue_cfg = QueueConfig::from_env(env)?;
+        let cfg = WorkerConfig::from_core(env, &base.core, &queue_cfg)?;
+        let registry = handlers(&HandlerContext { db: &base.db, clock: &base.clock, env, core: &base.core })?;
+        Ok(Self {
+            queue: Queue::new(base.db.clone(), queue_table, queue_cfg, base.clock.clone()),
+            handlers: registry,
+            cfg,
+            clock: base.clock,
+            skew: base.core.clock_skew,
+            namespace: base.core.metrics_namespace.clone(),
+        })
+    }
+
+    /// Builds from parts (tests, local drivers).
+    pub fn new(queue: Queue, handlers: Registry, cfg: WorkerConfig, clock: SharedClock) -> Self {
+        Self { queue, handlers, cfg, clock, skew: std::time::Duration::from_secs(1), namespace: "tickwork".into() }
     }
 
     fn db(&self) -> &Db {
@@ -188,111 +128,41 @@ impl From<WorkerError> for lambda_runtime::Diagnostic {
     }
 }
 
+impl JobReport for Report {
+    fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+    fn set_outcome(&mut self, o: Outcome) {
+        self.outcome = o;
+    }
+    fn metrics(&self) -> Vec<(&'static str, f64)> {
+        vec![("DeadLettered", self.dead_lettered as f64)]
+    }
+}
+
 /// The Lambda entry.
 pub async fn handle(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Report, WorkerError> {
-    let tick = Tick::parse(&event)?;
     deps.db().meter().reset();
+    let result = run(deps, &event, deadline_ms).await;
+    let (outcome, report, error) = match &result {
+        Ok(r) => (r.outcome.name().to_string(), Some(r), None),
+        Err(e) => ("failed".to_string(), None, Some(tickwork_lambda::error_chain(e))),
+    };
+    tickwork_lambda::job::emit(deps.db().meter(), &deps.namespace, JOB, deps.clock.now_ms(), &outcome, report, error.as_deref());
+    match &result {
+        Ok(r) => tracing::info!(?r, "queue worker"),
+        Err(e) => tracing::error!(error = %tickwork_lambda::error_chain(e), "queue worker failed"),
+    }
+    result
+}
+
+async fn run(deps: &Deps, event: &Value, deadline_ms: Millis) -> Result<Report, WorkerError> {
+    let tick = Tick::parse(event)?;
+    tick.guard(deps.clock.now_ms(), deps.cfg.interval.as_millis() as i64, deps.skew.as_millis() as i64)?;
+    if tick.dry_run {
+        return Ok(Report { outcome: Outcome::DryRun, ..Default::default() });
+    }
     let budget = Deadline::new(deps.clock.clone(), deadline_ms, deps.cfg.margin.as_millis() as i64);
     let owner = tickwork_lambda::owner_id("queue-worker");
-    let report = if tick.dry_run {
-        Report::default()
-    } else {
-        drain(&deps.queue, &deps.handlers, &owner, &budget, &deps.cfg).await?
-    };
-    deps.db().meter().emit("tickwork", "queue-worker", deps.clock.now_ms());
-    tickwork::meter::emit_job_metrics(
-        "tickwork",
-        "queue-worker",
-        deps.clock.now_ms(),
-        &[
-            ("Finished", report.finished as f64),
-            ("Retried", report.retried as f64),
-            ("DeadLettered", report.dead_lettered as f64),
-            ("LostClaims", report.lost as f64),
-            // Ready items the polls saw: what the queue held, as far as this invocation drained it.
-            ("ReadySeen", report.candidates as f64),
-        ],
-    );
-    tracing::info!(?report, "queue worker");
-    Ok(report)
-}
-
-/// Claims and runs ready items until the queue is empty or `budget` says stop.
-pub async fn drain(
-    queue: &Queue,
-    handlers: &Registry,
-    owner: &str,
-    budget: &dyn Budget,
-    cfg: &WorkerConfig,
-) -> Result<Report, QueueError> {
-    let mut r = Report::default();
-    let shards = queue.config().shards;
-    let offset = fastrand::u32(0..shards);
-    'rounds: loop {
-        let mut found = false;
-        for i in 0..shards {
-            if budget.exhausted() {
-                r.stopped_by_deadline = true;
-                break 'rounds;
-            }
-            let k = (offset + i) % shards;
-            let candidates = queue.poll(k, cfg.batch).await?;
-            r.polls += 1;
-            r.candidates += candidates.len() as u64;
-            if candidates.is_empty() {
-                continue;
-            }
-            found = true;
-            let mut jobs = Vec::with_capacity(candidates.len());
-            for c in candidates {
-                if budget.exhausted() {
-                    r.stopped_by_deadline = true;
-                    break;
-                }
-                match queue.claim(&c.id, owner).await? {
-                    Claim::Claimed(job) => jobs.push(job),
-                    Claim::Taken => r.taken += 1,
-                }
-            }
-            r.claimed += jobs.len() as u64;
-            // Finish what we hold, even when the deadline stopped further claims.
-            let runs: Vec<BoxFuture<'_, Result<Settle, QueueError>>> =
-                jobs.iter().map(|job| Box::pin(run_one(queue, handlers, job)) as BoxFuture<'_, _>).collect();
-            let settled: Vec<Result<Settle, QueueError>> =
-                stream::iter(runs).buffer_unordered(cfg.concurrency).collect().await;
-            for s in settled {
-                match s? {
-                    Settle::Settled => r.finished += 1,
-                    Settle::Retrying { .. } => r.retried += 1,
-                    Settle::DeadLettered => r.dead_lettered += 1,
-                    Settle::NotOwner => r.lost += 1,
-                }
-            }
-            if r.stopped_by_deadline {
-                break 'rounds;
-            }
-        }
-        if !found {
-            break;
-        }
-    }
-    Ok(r)
-}
-
-async fn run_one(queue: &Queue, handlers: &Registry, job: &Job) -> Result<Settle, QueueError> {
-    let outcome = match handlers.get(&job.kind) {
-        None => Err(HandlerError::Permanent(format!("no handler for kind `{}`", job.kind))),
-        Some(h) => h.handle(job).await,
-    };
-    match outcome {
-        Ok(()) => queue.finish(job).await,
-        Err(HandlerError::Retry(msg)) => {
-            tracing::warn!(id = %job.id, kind = %job.kind, attempts = job.attempts, error = %msg, "job failed; will retry");
-            queue.fail(job, &msg).await
-        }
-        Err(HandlerError::Permanent(msg)) => {
-            tracing::error!(id = %job.id, kind = %job.kind, error = %msg, "job cannot succeed; dead-lettering");
-            queue.dead_letter(job, &msg).await
-        }
-    }
+    Ok(drain(&deps.queue, &deps.handlers, &owner, &budget, &deps.cfg).await?)
 }

@@ -1,31 +1,47 @@
-//! The `daily-summary` example handler: one summary row per tenant per day, idempotently.
+//! The handlers this worker ships, as examples of idempotent per-tenant work.
 //!
-//! It runs for fan-out items (`{"tenant", "window"}`) and for day pulses from the pulse sweep
-//! (`{"tenant", "grain": "day", "period"}`). The row is written with `attribute_not_exists`, so a
-//! job that runs twice (a crash after the write and before the finish) writes once.
+//! - `pulse` → [`DailySummary`]: at the end of each tenant's *local* day (a day pulse from the
+//!   pulse sweep), one summary row `day#<local date>`. The only producer of daily summaries: a
+//!   tenant west of UTC ends its day hours after the UTC date turns, so a UTC-day job must not
+//!   write them.
+//! - `utc-daily` (the fan-out's default job) → [`UtcRollup`]: one row `utc#<UTC date>` per tenant
+//!   per UTC day (a rollup over a fixed, zone-free calendar, as billing and usage reports need).
 //!
-//! Table `<prefix>-summaries`: `pk` = tenant, `sk` = `day#<date>`.
+//! Both write with `attribute_not_exists`, so a job that runs twice (a crash after the write and
+//! before the finish) writes once.
+//!
+//! Table `<prefix>-summaries`: `pk` = tenant, `sk` = `day#<date>` or `utc#<date>`.
 
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use serde::Deserialize;
 use tickwork::clock::SharedClock;
+use tickwork::queue::Job;
 use tickwork::schema::{av_n, av_s, key, s, TableDef, PK, SK};
 use tickwork::{Db, DbError};
 
-use crate::{Handler, HandlerError, Registry};
-use tickwork::queue::Job;
+use crate::registry::{Handler, HandlerError, Registry};
 
 /// The summaries table.
 pub fn summaries_table() -> TableDef {
     TableDef { logical: "summaries", pk: s(PK), sk: Some(s(SK)), gsis: vec![], ttl: None }
 }
 
-/// The handlers this worker ships: `daily-summary` and `pulse` (which acts on day pulses).
+/// The fan-out's default job kind.
+pub const UTC_DAILY: &str = "utc-daily";
+
+/// The handlers this worker ships: `pulse` → [`DailySummary`], `utc-daily` → [`UtcRollup`].
 pub fn registry(db: Db, table: &str, clock: SharedClock) -> Registry {
-    let h: Arc<dyn Handler> = Arc::new(DailySummary { db, table: table.to_string(), clock });
-    Registry::new().with("daily-summary", h.clone()).with("pulse", h)
+    registry_with_fanout_kind(db, table, clock, UTC_DAILY)
+}
+
+/// [`registry`] with the fan-out's job under another kind (`TICKWORK_FANOUT_JOB`).
+pub fn registry_with_fanout_kind(db: Db, table: &str, clock: SharedClock, fanout_kind: &str) -> Registry {
+    let w = Writer { db, table: table.to_string(), clock };
+    Registry::new()
+        .with("pulse", Arc::new(DailySummary(w.clone())))
+        .with(fanout_kind, Arc::new(UtcRollup(w)))
 }
 
 #[derive(Debug, Deserialize)]
@@ -39,39 +55,65 @@ struct Payload {
     zone: Option<String>,
 }
 
-/// Writes the day's summary row for the job's tenant.
-#[derive(Debug)]
-pub struct DailySummary {
+fn payload(job: &Job) -> Result<Payload, HandlerError> {
+    let p: Payload = serde_json::from_str(&job.payload)
+        .map_err(|e| HandlerError::Permanent(format!("payload of `{}` does not decode: {e}", job.id)))?;
+    if job.tenant.as_deref() != Some(p.tenant.as_str()) {
+        return Err(HandlerError::Permanent(format!(
+            "payload tenant `{}` differs from the item's tenant {:?}: refusing to touch another tenant's rows",
+            p.tenant, job.tenant
+        )));
+    }
+    Ok(p)
+}
+
+fn date(d: String) -> Result<String, HandlerError> {
+    match d.parse::<jiff::civil::Date>() {
+        Ok(x) if x.to_string() == d => Ok(d),
+        _ => Err(HandlerError::Permanent(format!("`{d}` is not a date (YYYY-MM-DD)"))),
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Writer {
     db: Db,
     table: String,
     clock: SharedClock,
 }
 
+impl Writer {
+    /// One row per (tenant, sort key), written once.
+    async fn write_once(&self, tenant: &str, sk: String, job: &Job) -> Result<(), HandlerError> {
+        let mut item = key(tenant, sk);
+        item.insert("written_at".into(), av_n(self.clock.now_ms()));
+        item.insert("job".into(), av_s(&job.id));
+        let req = self
+            .db
+            .client()
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(#pk)")
+            .expression_attribute_names("#pk", PK);
+        match self.db.put(req).await {
+            Ok(_) | Err(DbError::ConditionFailed { .. }) => Ok(()),
+            Err(e) => Err(HandlerError::Retry(e.to_string())),
+        }
+    }
+}
+
+/// Writes a tenant's summary at the end of its local day (day pulses; other grains pass).
+#[derive(Debug)]
+pub struct DailySummary(Writer);
+
 impl DailySummary {
     fn day_of(job: &Job) -> Result<Option<(String, String)>, HandlerError> {
-        let p: Payload = serde_json::from_str(&job.payload)
-            .map_err(|e| HandlerError::Permanent(format!("payload of `{}` does not decode: {e}", job.id)))?;
-        if job.tenant.as_deref() != Some(p.tenant.as_str()) {
-            return Err(HandlerError::Permanent(format!(
-                "payload tenant `{}` differs from the item's tenant {:?}: refusing to touch another tenant's rows",
-                p.tenant, job.tenant
-            )));
+        let p = payload(job)?;
+        match (p.window, p.grain.as_deref(), p.period) {
+            (None, Some("day"), Some(period)) => Ok(Some((p.tenant, date(period)?))),
+            (None, Some(_), Some(_)) => Ok(None), // other grains: nothing to summarise
+            _ => Err(HandlerError::Permanent(format!("payload of `{}` is not a pulse", job.id))),
         }
-        let day = match (p.window, p.grain.as_deref(), p.period) {
-            (Some(w), None, None) => w,
-            (None, Some("day"), Some(period)) => period,
-            (None, Some(_), Some(_)) => return Ok(None), // other grains: nothing to summarise
-            _ => {
-                return Err(HandlerError::Permanent(format!(
-                    "payload of `{}` names neither a window nor a pulse",
-                    job.id
-                )))
-            }
-        };
-        if day.len() != 10 || day.as_bytes()[4] != b'-' || day.as_bytes()[7] != b'-' {
-            return Err(HandlerError::Permanent(format!("`{day}` is not a date (YYYY-MM-DD)")));
-        }
-        Ok(Some((p.tenant, day)))
     }
 }
 
@@ -79,24 +121,30 @@ impl Handler for DailySummary {
     fn handle<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Result<(), HandlerError>> {
         Box::pin(async move {
             let Some((tenant, day)) = Self::day_of(job)? else { return Ok(()) };
-            let mut item = key(&tenant, format!("day#{day}"));
-            item.insert("written_at".into(), av_n(self.clock.now_ms()));
-            item.insert("job".into(), av_s(&job.id));
-            let req = self
-                .db
-                .client()
-                .put_item()
-                .table_name(&self.table)
-                .set_item(Some(item))
-                .condition_expression("attribute_not_exists(#pk)")
-                .expression_attribute_names("#pk", PK);
-            match self.db.put(req).await {
-                Ok(_) | Err(DbError::ConditionFailed { .. }) => Ok(()),
-                Err(e @ (DbError::Throttled { .. } | DbError::Unreachable { .. })) => {
-                    Err(HandlerError::Retry(e.to_string()))
-                }
-                Err(e) => Err(HandlerError::Retry(e.to_string())),
-            }
+            self.0.write_once(&tenant, format!("day#{day}"), job).await
+        })
+    }
+}
+
+/// Writes a tenant's UTC-day rollup (fan-out items).
+#[derive(Debug)]
+pub struct UtcRollup(Writer);
+
+impl UtcRollup {
+    fn window_of(job: &Job) -> Result<(String, String), HandlerError> {
+        let p = payload(job)?;
+        match (p.window, p.grain) {
+            (Some(w), None) => Ok((p.tenant, date(w)?)),
+            _ => Err(HandlerError::Permanent(format!("payload of `{}` names no window", job.id))),
+        }
+    }
+}
+
+impl Handler for UtcRollup {
+    fn handle<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Result<(), HandlerError>> {
+        Box::pin(async move {
+            let (tenant, day) = Self::window_of(job)?;
+            self.0.write_once(&tenant, format!("utc#{day}"), job).await
         })
     }
 }
@@ -108,7 +156,7 @@ mod tests {
     fn job(payload: &str, tenant: Option<&str>) -> Job {
         Job {
             id: "x".into(),
-            kind: "daily-summary".into(),
+            kind: "pulse".into(),
             payload: payload.into(),
             tenant: tenant.map(str::to_string),
             attempts: 1,
@@ -118,23 +166,24 @@ mod tests {
     }
 
     #[test]
-    fn decodes_fanout_and_pulse_payloads() {
-        let j = job(r#"{"tenant":"t1","window":"2026-11-29","zone":"UTC"}"#, Some("t1"));
-        assert_eq!(DailySummary::day_of(&j).unwrap(), Some(("t1".into(), "2026-11-29".into())));
+    fn day_pulses_summarise_and_windows_roll_up() {
         let j = job(r#"{"tenant":"t1","grain":"day","period":"2026-11-29"}"#, Some("t1"));
         assert_eq!(DailySummary::day_of(&j).unwrap(), Some(("t1".into(), "2026-11-29".into())));
         let j = job(r#"{"tenant":"t1","grain":"week","period":"2026-W48"}"#, Some("t1"));
         assert_eq!(DailySummary::day_of(&j).unwrap(), None);
+        let j = job(r#"{"tenant":"t1","window":"2026-11-29","zone":"UTC"}"#, Some("t1"));
+        assert!(DailySummary::day_of(&j).is_err(), "a UTC window is not a daily summary");
+        assert_eq!(UtcRollup::window_of(&j).unwrap(), ("t1".into(), "2026-11-29".into()));
     }
 
     #[test]
     fn bad_payloads_are_permanent_errors() {
         for (p, t) in [
             ("not json", Some("t1")),
-            (r#"{"tenant":"t2","window":"2026-11-29"}"#, Some("t1")),
+            (r#"{"tenant":"t2","grain":"day","period":"2026-11-29"}"#, Some("t1")),
             (r#"{"tenant":"t1"}"#, Some("t1")),
-            (r#"{"tenant":"t1","window":"yesterday"}"#, Some("t1")),
-            (r#"{"tenant":"t1","window":"2026-11-29","extra":1}"#, Some("t1")),
+            (r#"{"tenant":"t1","grain":"day","period":"yesterday"}"#, Some("t1")),
+            (r#"{"tenant":"t1","grain":"day","period":"2026-11-29","extra":1}"#, Some("t1")),
         ] {
             assert!(matches!(DailySummary::day_of(&job(p, t)), Err(HandlerError::Permanent(_))), "{p}");
         }

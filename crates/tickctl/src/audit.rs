@@ -1,8 +1,9 @@
 //! `tickctl audit`: the bill, read back from the jobs' own logs.
 //!
 //! Why: `000_*` found its problems "from the bill, not from a slow endpoint", weeks late. Every
-//! invocation logs one Embedded Metric Format line per table/index/operation and one summary line
-//! (`tickwork summary job=… read_requests=… write_requests=…`); this reads any log export of them
+//! invocation logs one line (`"message": "tickwork invocation"`, an Embedded Metric Format record
+//! whose `calls` property holds the requests, items and units per table/index/operation, and whose
+//! `read_requests`/`write_requests` sum them); this reads any log export of them
 //! (CloudWatch `aws logs tail`/`filter-log-events` output, a Lambda's stdout, `make run`'s output),
 //! adds them up per job, table and operation, and flags the two tells of `000_*`:
 //!
@@ -117,85 +118,62 @@ pub fn audit(input: impl BufRead, rules: &Rules, mut progress: impl FnMut(u64)) 
         if a.lines % 4096 == 0 {
             progress(bytes);
         }
-        if let Some(i) = line.find("tickwork summary ") {
-            match parse_summary(&line[i..]) {
-                Some((job, reads, writes)) => {
-                    let inv = a.invocations.entry(job.clone()).or_default();
-                    inv.idle_expected = rules.idle_reads.get(&job).copied().unwrap_or(1);
-                    inv.count += 1;
-                    if writes == 0 {
-                        inv.idle += 1;
-                        inv.idle_reads_max = inv.idle_reads_max.max(reads);
-                        if reads > inv.idle_expected {
-                            inv.idle_over += 1;
-                        }
-                    }
-                }
-                None => a.unreadable += 1,
-            }
+        if !line.contains(tickwork::meter::INVOCATION_MESSAGE) {
             continue;
         }
-        let Some(start) = line.find('{') else { continue };
-        if !line[start..].contains("\"_aws\"") {
+        let Some(start) = line.find('{') else {
+            a.unreadable += 1;
             continue;
-        }
+        };
         let Ok(v) = serde_json::from_str::<serde_json::Value>(&line[start..]) else {
             a.unreadable += 1;
             continue;
         };
-        let Some(job) = v.get("Job").and_then(|j| j.as_str()) else {
+        let (Some(job), Some(reads), Some(writes)) =
+            (v["job"].as_str(), v["read_requests"].as_u64(), v["write_requests"].as_u64())
+        else {
             a.unreadable += 1;
             continue;
         };
-        let num = |k: &str| v.get(k).and_then(|x| x.as_f64()).unwrap_or(0.0);
-        match (v.get("Table").and_then(|t| t.as_str()), v.get("Operation").and_then(|t| t.as_str())) {
-            (Some(table), Some(op)) => {
-                let index = v.get("Index").and_then(|t| t.as_str()).filter(|i| *i != "-");
-                let key = match index {
-                    Some(i) => format!("{table}/{i} {op}"),
-                    None => format!("{table} {op}"),
-                };
-                let l = Line {
-                    requests: num("Requests"),
-                    items_read: num("ItemsRead"),
-                    items_written: num("ItemsWritten"),
-                    rcu: num("ReadCapacityUnits"),
-                    wcu: num("WriteCapacityUnits"),
-                };
-                a.capacity.entry(job.to_string()).or_default().entry(key).or_default().add(&l);
+        let inv = a.invocations.entry(job.to_string()).or_default();
+        inv.idle_expected = rules.idle_reads.get(job).copied().unwrap_or(1);
+        inv.count += 1;
+        if writes == 0 {
+            inv.idle += 1;
+            inv.idle_reads_max = inv.idle_reads_max.max(reads);
+            if reads > inv.idle_expected {
+                inv.idle_over += 1;
             }
-            _ => {
-                // A job-level line: every metric it declares.
-                let names: Vec<String> = v["_aws"]["CloudWatchMetrics"][0]["Metrics"]
-                    .as_array()
-                    .map(|m| m.iter().filter_map(|x| x["Name"].as_str().map(str::to_string)).collect())
-                    .unwrap_or_default();
-                let counts = a.counts.entry(job.to_string()).or_default();
-                for n in names {
-                    *counts.entry(n.clone()).or_default() += num(&n);
-                }
-            }
+        }
+        for c in v["calls"].as_array().into_iter().flatten() {
+            let (Some(table), Some(op)) = (c["table"].as_str(), c["op"].as_str()) else { continue };
+            let key = match c["index"].as_str() {
+                Some(i) => format!("{table}/{i} {op}"),
+                None => format!("{table} {op}"),
+            };
+            let num = |k: &str| c[k].as_f64().unwrap_or(0.0);
+            let l = Line {
+                requests: num("requests"),
+                items_read: num("items_read"),
+                items_written: num("items_written"),
+                rcu: num("rcu"),
+                wcu: num("wcu"),
+            };
+            a.capacity.entry(job.to_string()).or_default().entry(key).or_default().add(&l);
+        }
+        // The metrics the line declares, summed per job.
+        let names: Vec<String> = v["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+            .as_array()
+            .map(|m| m.iter().filter_map(|x| x["Name"].as_str().map(str::to_string)).collect())
+            .unwrap_or_default();
+        let counts = a.counts.entry(job.to_string()).or_default();
+        for n in names {
+            *counts.entry(n.clone()).or_default() += v[&n].as_f64().unwrap_or(0.0);
         }
     }
     progress(bytes);
     a.findings = findings(&a, rules);
     Ok(a)
-}
-
-fn parse_summary(s: &str) -> Option<(String, u64, u64)> {
-    let mut job = None;
-    let mut reads = None;
-    let mut writes = None;
-    for tok in s.split_whitespace() {
-        if let Some(v) = tok.strip_prefix("job=") {
-            job = Some(v.to_string());
-        } else if let Some(v) = tok.strip_prefix("read_requests=") {
-            reads = v.parse().ok();
-        } else if let Some(v) = tok.strip_prefix("write_requests=") {
-            writes = v.parse().ok();
-        }
-    }
-    Some((job?, reads?, writes?))
 }
 
 fn is_bookkeeping(key: &str, rules: &Rules) -> bool {
@@ -253,14 +231,9 @@ mod tests {
     use tickwork::meter::{CapacitySource, Meter, Tally};
 
     fn log_of(meter: &Meter, job: &str) -> String {
-        let mut s = String::new();
-        for l in meter.emf_lines("tickwork", job, 1) {
-            // As `aws logs tail` prints it: a timestamp and the stream before the JSON.
-            s.push_str(&format!("2026-11-30T01:00:00 stream {l}\n"));
-        }
-        s.push_str(&meter.summary_line(job));
-        s.push('\n');
-        s
+        let line = tickwork::meter::InvocationLine { job: job.into(), outcome: "idle".into(), ..Default::default() };
+        // As `aws logs tail` prints it: a timestamp and the stream before the JSON.
+        format!("2026-11-30T01:00:00 stream {}\n", meter.invocation_line("tickwork", 1, "INFO", &line))
     }
 
     #[test]
@@ -279,7 +252,7 @@ mod tests {
             Tally { requests: 700, items_read: 700, rcu: 350.0, ..Default::default() },
         );
         log += &log_of(&m, "pulse-sweep");
-        log += "some other line\n{\"_aws\": broken\n";
+        log += "some other line\n{\"message\": \"tickwork invocation\", broken\n";
         let a = audit(log.as_bytes(), &Rules::default(), |_| {}).unwrap();
         let l = &a.capacity["pulse-sweep"]["x-control GetItem"];
         assert_eq!((l.requests, l.rcu), (701.0, 350.5));

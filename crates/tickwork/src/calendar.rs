@@ -271,6 +271,22 @@ pub fn plan_tenant(
     cursors: &std::collections::BTreeMap<Grain, String>,
     policy: &Policy,
 ) -> Result<Vec<GrainPlan>, CalendarError> {
+    plan_tenant_as_of(tz, now_ms, now_ms, since_ms, cursors, policy)
+}
+
+/// [`plan_tenant`] for a run that started at `run_ms` (≤ `now_ms`): which periods are complete is
+/// decided at `now_ms`, how late each one is at `run_ms`. A run too long for one tick reaches
+/// some tenants minutes later than others; measured from each tick, `skip` would pulse the first
+/// pages on time and skip the rest.
+pub fn plan_tenant_as_of(
+    tz: &TimeZone,
+    now_ms: Millis,
+    run_ms: Millis,
+    since_ms: Option<Millis>,
+    cursors: &std::collections::BTreeMap<Grain, String>,
+    policy: &Policy,
+) -> Result<Vec<GrainPlan>, CalendarError> {
+    let late_at = run_ms.min(now_ms);
     let today = local_date(now_ms, tz)?;
     let mut plans = Vec::new();
     for grain in Grain::PULSED {
@@ -278,10 +294,10 @@ pub fn plan_tenant(
         let mut missed = Vec::new();
         match cursors.get(&grain) {
             None => {
-                let since = since_ms.unwrap_or(now_ms).min(now_ms).max(now_ms - policy.max_lateness_ms);
+                let since = since_ms.unwrap_or(now_ms).min(now_ms).max(late_at - policy.max_lateness_ms);
                 let mut p = Period::containing(grain, local_date(since, tz)?)?.pred()?.min(latest_done);
                 while p <= latest_done {
-                    if now_ms - p.end_ms(tz)? <= policy.max_lateness_ms {
+                    if late_at - p.end_ms(tz)? <= policy.max_lateness_ms {
                         missed.push(p);
                     }
                     p = p.succ()?;
@@ -303,7 +319,7 @@ pub fn plan_tenant(
         let mut pulse = Vec::new();
         let mut skipped = 0u32;
         for (i, p) in missed.iter().enumerate() {
-            let age = now_ms - p.end_ms(tz)?;
+            let age = late_at - p.end_ms(tz)?;
             let keep = age <= policy.max_lateness_ms
                 && match policy.catch_up {
                     CatchUp::All => true,
@@ -495,6 +511,20 @@ mod tests {
             .all(|g| g.grain != Grain::Week));
         let p = plan_tenant(&ny, ms("2026-11-30T05:00:00Z"), None, &c, &ALL).unwrap();
         assert!(p.iter().any(|g| g.grain == Grain::Week && g.pulse[0].id() == "2026-W48"));
+    }
+
+    #[test]
+    fn skip_measures_lateness_from_the_run_start_not_the_tick() {
+        let tz = zone("UTC").unwrap();
+        let c = up_to_date("2026-11-27", "2026-W48", "2026-10", "2026-Q3", "2025");
+        let skip = Policy { catch_up: CatchUp::Skip, interval_ms: 60_000, ..ALL };
+        let day = |p: Vec<GrainPlan>| p.into_iter().find(|g| g.grain == Grain::Day).unwrap();
+        // The run started 30 s after midnight; this tenant is reached 20 minutes later.
+        let (run, now) = (ms("2026-11-28T00:00:30Z"), ms("2026-11-28T00:20:00Z"));
+        let on_time = day(plan_tenant_as_of(&tz, now, run, None, &c, &skip).unwrap());
+        assert_eq!((on_time.pulse.len(), on_time.skipped), (1, 0), "on time for its run");
+        let per_tick = day(plan_tenant(&tz, now, None, &c, &skip).unwrap());
+        assert_eq!((per_tick.pulse.len(), per_tick.skipped), (0, 1), "what measuring from the tick did");
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::capacity::{Item, Projection};
 use crate::clock::Millis;
 use crate::db::Db;
 use crate::error::DbError;
-use crate::queue::fnv1a;
+use crate::shard::shard_of;
 use crate::schema::{av_n, av_s, s, GsiDef, TableDef, PK};
 
 /// Attribute: index partition.
@@ -53,7 +53,7 @@ pub fn cutoff_key(cutoff_ms: Millis) -> String {
 /// The row for one change (what [`record_change`] writes; bulk loaders batch it).
 pub fn change_item(shards: u32, entity: &str, id: &str, data: &Value, ts_ms: Millis) -> Item {
     let pk = format!("{entity}#{id}");
-    let k = (fnv1a(pk.as_bytes()) % u64::from(shards.max(1))) as u32;
+    let k = shard_of(&pk, shards);
     Item::from([
         (TSID.to_string(), av_s(format!("{}#{pk}", cutoff_key(ts_ms)))),
         (PK.to_string(), av_s(pk)),

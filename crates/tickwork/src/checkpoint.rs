@@ -6,8 +6,11 @@
 //! effects are idempotent per unit), and it is fenced by the lease, so a stale leader cannot move
 //! a newer one's position back.
 //!
-//! Item: `pk = ckpt#<job>`, `sk = <run>` (the window, e.g. `2026-11-29`, or `current`); one
-//! attribute `s:<shard>` per shard holding a cursor or `done`; `ttl`.
+//! Items: one per shard, `pk = ckpt#<job>`, `sk = <run>|<shard>` (the run is the window, e.g.
+//! `Europe/Berlin@2026-11-29`, or `current`); `state` holds a cursor or `done`; `ttl`. One item per
+//! shard, not one per run: shards saved concurrently would otherwise contend for one item and
+//! cancel each other's transactions. A run's states are read with one Query whose key condition is
+//! `pk = ckpt#<job> AND begins_with(sk, "<run>|")`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -19,14 +22,22 @@ use crate::db::Db;
 use crate::error::DbError;
 use crate::lease::{fenced_write, Fence, Fenced};
 use crate::pager::{Cursor, CursorError};
-use crate::schema::{av_n, av_s, key, TTL};
+use crate::schema::{av_n, av_s, get_s, key, PK, SK, TTL};
 
-const SHARD_PREFIX: &str = "s:";
+/// Attribute: the shard's state (a cursor, or `done`).
+pub const STATE: &str = "state";
 const DONE: &str = "done";
+/// Separates the run from the shard in the sort key (never in a zone name or a date).
+pub const RUN_SEPARATOR: char = '|';
 
-/// The checkpoint item's key.
-pub fn checkpoint_key(job: &str, run: &str) -> crate::capacity::Item {
-    key(format!("ckpt#{job}"), run)
+/// The checkpoint partition of a job.
+pub fn checkpoint_pk(job: &str) -> String {
+    format!("ckpt#{job}")
+}
+
+/// The checkpoint item's key for one shard of one run.
+pub fn checkpoint_key(job: &str, run: &str, shard: &str) -> crate::capacity::Item {
+    key(checkpoint_pk(job), format!("{run}{RUN_SEPARATOR}{shard}"))
 }
 
 /// Where one shard stands.
@@ -87,28 +98,46 @@ impl Checkpoints {
         Self { db, table: table.into(), clock, retention }
     }
 
-    /// Every shard's state for `job/run` (strongly consistent: it follows a lease acquisition).
+    /// Every shard's state for `job/run`: one strongly consistent Query (it follows a lease
+    /// acquisition, where a stale "not started" would repeat work), paged to the end.
     pub async fn read(&self, job: &str, run: &str) -> Result<BTreeMap<String, ShardState>, CheckpointError> {
-        let item = self.db.get_strong(&self.table, checkpoint_key(job, run)).await?;
+        let prefix = format!("{run}{RUN_SEPARATOR}");
+        let q = self
+            .db
+            .client()
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("#pk = :pk AND begins_with(#sk, :run)")
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_names("#sk", SK)
+            .expression_attribute_values(":pk", av_s(checkpoint_pk(job)))
+            .expression_attribute_values(":run", av_s(&prefix))
+            .consistent_read(true);
+        let mut items = Vec::new();
+        crate::pager::for_each_page(&self.db, q, None, 1000, &crate::budget::Unlimited, "checkpoints", |p| {
+            items.extend(p.items);
+            std::future::ready(Ok::<(), DbError>(()))
+        })
+        .await
+        .map_err(|e| match e {
+            crate::pager::PageError::Db(d) | crate::pager::PageError::Handler(d) => CheckpointError::Db(d),
+            crate::pager::PageError::Cursor(c) => {
+                CheckpointError::Unreadable { job: job.into(), run: run.into(), shard: "?".into(), source: c }
+            }
+        })?;
         let mut m = BTreeMap::new();
-        for (k, v) in item.iter().flatten() {
-            let Some(shard) = k.strip_prefix(SHARD_PREFIX) else { continue };
-            let text = v.as_s().map_err(|_| CheckpointError::Unreadable {
+        for item in &items {
+            let Some(shard) = get_s(item, SK).and_then(|sk| sk.strip_prefix(&prefix)) else { continue };
+            let unreadable = |source: CursorError| CheckpointError::Unreadable {
                 job: job.into(),
                 run: run.into(),
                 shard: shard.into(),
-                source: CursorError::new("not a string"),
-            })?;
-            let st = if text == DONE {
-                ShardState::Done
-            } else {
-                ShardState::Resume(text.parse().map_err(|e| CheckpointError::Unreadable {
-                    job: job.into(),
-                    run: run.into(),
-                    shard: shard.into(),
-                    source: e,
-                })?)
+                source,
             };
+            let Some(text) = get_s(item, STATE) else {
+                continue; // a position forgotten (a rolling run back at its start)
+            };
+            let st = if text == DONE { ShardState::Done } else { ShardState::Resume(text.parse().map_err(unreadable)?) };
             m.insert(shard.to_string(), st);
         }
         Ok(m)
@@ -136,8 +165,8 @@ impl Checkpoints {
         let now = self.clock.now_ms();
         let mut update = Update::builder()
             .table_name(&self.table)
-            .set_key(Some(checkpoint_key(&fence.job, run)))
-            .expression_attribute_names("#s", format!("{SHARD_PREFIX}{shard}"))
+            .set_key(Some(checkpoint_key(&fence.job, run, shard)))
+            .expression_attribute_names("#s", STATE)
             .expression_attribute_names("#at", "updated_at")
             .expression_attribute_names("#ttl", TTL)
             .expression_attribute_values(":now", av_n(now))

@@ -178,6 +178,38 @@ impl Db {
         }
     }
 
+    /// BatchGetItem, metered (one table per request; unprocessed keys are the caller's to retry).
+    pub async fn batch_get(
+        &self,
+        req: aws_sdk_dynamodb::operation::batch_get_item::builders::BatchGetItemFluentBuilder,
+    ) -> Result<aws_sdk_dynamodb::operation::batch_get_item::BatchGetItemOutput, DbError> {
+        let (table, consistent) = req
+            .get_request_items()
+            .as_ref()
+            .and_then(|m| m.iter().next().map(|(t, k)| (t.clone(), k.consistent_read())))
+            .unwrap_or_default();
+        let c = Consistency::from_flag(consistent);
+        match req.return_consumed_capacity(ReturnConsumedCapacity::Indexes).send().await {
+            Ok(out) => {
+                let items: Vec<Item> = out.responses().and_then(|r| r.get(&table)).cloned().unwrap_or_default();
+                let base = Tally { requests: 1, items_read: items.len() as u64, ..Default::default() };
+                if self.estimating() {
+                    // Each item is its own read, rounded up (DynamoDB bills BatchGetItem per item).
+                    let rcu: f64 = items.iter().map(|i| capacity::read_units(Some(capacity::item_size(i)), c)).sum();
+                    self.meter.record(&table, None, "BatchGetItem", Tally { rcu, ..base });
+                } else {
+                    self.record_server("BatchGetItem", out.consumed_capacity().first(), true, base);
+                }
+                Ok(out)
+            }
+            Err(e) => {
+                let err = DbError::from_sdk("BatchGetItem", &table, e);
+                self.record_error(&table, None, "BatchGetItem", &err);
+                Err(err)
+            }
+        }
+    }
+
     /// One Scan page, metered. Product code never scans (rule 2); this exists for tooling and for
     /// the benchmark's reproduction of the `000_*` "before" design, whose tenant list was one page.
     pub async fn scan_page(

@@ -73,6 +73,17 @@ pub enum DbError {
     /// because the local server accepts some of these and we must not rely on it.
     #[error("refused before sending: {0}")]
     Invalid(String),
+    /// The SDK could not build or start the request (nothing reached DynamoDB).
+    #[error("DynamoDB {op} on `{table}` was not sent")]
+    NotSent {
+        /// Operation.
+        op: &'static str,
+        /// Table.
+        table: String,
+        /// The SDK error.
+        #[source]
+        source: BoxError,
+    },
     /// Any other service error.
     #[error("DynamoDB {op} on `{table}` failed: {code}: {message}")]
     Service {
@@ -110,6 +121,24 @@ pub const THROTTLING_CODES: &[&str] =
     &["ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded", "Throttling"];
 
 impl DbError {
+    /// Does this failure belong to the one unit of work whose request it was (a key over a limit,
+    /// a condition that keeps failing, a request refused before sending), rather than to the
+    /// table, the network or the service? A unit-specific failure is isolated and the run goes
+    /// on; any other stops the run, since every unit after it would fail the same way.
+    pub fn is_unit_specific(&self) -> bool {
+        match self {
+            DbError::ConditionFailed { .. } | DbError::Invalid(_) => true,
+            DbError::TransactionCanceled { reasons } => {
+                !crate::retry::cancellation_is_retryable(reasons.iter().map(|r| r.code.as_deref()))
+            }
+            DbError::Service { code, .. } => code == "ValidationException",
+            DbError::TableNotFound { .. }
+            | DbError::Throttled { .. }
+            | DbError::Unreachable { .. }
+            | DbError::NotSent { .. } => false,
+        }
+    }
+
     /// Is this a throttle (after retries)?
     pub fn is_throttle(&self) -> bool {
         matches!(self, DbError::Throttled { .. })
@@ -127,7 +156,7 @@ impl DbError {
             SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => {
                 return DbError::Unreachable { op, table, source: Box::new(err) }
             }
-            SdkError::ConstructionFailure(_) => return DbError::Invalid(format!("{op} on `{table}`: {err}")),
+            SdkError::ConstructionFailure(_) => return DbError::NotSent { op, table, source: Box::new(err) },
             _ => {}
         }
         let code = err.code().unwrap_or("Unknown").to_string();

@@ -14,6 +14,8 @@
 //!    `attribute_not_exists(pk) OR expires_at < :now`. Strict `<`: a lease is still held at its
 //!    expiry millisecond. On failure the current item comes back (`ReturnValuesOnConditionCheckFailure`)
 //!    and the outcome is [`Acquire::Held`], not an error. An expired lease is taken over at once.
+//!    A failed condition on a lease held by *this* owner is our own acquisition whose answer was
+//!    lost and which the SDK retried: it is recognised as acquired, not as held by someone else.
 //! 2. **Work**: the holder starts no step after [`Lease::safe_until_ms`] = `expires_at - clock_skew`,
 //!    so that even with clocks apart by the declared skew it stops before another node could take
 //!    over. A Lambda is frozen between invocations, so no background heartbeat is trusted: size the
@@ -237,6 +239,17 @@ impl LeaseStore {
             }
             Err(DbError::ConditionFailed { item, .. }) => {
                 let item = item.unwrap_or_default();
+                // Our own acquisition, applied, whose answer was lost and which the SDK sent
+                // again: the condition now fails on our own lease. Owner ids are unique per
+                // invocation, so this is ours, with the token the first attempt added.
+                if get_s(&item, OWNER) == Some(owner) && get_i64(&item, EXPIRES_AT).is_some_and(|e| e >= now) {
+                    return Ok(Acquire::Acquired(Lease {
+                        job: cfg.job.clone(),
+                        owner: owner.to_string(),
+                        token: get_u64(&item, TOKEN).unwrap_or(0),
+                        expires_at_ms: get_i64(&item, EXPIRES_AT).unwrap_or(exp),
+                    }));
+                }
                 Ok(Acquire::Held {
                     owner: get_s(&item, OWNER).unwrap_or("?").to_string(),
                     token: get_u64(&item, TOKEN).unwrap_or(0),

@@ -172,88 +172,101 @@ impl Meter {
         self.inner.lock().expect("meter lock").clear();
     }
 
-    /// The Embedded Metric Format lines for everything recorded, one per key.
-    ///
-    /// `job` becomes a dimension so a dashboard can show the bill per job.
-    pub fn emf_lines(&self, namespace: &str, job: &str, timestamp_ms: i64) -> Vec<String> {
+    /// Every (table, index, operation) total, as the `calls` property of an invocation line.
+    pub fn calls_json(&self) -> Vec<serde_json::Value> {
         self.snapshot()
             .into_iter()
             .map(|(k, t)| {
                 serde_json::json!({
-                    "_aws": {
-                        "Timestamp": timestamp_ms,
-                        "CloudWatchMetrics": [{
-                            "Namespace": namespace,
-                            "Dimensions": [["Job", "Table", "Index", "Operation"], ["Job"]],
-                            "Metrics": [
-                                {"Name": "Requests", "Unit": "Count"},
-                                {"Name": "Errors", "Unit": "Count"},
-                                {"Name": "ItemsRead", "Unit": "Count"},
-                                {"Name": "ItemsWritten", "Unit": "Count"},
-                                {"Name": "ReadCapacityUnits", "Unit": "Count"},
-                                {"Name": "WriteCapacityUnits", "Unit": "Count"}
-                            ]
-                        }]
-                    },
-                    "Job": job,
-                    "Table": k.table,
-                    "Index": k.index.unwrap_or_else(|| "-".into()),
-                    "Operation": k.op,
-                    "CapacitySource": self.source,
-                    "Requests": t.requests,
-                    "Errors": t.errors,
-                    "ItemsRead": t.items_read,
-                    "ItemsWritten": t.items_written,
-                    "ReadCapacityUnits": t.rcu,
-                    "WriteCapacityUnits": t.wcu,
+                    "table": k.table, "index": k.index, "op": k.op,
+                    "requests": t.requests, "errors": t.errors, "items_read": t.items_read,
+                    "items_written": t.items_written, "rcu": t.rcu, "wcu": t.wcu,
                 })
-                .to_string()
             })
             .collect()
     }
 
-    /// Prints the EMF lines and a one-line summary to stdout, where Lambda ships them to
-    /// CloudWatch Logs (EMF must be a whole line of its own, not inside a tracing record).
-    pub fn emit(&self, namespace: &str, job: &str, timestamp_ms: i64) {
-        use std::io::Write;
-        let mut out = std::io::stdout().lock();
-        for line in self.emf_lines(namespace, job, timestamp_ms) {
-            let _ = writeln!(out, "{line}");
-        }
-        let _ = writeln!(out, "{}", self.summary_line(job));
-    }
-
-    /// The one-line summary of an invocation (`tickctl audit` counts invocations by it).
-    pub fn summary_line(&self, job: &str) -> String {
+    /// The one line an invocation prints: see [`InvocationLine`].
+    pub fn invocation_line(&self, namespace: &str, timestamp_ms: i64, level: &str, line: &InvocationLine) -> String {
         let t = self.total();
         let (r, w) = self.read_write_requests();
-        format!("tickwork summary job={job} read_requests={r} write_requests={w} {t} source={:?}", self.source)
+        let mut v = serde_json::json!({
+            "timestamp": rfc3339(timestamp_ms),
+            "level": level,
+            "message": INVOCATION_MESSAGE,
+            "job": line.job,
+            "outcome": line.outcome,
+            "_aws": {
+                "Timestamp": timestamp_ms,
+                "CloudWatchMetrics": [{
+                    "Namespace": namespace,
+                    // No dimensions: each metric name is one metric per stack (the namespace
+                    // carries the stack). A `Job` dimension would multiply the bill by the jobs.
+                    "Dimensions": [[]],
+                    "Metrics": line.metrics.iter().map(|(n, _)| serde_json::json!({"Name": n, "Unit": "Count"})).collect::<Vec<_>>(),
+                }]
+            },
+            "read_requests": r,
+            "write_requests": w,
+            "requests": t.requests,
+            "errors": t.errors,
+            "rcu": t.rcu,
+            "wcu": t.wcu,
+            "source": self.source,
+            "calls": self.calls_json(),
+        });
+        for (name, value) in &line.metrics {
+            v[*name] = serde_json::json!(value);
+        }
+        if let Some(e) = &line.error {
+            v["error"] = serde_json::json!(e);
+        }
+        for (k, x) in &line.props {
+            v[k.as_str()] = x.clone();
+        }
+        v.to_string()
     }
 }
 
-/// One EMF line of job-level counts (pulses, dead letters, backlog): what the template's alarms
-/// and dashboard read, beside the per-table capacity lines of [`Meter::emf_lines`].
-pub fn job_metrics_line(namespace: &str, job: &str, timestamp_ms: i64, counts: &[(&str, f64)]) -> String {
-    let mut v = serde_json::json!({
-        "_aws": {
-            "Timestamp": timestamp_ms,
-            "CloudWatchMetrics": [{
-                "Namespace": namespace,
-                "Dimensions": [["Job"]],
-                "Metrics": counts.iter().map(|(n, _)| serde_json::json!({"Name": n, "Unit": "Count"})).collect::<Vec<_>>()
-            }]
-        },
-        "Job": job,
-    });
-    for (name, value) in counts {
-        v[*name] = serde_json::json!(value);
-    }
-    v.to_string()
+/// The `message` of every invocation line; how `tickctl audit` tells ours from other lines.
+pub const INVOCATION_MESSAGE: &str = "tickwork invocation";
+
+/// Every custom metric the stack publishes. CloudWatch bills each distinct metric name and set of
+/// dimension values every month ("each unique combination of dimensions [is] a separate metric",
+/// CloudWatch concepts), so the set is closed and small, each metric is something an alarm
+/// watches, and everything else (per-table, per-operation, per-grain detail) travels as
+/// properties of the same line, readable by `tickctl audit` and Logs Insights at no metric cost.
+pub const METRICS: [&str; 5] = [
+    // 1 when a tick found its job paused (every job): the paused alarm.
+    "Paused",
+    // Zone groups still due after the tick (pulse sweep): the watermark-lag alarm.
+    "GroupsDue",
+    // Units isolated as bad and skipped (tenants, zones): the failed-units alarm.
+    "FailedUnits",
+    // Shards left for the next tick (archiver, fan-out): the backlog alarm.
+    "ShardsLeft",
+    // Queue items dead-lettered (queue worker): the dead-letter alarm.
+    "DeadLettered",
+];
+
+/// What one invocation reports beside the meter's totals.
+#[derive(Debug, Clone, Default)]
+pub struct InvocationLine {
+    /// Job name.
+    pub job: String,
+    /// How the invocation ended (`idle`, `completed`, `failed`, ...).
+    pub outcome: String,
+    /// Metric values; names must be in [`METRICS`].
+    pub metrics: Vec<(&'static str, f64)>,
+    /// Job details (pulses by grain, tenants, cutoff...): properties, not metrics.
+    pub props: serde_json::Map<String, serde_json::Value>,
+    /// The error, when the invocation failed.
+    pub error: Option<String>,
 }
 
-/// Prints [`job_metrics_line`] to stdout (a whole line, as EMF requires).
-pub fn emit_job_metrics(namespace: &str, job: &str, timestamp_ms: i64, counts: &[(&str, f64)]) {
-    println!("{}", job_metrics_line(namespace, job, timestamp_ms, counts));
+/// An RFC 3339 timestamp (UTC, milliseconds), as Lambda's log filter requires.
+pub fn rfc3339(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms).map(|t| format!("{t:.3}")).unwrap_or_else(|_| "1970-01-01T00:00:00.000Z".into())
 }
 
 /// Operations that read.
@@ -271,38 +284,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn job_metrics_line_is_emf() {
-        let l = job_metrics_line("tickwork", "queue-worker", 7, &[("DeadLettered", 2.0), ("Finished", 5.0)]);
-        let v: serde_json::Value = serde_json::from_str(&l).unwrap();
-        assert_eq!(v["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"], "DeadLettered");
-        assert_eq!(v["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0][0], "Job");
-        assert_eq!(
-            (v["Job"].as_str(), v["DeadLettered"].as_f64(), v["Finished"].as_f64()),
-            (Some("queue-worker"), Some(2.0), Some(5.0))
-        );
+    fn the_invocation_line_is_emf_with_level_and_timestamp() {
+        let m = Meter::new(CapacitySource::Estimate);
+        m.record("t", None, "GetItem", Tally { requests: 1, items_read: 1, rcu: 0.5, ..Default::default() });
+        m.record("t", Some("g"), "Query", Tally { requests: 2, items_read: 7, rcu: 1.5, ..Default::default() });
+        m.record("u", None, "PutItem", Tally { requests: 1, items_written: 1, wcu: 3.0, ..Default::default() });
+        let line = InvocationLine {
+            job: "queue-worker".into(),
+            outcome: "completed".into(),
+            metrics: vec![("DeadLettered", 2.0), ("Paused", 0.0)],
+            ..Default::default()
+        };
+        let v: serde_json::Value =
+            serde_json::from_str(&m.invocation_line("tickwork/dev", 1_795_910_400_000, "WARN", &line)).unwrap();
+        assert_eq!(v["timestamp"], "2026-11-29T00:00:00.000Z");
+        assert_eq!(v["level"], "WARN");
+        let cw = &v["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!((cw["Namespace"].as_str(), cw["Dimensions"].to_string()), (Some("tickwork/dev"), "[[]]".into()));
+        assert_eq!(cw["Metrics"][0]["Name"], "DeadLettered");
+        assert_eq!((v["DeadLettered"].as_f64(), v["Paused"].as_f64()), (Some(2.0), Some(0.0)));
+        // The detail adds up to the totals.
+        let calls = v["calls"].as_array().unwrap();
+        assert_eq!(calls.len(), 3);
+        let sum = |k: &str| calls.iter().map(|c| c[k].as_f64().unwrap()).sum::<f64>();
+        assert_eq!((sum("requests"), sum("rcu"), sum("wcu")), (4.0, 2.0, 3.0));
+        assert_eq!((v["read_requests"].as_u64(), v["write_requests"].as_u64()), (Some(3), Some(1)));
     }
 
     #[test]
-    fn emf_lines_add_up_to_totals() {
-        let m = Meter::new(CapacitySource::Estimate);
-        m.record("t", None, "GetItem", Tally { requests: 1, items_read: 1, rcu: 0.5, ..Default::default() });
-        m.record("t", None, "GetItem", Tally { requests: 1, items_read: 0, rcu: 0.5, ..Default::default() });
-        m.record("t", Some("g"), "Query", Tally { requests: 2, items_read: 7, rcu: 1.5, ..Default::default() });
-        m.record("u", None, "PutItem", Tally { requests: 1, items_written: 1, wcu: 3.0, ..Default::default() });
-        let lines = m.emf_lines("tickwork", "job", 1);
-        assert_eq!(lines.len(), 3);
-        let (mut req, mut rcu, mut wcu, mut items) = (0u64, 0f64, 0f64, 0u64);
-        for l in &lines {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            assert_eq!(v["_aws"]["CloudWatchMetrics"][0]["Namespace"], "tickwork");
-            req += v["Requests"].as_u64().unwrap();
-            rcu += v["ReadCapacityUnits"].as_f64().unwrap();
-            wcu += v["WriteCapacityUnits"].as_f64().unwrap();
-            items += v["ItemsRead"].as_u64().unwrap();
-        }
-        let t = m.total();
-        assert_eq!((req, rcu, wcu, items), (t.requests, t.rcu, t.wcu, t.items_read));
-        assert_eq!((req, rcu, wcu), (5, 2.5, 3.0));
-        assert_eq!(m.read_write_requests(), (4, 1));
+    fn every_declared_metric_is_one_of_the_closed_set() {
+        // The alarms and the cost model count on METRICS being all there is.
+        assert!(METRICS.len() <= 6);
+        let mut m = METRICS.to_vec();
+        m.sort();
+        m.dedup();
+        assert_eq!(m.len(), METRICS.len());
     }
 }

@@ -18,11 +18,17 @@
 //! 1. **Enqueue**: PutItem `attribute_not_exists(pk)`; an existing id changes nothing
 //!    ([`Enqueue::Exists`]). [`enqueue_item`] gives the same put for a caller's transaction.
 //! 2. **Poll**: the Query above on one shard, oldest first (keys only: cheap).
-//! 3. **Claim**: UpdateItem on the base table, conditional on `visible_at <= :now` and the item being
-//!    live (the index lags the table), setting `owner`, `state = claimed`,
-//!    `visible_at = now + visibility` and `attempts + 1`. Losing the race is [`Claim::Taken`].
-//!    `attempts` after the claim is the claim's generation: later writes are conditional on
-//!    `owner` *and* `attempts`, so a worker whose claim expired and was re-taken cannot touch it.
+//! 3. **Claim**: UpdateItem on the base table, conditional on `visible_at <= :now`, the item being
+//!    live (the index lags the table) and `attempts < max_attempts`, setting `owner`,
+//!    `state = claimed`, `visible_at = now + visibility` and `attempts + 1`. Losing the race is
+//!    [`Claim::Taken`]. `attempts` after the claim is the claim's generation: later writes are
+//!    conditional on `owner` *and* `attempts`, so a worker whose claim expired and was re-taken
+//!    cannot touch it. An item whose every claim so far died with its worker (a handler that
+//!    panics the process, hangs past the timeout, runs out of memory) reaches `max_attempts`
+//!    without ever failing cleanly: the next claim finds it exhausted and dead-letters it
+//!    ([`Claim::DeadLettered`]) instead of re-running it forever. A failed condition on an item
+//!    this owner already claimed is our own claim whose answer was lost and which the SDK sent
+//!    again: it is recognised as claimed.
 //! 4. **Finish**: the item becomes a `done` tombstone (out of the ready index, deleted by TTL after
 //!    the retention), conditional on owner and generation. The design's "conditional delete"
 //!    would forget the id, so a repeated enqueue of a finished id would run it again; the tombstone
@@ -30,6 +36,9 @@
 //! 5. **Fail**: back to pending with `visible_at = now + backoff(attempts)` (exponential), or, when
 //!    `attempts` reached the maximum, a dead letter (out of the ready index, into `dead`).
 //! 6. **Extend**: pushes `visible_at` out while still owner (heartbeat for long items).
+//! 7. **Pause**: a marker item in each ready shard (`pause#queue#<k>`, `visible_at = 0`) sorts
+//!    before every real item, so the poll that looks for work finds it first: pausing the worker
+//!    costs no read of its own ([`Queue::set_paused`]).
 //!
 //! ## Clock assumptions
 //! Claim expiry uses the claimer's clock; a visibility timeout well above the clock-skew bound and
@@ -81,7 +90,16 @@ const PENDING: &str = "pending";
 const CLAIMED: &str = "claimed";
 const DONE: &str = "done";
 const DEAD: &str = "dead";
+const PAUSE: &str = "pause";
 const DLQ_PARTITION: &str = "dlq";
+
+/// Id prefix of the pause markers (never a producer's id: ids are validated against it).
+pub const PAUSE_PREFIX: &str = "pause#queue#";
+
+/// The pause marker of ready shard `k`.
+pub fn pause_marker(k: u32) -> String {
+    format!("{PAUSE_PREFIX}{k}")
+}
 
 /// Longest accepted item id (DynamoDB's partition key limit is 2048 bytes).
 pub const MAX_ID_BYTES: usize = 1024;
@@ -107,21 +125,7 @@ pub fn queue_table() -> TableDef {
     }
 }
 
-/// FNV-1a, 64 bit: a stable hash for shard assignment (std's hasher may change between releases,
-/// which would move items between shards on an upgrade). Eight lines do not warrant a dependency.
-pub fn fnv1a(data: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in data {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
-
-/// The shard an id belongs to, of `shards`.
-pub fn shard_of(id: &str, shards: u32) -> u32 {
-    (fnv1a(id.as_bytes()) % u64::from(shards.max(1))) as u32
-}
+pub use crate::shard::{fnv1a, shard_of};
 
 /// The ready-index partition value of shard `k`.
 pub fn shard_key(k: u32) -> String {
@@ -161,14 +165,16 @@ impl Default for QueueConfig {
 impl QueueConfig {
     /// Reads and validates the settings.
     pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
+        use crate::env as vars;
         let d = Self::default();
+        let s = Duration::from_secs;
         let c = Self {
-            shards: env.parse_or("TICKWORK_QUEUE_SHARDS", d.shards)?,
-            visibility: env.secs_or("TICKWORK_QUEUE_VISIBILITY_SECS", d.visibility)?,
-            max_attempts: env.parse_or("TICKWORK_QUEUE_MAX_ATTEMPTS", d.max_attempts)?,
-            backoff_base: env.secs_or("TICKWORK_QUEUE_BACKOFF_SECS", d.backoff_base)?,
-            backoff_max: env.secs_or("TICKWORK_QUEUE_BACKOFF_MAX_SECS", d.backoff_max)?,
-            retention: env.secs_or("TICKWORK_QUEUE_RETENTION_SECS", d.retention)?,
+            shards: env.int_in(vars::QUEUE_SHARDS, d.shards, 1..=1000)?,
+            visibility: env.secs_in(vars::QUEUE_VISIBILITY_SECS, d.visibility, s(1), s(12 * 3600))?,
+            max_attempts: env.int_in(vars::QUEUE_MAX_ATTEMPTS, d.max_attempts, 1..=100)?,
+            backoff_base: env.secs_in(vars::QUEUE_BACKOFF_SECS, d.backoff_base, Duration::ZERO, s(86_400))?,
+            backoff_max: env.secs_in(vars::QUEUE_BACKOFF_MAX_SECS, d.backoff_max, Duration::ZERO, s(7 * 86_400))?,
+            retention: env.secs_in(vars::QUEUE_RETENTION_SECS, d.retention, s(3600), s(365 * 86_400))?,
         };
         c.validate()?;
         Ok(c)
@@ -226,6 +232,9 @@ impl NewItem {
         let bad = |p: &str| InvalidItem { id: self.id.chars().take(80).collect(), problem: p.to_string() };
         if self.id.is_empty() || self.id.len() > MAX_ID_BYTES {
             return Err(bad(&format!("id must be 1..={MAX_ID_BYTES} bytes")));
+        }
+        if self.id.starts_with(PAUSE_PREFIX) {
+            return Err(bad(&format!("ids starting `{PAUSE_PREFIX}` are the worker's pause markers")));
         }
         if self.kind.is_empty() || self.kind.len() > 128 {
             return Err(bad("kind must be 1..=128 bytes"));
@@ -329,6 +338,8 @@ pub enum Claim {
     Claimed(Job),
     /// Another worker got it first, or it is no longer ready.
     Taken,
+    /// Every attempt was claimed and none settled (its workers died): moved to the dead letters.
+    DeadLettered,
 }
 
 /// Outcome of finish, extend or fail.
@@ -457,7 +468,7 @@ impl Queue {
             .collect())
     }
 
-    /// Claims `id` for `owner` if it is still ready.
+    /// Claims `id` for `owner` if it is still ready (see step 3 of the protocol).
     pub async fn claim(&self, id: &str, owner: &str) -> Result<Claim, QueueError> {
         let now = self.clock.now_ms();
         let until = now + self.cfg.visibility.as_millis() as i64;
@@ -468,7 +479,9 @@ impl Queue {
             .table_name(&self.table)
             .key(PK, av_s(id))
             .update_expression("SET #owner = :owner, #state = :claimed, #vis = :until ADD #attempts :one")
-            .condition_expression("attribute_exists(#shard) AND #vis <= :now")
+            .condition_expression(
+                "attribute_exists(#shard) AND #vis <= :now AND #state <> :pause AND (attribute_not_exists(#attempts) OR #attempts < :max)",
+            )
             .expression_attribute_names("#owner", OWNER)
             .expression_attribute_names("#state", STATE)
             .expression_attribute_names("#vis", VISIBLE_AT)
@@ -476,26 +489,86 @@ impl Queue {
             .expression_attribute_names("#shard", SHARD)
             .expression_attribute_values(":owner", av_s(owner))
             .expression_attribute_values(":claimed", av_s(CLAIMED))
+            .expression_attribute_values(":pause", av_s(PAUSE))
             .expression_attribute_values(":until", av_n(until))
             .expression_attribute_values(":now", av_n(now))
             .expression_attribute_values(":one", av_n(1))
-            .return_values(ReturnValue::AllNew);
+            .expression_attribute_values(":max", av_n(self.cfg.max_attempts))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld);
         match self.db.update(req).await {
-            Ok(out) => {
-                let a = out.attributes().cloned().unwrap_or_default();
-                Ok(Claim::Claimed(Job {
-                    id: id.to_string(),
-                    kind: get_s(&a, KIND).unwrap_or_default().to_string(),
-                    payload: get_s(&a, PAYLOAD).unwrap_or("null").to_string(),
-                    tenant: get_s(&a, TENANT).map(str::to_string),
-                    attempts: get_u64(&a, ATTEMPTS).unwrap_or(1) as u32,
-                    owner: owner.to_string(),
-                    claim_until_ms: until,
-                }))
+            Ok(out) => Ok(Claim::Claimed(job_of(id, owner, until, &out.attributes().cloned().unwrap_or_default()))),
+            Err(DbError::ConditionFailed { item, .. }) => {
+                let item = item.map(|b| *b).unwrap_or_default();
+                let attempts = get_u64(&item, ATTEMPTS).unwrap_or(0) as u32;
+                let ready = item.contains_key(SHARD) && get_i64(&item, VISIBLE_AT).is_some_and(|v| v <= now);
+                if get_s(&item, STATE) == Some(CLAIMED) && get_s(&item, OWNER) == Some(owner) {
+                    // Ours: the first attempt applied and its answer was lost.
+                    let until = get_i64(&item, VISIBLE_AT).unwrap_or(until);
+                    return Ok(Claim::Claimed(job_of(id, owner, until, &item)));
+                }
+                if ready && get_s(&item, STATE) != Some(PAUSE) && attempts >= self.cfg.max_attempts {
+                    return self.bury(id, attempts).await;
+                }
+                Ok(Claim::Taken)
             }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Dead-letters an item whose claims are exhausted, if it still is (another worker may have
+    /// buried it first).
+    async fn bury(&self, id: &str, attempts: u32) -> Result<Claim, QueueError> {
+        let now = self.clock.now_ms();
+        let msg = format!("claimed {attempts} times and never settled: its handler died with its worker each time (a panic, a timeout or out of memory)");
+        let req = self
+            .db
+            .client()
+            .update_item()
+            .table_name(&self.table)
+            .key(PK, av_s(id))
+            .update_expression("SET #state = :dead, #dlq = :dlq, #failed = :now, #err = :err REMOVE #shard, #owner")
+            .condition_expression("attribute_exists(#shard) AND #vis <= :now AND #attempts >= :max")
+            .expression_attribute_names("#state", STATE)
+            .expression_attribute_names("#dlq", DLQ)
+            .expression_attribute_names("#failed", FAILED_AT)
+            .expression_attribute_names("#err", LAST_ERROR)
+            .expression_attribute_names("#shard", SHARD)
+            .expression_attribute_names("#owner", OWNER)
+            .expression_attribute_names("#vis", VISIBLE_AT)
+            .expression_attribute_names("#attempts", ATTEMPTS)
+            .expression_attribute_values(":dead", av_s(DEAD))
+            .expression_attribute_values(":dlq", av_s(DLQ_PARTITION))
+            .expression_attribute_values(":now", av_n(now))
+            .expression_attribute_values(":err", av_s(msg))
+            .expression_attribute_values(":max", av_n(self.cfg.max_attempts));
+        match self.db.update(req).await {
+            Ok(_) => Ok(Claim::DeadLettered),
             Err(DbError::ConditionFailed { .. }) => Ok(Claim::Taken),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Pauses (writes a marker in every ready shard) or resumes (deletes them) the workers of this
+    /// queue. Idempotent.
+    pub async fn set_paused(&self, paused: bool) -> Result<(), QueueError> {
+        for k in 0..self.cfg.shards {
+            let id = pause_marker(k);
+            if paused {
+                let item = Item::from([
+                    (PK.to_string(), av_s(&id)),
+                    (KIND.to_string(), av_s(PAUSE)),
+                    (STATE.to_string(), av_s(PAUSE)),
+                    (SHARD.to_string(), av_s(shard_key(k))),
+                    (VISIBLE_AT.to_string(), av_n(0)),
+                    (CREATED_AT.to_string(), av_n(self.clock.now_ms())),
+                ]);
+                self.db.put(self.db.client().put_item().table_name(&self.table).set_item(Some(item))).await?;
+            } else {
+                self.db.delete(self.db.client().delete_item().table_name(&self.table).key(PK, av_s(&id))).await?;
+            }
+        }
+        Ok(())
     }
 
     fn mine(&self, job: &Job) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
@@ -662,6 +735,18 @@ impl Queue {
     }
 }
 
+fn job_of(id: &str, owner: &str, until: Millis, a: &Item) -> Job {
+    Job {
+        id: id.to_string(),
+        kind: get_s(a, KIND).unwrap_or_default().to_string(),
+        payload: get_s(a, PAYLOAD).unwrap_or("null").to_string(),
+        tenant: get_s(a, TENANT).map(str::to_string),
+        attempts: get_u64(a, ATTEMPTS).unwrap_or(1) as u32,
+        owner: owner.to_string(),
+        claim_until_ms: until,
+    }
+}
+
 fn settle(
     r: Result<aws_sdk_dynamodb::operation::update_item::UpdateItemOutput, DbError>,
     ok: Settle,
@@ -687,17 +772,6 @@ pub enum QueueError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn shards_are_stable_and_spread() {
-        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
-        let mut counts = [0u32; 8];
-        for i in 0..8000 {
-            counts[shard_of(&format!("daily#2026-11-29#tenant-{i}"), 8) as usize] += 1;
-        }
-        assert!(counts.iter().all(|&c| (800..1200).contains(&c)), "{counts:?}");
-    }
 
     #[test]
     fn backoff_grows_and_caps() {

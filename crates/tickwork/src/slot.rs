@@ -61,6 +61,16 @@ impl Slots {
 
     /// Records the slot, fenced by the lease that did the work.
     pub async fn record(&self, fence: &Fence, slot: &str) -> Result<Record, DbError> {
+        match fenced_write(&self.db, fence, vec![self.record_item(fence, slot)]).await? {
+            Fenced::Written => Ok(Record::Recorded),
+            Fenced::Stale => Ok(Record::Stale),
+            Fenced::ConditionFailed { .. } => Ok(Record::AlreadyRecorded),
+        }
+    }
+
+    /// The slot record as a put (only if new), for a caller's fenced transaction: the fan-out
+    /// records its window and advances its watermark in one, so the two never disagree.
+    pub fn record_item(&self, fence: &Fence, slot: &str) -> TransactWriteItem {
         let now = self.clock.now_ms();
         let mut item = slot_key(&fence.job, slot);
         item.insert(COMPLETED_AT.into(), av_n(now));
@@ -74,10 +84,6 @@ impl Slots {
             .expression_attribute_names("#pk", PK)
             .build()
             .expect("put has table and item");
-        match fenced_write(&self.db, fence, vec![TransactWriteItem::builder().put(put).build()]).await? {
-            Fenced::Written => Ok(Record::Recorded),
-            Fenced::Stale => Ok(Record::Stale),
-            Fenced::ConditionFailed { .. } => Ok(Record::AlreadyRecorded),
-        }
+        TransactWriteItem::builder().put(put).build()
     }
 }

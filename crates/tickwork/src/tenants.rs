@@ -22,8 +22,8 @@ use crate::budget::Budget;
 use crate::capacity::{Item, Projection};
 use crate::db::Db;
 use crate::error::DbError;
+use crate::watermark::Watermarks;
 use crate::pager::{for_each_page, Cursor, Page, PageError, PageRun};
-use crate::queue::fnv1a;
 use crate::schema::{av_s, get_s, s, GsiDef, TableDef, PK};
 
 /// Attribute: IANA time zone.
@@ -76,9 +76,24 @@ pub fn sample_tenant(i: usize, zones: &[&str], since_ms: Option<i64>) -> Tenant 
     Tenant { id: format!("tenant-{i:05}"), zone: zones[i % zones.len().max(1)].to_string(), active: true, since_ms }
 }
 
-/// The enumeration shard of a tenant id (FNV-1a mod `shards`), as written to its index keys.
-pub fn shard_of(id: &str, shards: u32) -> u32 {
-    (fnv1a(id.as_bytes()) % u64::from(shards.max(1))) as u32
+pub use crate::shard::shard_of;
+
+/// Longest tenant id, in bytes. Every key derived from an id must stay inside DynamoDB's limits
+/// and ours: a pulse id `pulse#<id>#<grain>#<period>` and a fan-out item id
+/// `<job>#<yyyy-mm-dd>#<id>` within the queue's 1,024-byte id limit (a job name is at most 64
+/// bytes), a cursor partition `cursor#<id>` within the 2,048-byte partition key limit, a failure
+/// record's sort key `<zone>@<date>#<id>` within the 1,024-byte sort key limit. 900 leaves room
+/// for all of them; a test builds each key at this length.
+pub const MAX_TENANT_ID_BYTES: usize = 900;
+
+/// A tenant refused before anything was written, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("tenant `{id}`: {problem}")]
+pub struct InvalidTenant {
+    /// The id (shortened when long).
+    pub id: String,
+    /// What is wrong.
+    pub problem: String,
 }
 
 /// A tenant as the sweeps need it.
@@ -95,6 +110,33 @@ pub struct Tenant {
 }
 
 impl Tenant {
+    /// Checks the id and the zone before anything is written: an id whose derived keys would
+    /// break a limit fails every write for that tenant, tick after tick, so it is refused here.
+    pub fn validate(&self) -> Result<(), InvalidTenant> {
+        let shown: String = if self.id.len() > 60 {
+            format!("{}… ({} bytes)", self.id.chars().take(40).collect::<String>(), self.id.len())
+        } else {
+            self.id.clone()
+        };
+        let bad = |p: String| InvalidTenant { id: shown.clone(), problem: p };
+        if self.id.is_empty() {
+            return Err(bad("the id is empty".into()));
+        }
+        if self.id.len() > MAX_TENANT_ID_BYTES {
+            return Err(bad(format!(
+                "the id is {} bytes; the limit is {MAX_TENANT_ID_BYTES} (the keys derived from it must fit DynamoDB's)",
+                self.id.len()
+            )));
+        }
+        if let Some(c) = self.id.chars().find(|c| c.is_control() || *c == '#') {
+            return Err(bad(format!(
+                "the id holds {c:?}; control characters and `#` (the separator of the keys derived from ids) are refused"
+            )));
+        }
+        crate::calendar::zone(&self.zone).map_err(|e| bad(e.0))?;
+        Ok(())
+    }
+
     /// The tenants-table item, index keys included (the cost model sizes it).
     pub fn to_item(&self, shards: u32) -> Item {
         let k = shard_of(&self.id, shards);
@@ -129,12 +171,55 @@ pub struct Tenants {
     db: Db,
     table: String,
     shards: u32,
+    registry: Option<(Watermarks, String)>,
+}
+
+/// Why tenants could not be added.
+#[derive(Debug, thiserror::Error)]
+pub enum AddError {
+    /// A tenant was refused; nothing was written.
+    #[error(transparent)]
+    Invalid(#[from] InvalidTenant),
+    /// DynamoDB.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// No zone registry was given ([`Tenants::with_registry`]).
+    #[error("tenants can only be added with the pulse sweep's zone registry (Tenants::with_registry)")]
+    NoRegistry,
 }
 
 impl Tenants {
     /// `table` with `shards` enumeration shards (`TICKWORK_TENANT_SHARDS`).
     pub fn new(db: Db, table: impl Into<String>, shards: u32) -> Self {
-        Self { db, table: table.into(), shards: shards.max(1) }
+        Self { db, table: table.into(), shards: shards.max(1), registry: None }
+    }
+
+    /// The zone registry tenants are added through: the pulse sweep's state item (`job`), whose
+    /// registered zones are the only ones the sweep visits.
+    pub fn with_registry(mut self, marks: Watermarks, job: impl Into<String>) -> Self {
+        self.registry = Some((marks, job.into()));
+        self
+    }
+
+    /// Adds tenants, the supported way: every tenant validated first (one bad one refuses the
+    /// call and nothing is written), their zones registered before they are written (a
+    /// registered zone with no tenants costs nothing; the reverse is a tenant never visited),
+    /// and `since` stamped with `now_ms` where unset, so calendar work is owed from the day a
+    /// tenant is added even if its first visit comes late. Idempotent: adding again rewrites the
+    /// same items.
+    pub async fn add(&self, tenants: &[Tenant], now_ms: i64) -> Result<(), AddError> {
+        for t in tenants {
+            t.validate()?;
+        }
+        let (marks, job) = self.registry.as_ref().ok_or(AddError::NoRegistry)?;
+        let mut zones: Vec<String> = tenants.iter().map(|t| t.zone.clone()).collect();
+        zones.sort();
+        zones.dedup();
+        marks.register_groups(job, &zones).await?;
+        let stamped: Vec<Tenant> =
+            tenants.iter().map(|t| Tenant { since_ms: t.since_ms.or(Some(now_ms)), ..t.clone() }).collect();
+        self.put_all(&stamped).await?;
+        Ok(())
     }
 
     /// Shard count.
@@ -142,7 +227,8 @@ impl Tenants {
         self.shards
     }
 
-    /// Writes tenants (seeding, admin), 25 per batch, unprocessed items retried.
+    /// Writes tenants as they are, 25 per batch, unprocessed items retried. Registers no zone:
+    /// tooling and tests that set up a table; applications use [`Tenants::add`].
     pub async fn put_all(&self, tenants: &[Tenant]) -> Result<(), DbError> {
         let writes: Vec<WriteRequest> = tenants
             .iter()

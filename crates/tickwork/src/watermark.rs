@@ -34,6 +34,10 @@ pub const PAUSED: &str = "paused";
 pub const PAUSED_REASON: &str = "paused_reason";
 /// Attribute: the registered groups (string set), so the idle tick learns them from the same read.
 pub const GROUPS: &str = "groups";
+/// Attribute name prefix for when a group's current run started: `<window>@<ms>`. Lateness
+/// ("was this period pulsed on time?") is measured from the run's first tick, not from whichever
+/// later tick of a long run reaches a tenant.
+pub const RUN_PREFIX: &str = "run:";
 
 /// The watermark item's key.
 pub fn watermark_key(job: &str) -> crate::capacity::Item {
@@ -51,6 +55,15 @@ pub struct WatermarkState {
     pub paused_reason: Option<String>,
     /// Registered groups (e.g. the time zones that have tenants).
     pub groups: std::collections::BTreeSet<String>,
+    /// When each group's current run started: group → (window, ms).
+    pub runs: BTreeMap<String, (String, i64)>,
+}
+
+impl WatermarkState {
+    /// When `group`'s run for `window` started, if it has.
+    pub fn run_started(&self, group: &str, window: &str) -> Option<i64> {
+        self.runs.get(group).filter(|(w, _)| w == window).map(|(_, ms)| *ms)
+    }
 }
 
 /// Outcome of an advance.
@@ -96,6 +109,14 @@ impl Watermarks {
             marks,
             paused: get_bool(item, PAUSED).unwrap_or(false),
             paused_reason: get_s(item, PAUSED_REASON).map(str::to_string),
+            runs: item
+                .iter()
+                .filter_map(|(k, v)| {
+                    let g = k.strip_prefix(RUN_PREFIX)?;
+                    let (w, ms) = v.as_s().ok()?.rsplit_once('@')?;
+                    Some((g.to_string(), (w.to_string(), ms.parse().ok()?)))
+                })
+                .collect(),
             groups: item
                 .get(GROUPS)
                 .and_then(|v| v.as_ss().ok())
@@ -106,9 +127,20 @@ impl Watermarks {
 
     /// Moves `group`'s mark forward to `value`, fenced.
     pub async fn advance(&self, fence: &Fence, group: &str, value: &str) -> Result<Advance, DbError> {
+        match fenced_write(&self.db, fence, vec![self.advance_item(&fence.job, group, value)]).await? {
+            Fenced::Written => Ok(Advance::Advanced),
+            Fenced::Stale => Ok(Advance::Stale),
+            Fenced::ConditionFailed { item, .. } => Ok(Advance::NotForward {
+                current: item.as_ref().and_then(|i| get_s(i, &format!("{MARK_PREFIX}{group}"))).map(str::to_string),
+            }),
+        }
+    }
+
+    /// The forward-only mark move as a transaction item, for a caller's fenced transaction.
+    pub fn advance_item(&self, job: &str, group: &str, value: &str) -> TransactWriteItem {
         let update = Update::builder()
             .table_name(&self.table)
-            .set_key(Some(watermark_key(&fence.job)))
+            .set_key(Some(watermark_key(job)))
             .update_expression("SET #m = :v, #at = :now")
             .condition_expression("attribute_not_exists(#m) OR #m < :v")
             .expression_attribute_names("#m", format!("{MARK_PREFIX}{group}"))
@@ -120,12 +152,45 @@ impl Watermarks {
             )
             .build()
             .expect("update has table, key and expression");
-        match fenced_write(&self.db, fence, vec![TransactWriteItem::builder().update(update).build()]).await? {
-            Fenced::Written => Ok(Advance::Advanced),
-            Fenced::Stale => Ok(Advance::Stale),
-            Fenced::ConditionFailed { item, .. } => Ok(Advance::NotForward {
-                current: item.as_ref().and_then(|i| get_s(i, &format!("{MARK_PREFIX}{group}"))).map(str::to_string),
-            }),
+        TransactWriteItem::builder().update(update).build()
+    }
+
+    /// Sets marks unconditionally and unfenced: for hints a job keeps about itself (the
+    /// archiver's oldest not-yet-due row), where a stale value only makes the next tick look
+    /// again, never skips work.
+    pub async fn set_marks(&self, job: &str, marks: &[(&str, &str)]) -> Result<(), DbError> {
+        if marks.is_empty() {
+            return Ok(());
+        }
+        let mut req = self.db.client().update_item().table_name(&self.table).set_key(Some(watermark_key(job)));
+        let mut sets = Vec::new();
+        for (i, (name, value)) in marks.iter().enumerate() {
+            req = req
+                .expression_attribute_names(format!("#m{i}"), format!("{MARK_PREFIX}{name}"))
+                .expression_attribute_values(format!(":v{i}"), av_s(*value));
+            sets.push(format!("#m{i} = :v{i}"));
+        }
+        self.db.update(req.update_expression(format!("SET {}", sets.join(", ")))).await.map(|_| ())
+    }
+
+    /// Records that `group`'s run for `window` started at `at_ms`, unless it already has (the
+    /// first tick of a run wins; a repeat changes nothing). Not fenced: whoever writes it first
+    /// saw the run start.
+    pub async fn start_run(&self, job: &str, group: &str, window: &str, at_ms: i64) -> Result<(), DbError> {
+        let req = self
+            .db
+            .client()
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(watermark_key(job)))
+            .update_expression("SET #r = :v")
+            .condition_expression("attribute_not_exists(#r) OR NOT begins_with(#r, :w)")
+            .expression_attribute_names("#r", format!("{RUN_PREFIX}{group}"))
+            .expression_attribute_values(":v", av_s(format!("{window}@{at_ms}")))
+            .expression_attribute_values(":w", av_s(format!("{window}@")));
+        match self.db.update(req).await {
+            Ok(_) | Err(DbError::ConditionFailed { .. }) => Ok(()),
+            Err(e) => Err(e),
         }
     }
 

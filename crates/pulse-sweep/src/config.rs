@@ -1,0 +1,99 @@
+//! The sweep's settings, read once at start-up; a setting that cannot be correct is refused there,
+//! naming its variable.
+
+use std::time::Duration;
+
+use tickwork::calendar::{CatchUp, Policy};
+use tickwork::config::{ConfigError, CoreConfig, Env};
+use tickwork::env as vars;
+use tickwork::lease::LeaseConfig;
+use tickwork_lambda::settings::{check_job_name, lease_config};
+
+/// Longest lateness accepted: keeps a tenant's catch-up inside one 100-item transaction.
+pub const MAX_LATENESS_LIMIT: Duration = Duration::from_secs(60 * 86_400);
+
+/// Sweep settings.
+#[derive(Debug, Clone)]
+pub struct PulseConfig {
+    /// Every tick a dry run ([`vars::DRY_RUN`]).
+    pub dry_run: bool,
+    /// Job name ([`vars::PULSE_JOB`]).
+    pub job: String,
+    /// Lease ([`vars::PULSE_LEASE_SECS`], below [`vars::PULSE_INTERVAL_SECS`], above the timeout).
+    pub lease: LeaseConfig,
+    /// Catch-up ([`vars::PULSE_CATCH_UP`], [`vars::PULSE_MAX_LATENESS_SECS`]).
+    pub policy: Policy,
+    /// Tenants per page ([`vars::PULSE_PAGE_SIZE`]).
+    pub page_size: i32,
+    /// Tenants processed at once ([`vars::PULSE_TENANT_CONCURRENCY`]).
+    pub tenant_concurrency: usize,
+    /// Stop this long before the deadline ([`vars::DEADLINE_MARGIN_SECS`]).
+    pub margin: Duration,
+}
+
+impl PulseConfig {
+    /// Reads and validates settings with the shared ones' defaults.
+    pub fn from_env(env: &Env, skew: Duration) -> Result<Self, ConfigError> {
+        let mut core = CoreConfig::from_env(env)?;
+        core.clock_skew = skew;
+        Self::from_core(env, &core)
+    }
+
+    /// Reads and validates settings; a lease TTL at or above the interval, or at or below the
+    /// function's timeout, is refused.
+    pub fn from_core(env: &Env, core: &CoreConfig) -> Result<Self, ConfigError> {
+        let s = Duration::from_secs;
+        let job = env.get(vars::PULSE_JOB).unwrap_or_else(|| "pulse-sweep".into());
+        check_job_name(vars::PULSE_JOB, &job)?;
+        let interval = env.secs_in(vars::PULSE_INTERVAL_SECS, s(60), s(60), s(86_400))?;
+        let ttl = env.secs_or(vars::PULSE_LEASE_SECS, s(50))?;
+        let lease = lease_config(&job, ttl, interval, core, vars::PULSE_LEASE_SECS)?;
+        let catch_up: CatchUp = env.parse_or(vars::PULSE_CATCH_UP, CatchUp::All)?;
+        let lateness = env.secs_in(vars::PULSE_MAX_LATENESS_SECS, s(40 * 86_400), s(1), MAX_LATENESS_LIMIT)?;
+        Ok(Self {
+            dry_run: tickwork_lambda::forced_dry_run(env)?,
+            policy: Policy {
+                catch_up,
+                max_lateness_ms: lateness.as_millis() as i64,
+                interval_ms: interval.as_millis() as i64,
+            },
+            job,
+            lease,
+            page_size: env.int_in(vars::PULSE_PAGE_SIZE, 100, 1..=1000)?,
+            tenant_concurrency: env.int_in(vars::PULSE_TENANT_CONCURRENCY, 8usize, 1..=256)?,
+            margin: core.margin,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(pairs: &[(&str, &str)]) -> Result<PulseConfig, ConfigError> {
+        PulseConfig::from_env(&Env::from_pairs(pairs.iter().copied()), Duration::from_secs(1))
+    }
+
+    #[test]
+    fn settings_that_cannot_be_correct_are_refused() {
+        let e = cfg(&[("TICKWORK_PULSE_LEASE_SECS", "60")]).unwrap_err();
+        assert_eq!(e.var, "TICKWORK_PULSE_LEASE_SECS");
+        assert!(e.problem.contains("below the schedule interval"));
+        for (var, value) in [
+            ("TICKWORK_PULSE_CATCH_UP", "some"),
+            ("TICKWORK_PULSE_MAX_LATENESS_SECS", "99999999"),
+            ("TICKWORK_PULSE_MAX_LATENESS_SECS", "0"),
+            ("TICKWORK_PULSE_MAX_LATENESS_SECS", "1e30"),
+            ("TICKWORK_PULSE_PAGE_SIZE", "0"),
+            ("TICKWORK_PULSE_TENANT_CONCURRENCY", "0"),
+            ("TICKWORK_PULSE_JOB", "Pulse Sweep"),
+            ("TICKWORK_PULSE_INTERVAL_SECS", "1e30"),
+        ] {
+            assert_eq!(cfg(&[(var, value)]).unwrap_err().var, var, "{var}={value}");
+        }
+        let e = cfg(&[("TICKWORK_FUNCTION_TIMEOUT_SECS", "55")]).unwrap_err();
+        assert_eq!(e.var, "TICKWORK_PULSE_LEASE_SECS", "a 50 s lease under a 55 s function");
+        assert!(cfg(&[("TICKWORK_FUNCTION_TIMEOUT_SECS", "45")]).is_ok());
+        assert!(cfg(&[]).is_ok());
+    }
+}

@@ -1,0 +1,93 @@
+//! The worker's settings, read once at start-up; a setting that cannot be correct is refused
+//! there, naming its variable.
+
+use std::time::Duration;
+
+use tickwork::config::{ConfigError, CoreConfig, Env};
+use tickwork::env as vars;
+use tickwork::queue::QueueConfig;
+
+/// Worker settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerConfig {
+    /// Items polled per shard per round ([`vars::WORKER_BATCH`]).
+    pub batch: i32,
+    /// Handlers run at once ([`vars::WORKER_CONCURRENCY`]).
+    pub concurrency: usize,
+    /// Stop claiming this long before the deadline ([`vars::DEADLINE_MARGIN_SECS`]); at least the
+    /// handler timeout, so whatever is claimed can finish.
+    pub margin: Duration,
+    /// A handler running longer is stopped and its item retried ([`vars::WORKER_HANDLER_TIMEOUT_SECS`]).
+    pub handler_timeout: Duration,
+    /// The schedule interval ([`vars::WORKER_INTERVAL_SECS`]), for the event guard.
+    pub interval: Duration,
+}
+
+impl WorkerConfig {
+    /// Reads and validates the settings (no timeout known: the handler timeout is checked against
+    /// the visibility timeout only).
+    pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
+        let core = CoreConfig::from_env(env)?;
+        Self::from_core(env, &core, &QueueConfig::from_env(env)?)
+    }
+
+    /// Reads and validates the settings: a handler must time out before its claim does, and a
+    /// claim must outlast the function that holds it.
+    pub fn from_core(env: &Env, core: &CoreConfig, queue: &QueueConfig) -> Result<Self, ConfigError> {
+        let s = Duration::from_secs;
+        let handler_timeout = env.secs_in(vars::WORKER_HANDLER_TIMEOUT_SECS, s(30), s(1), s(900))?;
+        if handler_timeout >= queue.visibility {
+            return Err(ConfigError::invalid(
+                vars::WORKER_HANDLER_TIMEOUT_SECS,
+                format!(
+                    "{} s is not below the visibility timeout {} s: a handler still running when its claim expires runs twice",
+                    handler_timeout.as_secs_f64(),
+                    queue.visibility.as_secs_f64()
+                ),
+            ));
+        }
+        if let Some(t) = core.function_timeout {
+            if queue.visibility < t {
+                return Err(ConfigError::invalid(
+                    vars::QUEUE_VISIBILITY_SECS,
+                    format!(
+                        "{} s is below the worker's timeout {} s: an item claimed early in an invocation could be claimed again while it runs",
+                        queue.visibility.as_secs_f64(),
+                        t.as_secs_f64()
+                    ),
+                ));
+            }
+        }
+        Ok(Self {
+            batch: env.int_in(vars::WORKER_BATCH, 10, 1..=100)?,
+            concurrency: env.int_in(vars::WORKER_CONCURRENCY, 4usize, 1..=256)?,
+            margin: core.margin,
+            handler_timeout,
+            interval: env.secs_in(vars::WORKER_INTERVAL_SECS, s(60), s(60), s(86_400))?,
+        })
+    }
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        let s = Duration::from_secs;
+        Self { batch: 10, concurrency: 4, margin: s(5), handler_timeout: s(30), interval: s(60) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_that_cannot_be_correct_are_refused() {
+        let cfg = |pairs: &[(&str, &str)]| WorkerConfig::from_env(&Env::from_pairs(pairs.iter().copied()));
+        assert_eq!(cfg(&[("TICKWORK_WORKER_BATCH", "0")]).unwrap_err().var, "TICKWORK_WORKER_BATCH");
+        assert_eq!(cfg(&[("TICKWORK_WORKER_CONCURRENCY", "0")]).unwrap_err().var, "TICKWORK_WORKER_CONCURRENCY");
+        let e = cfg(&[("TICKWORK_WORKER_HANDLER_TIMEOUT_SECS", "120")]).unwrap_err();
+        assert_eq!(e.var, "TICKWORK_WORKER_HANDLER_TIMEOUT_SECS");
+        let e = cfg(&[("TICKWORK_FUNCTION_TIMEOUT_SECS", "55"), ("TICKWORK_QUEUE_VISIBILITY_SECS", "50"), ("TICKWORK_WORKER_HANDLER_TIMEOUT_SECS", "20")]).unwrap_err();
+        assert_eq!(e.var, "TICKWORK_QUEUE_VISIBILITY_SECS");
+        assert!(cfg(&[("TICKWORK_FUNCTION_TIMEOUT_SECS", "55")]).is_ok());
+    }
+}

@@ -1,0 +1,255 @@
+//! The work of a fan-out tick: for each due window, oldest first, every shard of the tenants
+//! index paged from its checkpoint, one queue item per tenant.
+//!
+//! ## One window
+//! 1. The slot record, strongly consistent: recorded means an earlier run finished the window
+//!    (and perhaps crashed before its watermark, in the releases that wrote them apart): advance
+//!    the watermark and move on.
+//! 2. The window's checkpoint (one Query: a state per shard).
+//! 3. Per shard not done (bounded concurrency): page tenants by cursor; per page, enqueue
+//!    `<job>#<window>#<tenant>` for each (a conditional put: a repeat changes nothing); a tenant
+//!    whose item is refused (its own fault) is isolated and recorded in the same fenced
+//!    transaction that saves the shard's cursor. A crash repeats at most one page, harmlessly.
+//!    Every shard's result is collected before any error is returned: one shard's failure never
+//!    drops the pages the others have in flight.
+//! 4. Every shard done: the slot record and the watermark in **one** fenced transaction, so they
+//!    never disagree.
+
+use std::sync::Mutex;
+
+use futures::future::BoxFuture;
+use futures::stream::{self, StreamExt};
+use tickwork::budget::Budget;
+use tickwork::checkpoint::{Checkpoints, ShardState};
+use tickwork::clock::Millis;
+use tickwork::lease::{fenced_write, Fence, Fenced};
+use tickwork::pager::{PageError, PageRun};
+use tickwork::queue::{Enqueue, QueueError};
+use tickwork::tenants::Tenant;
+use tickwork::DbError;
+use tickwork_lambda::Outcome;
+
+use crate::window::item_for;
+use crate::{Deps, FanoutError, Report};
+
+/// Live (fenced by the lease) or dry (nothing written).
+#[derive(Clone, Copy)]
+pub(crate) enum Mode<'a> {
+    Live(&'a Fence),
+    Dry,
+}
+
+#[derive(Debug, Default)]
+struct ShardResult {
+    tenants: u64,
+    enqueued: u64,
+    existed: u64,
+    failed: u64,
+    done: bool,
+    lost: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum PageStop {
+    #[error(transparent)]
+    Failed(#[from] FanoutError),
+    #[error("lease lost")]
+    Lost,
+}
+
+impl From<DbError> for PageStop {
+    fn from(e: DbError) -> Self {
+        PageStop::Failed(e.into())
+    }
+}
+
+/// Steps 1 to 4 for each due window, oldest first, until one is left unfinished.
+pub(crate) async fn fan_out(
+    deps: &Deps,
+    mode: Mode<'_>,
+    windows: &[String],
+    budget: &dyn Budget,
+    mut report: Report,
+) -> Result<Report, FanoutError> {
+    let job = deps.cfg.lease.job.clone();
+    for window in windows {
+        report.window = window.clone();
+        report.shards_left = 0;
+        if let Mode::Live(fence) = mode {
+            if deps.slots.is_recorded(&job, window).await? {
+                // Finished before; only its watermark is missing.
+                if let tickwork::watermark::Advance::Stale = deps.marks.advance(fence, crate::MARK_GROUP, window).await? {
+                    report.outcome = Outcome::LostLease;
+                    return Ok(report);
+                }
+                report.windows_done += 1;
+                continue;
+            }
+        }
+        let states = match mode {
+            Mode::Live(_) => deps.checkpoints.read(&job, window).await?,
+            Mode::Dry => Default::default(),
+        };
+        let todo: Vec<(u32, ShardState)> = (0..deps.tenants.shards())
+            .map(|k| (k, Checkpoints::state_of(&states, &k.to_string()).clone()))
+            .filter(|(_, s)| *s != ShardState::Done)
+            .collect();
+        let now = deps.clock.now_ms();
+        let runs: Vec<BoxFuture<'_, Result<ShardResult, FanoutError>>> = todo
+            .into_iter()
+            .map(|(k, state)| Box::pin(shard(deps, mode, window, k, state, budget, now)) as BoxFuture<'_, _>)
+            .collect();
+        let results: Vec<Result<ShardResult, FanoutError>> =
+            stream::iter(runs).buffer_unordered(deps.cfg.shard_concurrency).collect().await;
+        let mut lost = false;
+        let mut first_error = None;
+        for r in results {
+            match r {
+                Ok(r) => {
+                    report.tenants += r.tenants;
+                    report.enqueued += r.enqueued;
+                    report.existed += r.existed;
+                    report.failed_tenants += r.failed;
+                    report.shards_left += u32::from(!r.done);
+                    lost |= r.lost;
+                }
+                Err(e) => first_error = first_error.or(Some(e)),
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        if lost {
+            report.outcome = Outcome::LostLease;
+            return Ok(report);
+        }
+        if report.shards_left > 0 {
+            report.outcome = match mode {
+                Mode::Dry => Outcome::DryRun,
+                Mode::Live(_) => Outcome::Partial,
+            };
+            return Ok(report);
+        }
+        match mode {
+            Mode::Dry => {
+                tracing::info!(window = %window, tenants = report.tenants, "dry run: would enqueue one item per tenant");
+                report.outcome = Outcome::DryRun;
+                return Ok(report);
+            }
+            Mode::Live(fence) => {
+                let writes = vec![
+                    deps.slots.record_item(fence, window),
+                    deps.marks.advance_item(&fence.job, crate::MARK_GROUP, window),
+                ];
+                match fenced_write(&deps.db, fence, writes).await? {
+                    // Recorded already (a duplicate run): its watermark alone.
+                    Fenced::Written | Fenced::ConditionFailed { .. } => {
+                        deps.marks.advance(fence, crate::MARK_GROUP, window).await?;
+                    }
+                    Fenced::Stale => {
+                        report.outcome = Outcome::LostLease;
+                        return Ok(report);
+                    }
+                }
+                report.windows_done += 1;
+            }
+        }
+    }
+    report.outcome = Outcome::Completed;
+    Ok(report)
+}
+
+async fn shard(
+    deps: &Deps,
+    mode: Mode<'_>,
+    window: &str,
+    k: u32,
+    state: ShardState,
+    budget: &dyn Budget,
+    now: Millis,
+) -> Result<ShardResult, FanoutError> {
+    let res = Mutex::new(ShardResult::default());
+    let shard_name = k.to_string();
+    let run = deps
+        .tenants
+        .for_each_page(k, state.cursor(), deps.cfg.page_size, budget, |tenants, next| {
+            let (res, shard_name) = (&res, &shard_name);
+            async move {
+                let failures = match mode {
+                    Mode::Dry => vec![],
+                    Mode::Live(_) => enqueue_page(deps, window, &tenants, now, res).await?,
+                };
+                res.lock().expect("res").tenants += tenants.len() as u64;
+                let Mode::Live(fence) = mode else { return Ok(()) };
+                let at = deps.clock.now_ms();
+                let records = failures
+                    .iter()
+                    .map(|(t, e)| tickwork::failures::record(deps.leases.table(), &fence.job, window, t, e, at))
+                    .collect();
+                // Position after this page's effects; a crash before this repeats the page harmlessly.
+                let st = next.map(ShardState::Resume).unwrap_or(ShardState::Done);
+                match deps.checkpoints.save_with(fence, window, shard_name, &st, records).await? {
+                    Fenced::Written => Ok(()),
+                    Fenced::Stale | Fenced::ConditionFailed { .. } => Err(PageStop::Lost),
+                }
+            }
+        })
+        .await;
+    let mut res = res.into_inner().expect("res");
+    match run {
+        Ok(PageRun::Exhausted { .. }) => res.done = true,
+        Ok(PageRun::Stopped { .. }) => {}
+        Err(PageError::Handler(PageStop::Lost)) => res.lost = true,
+        Err(PageError::Handler(PageStop::Failed(e))) => return Err(e),
+        Err(PageError::Db(d)) => return Err(d.into()),
+        Err(PageError::Cursor(c)) => return Err(c.into()),
+    }
+    Ok(res)
+}
+
+/// Enqueues one item per tenant; returns the tenants isolated (their item refused for a reason
+/// of its own), or stops the page when the failure is not theirs.
+async fn enqueue_page(
+    deps: &Deps,
+    window: &str,
+    tenants: &[Tenant],
+    now: Millis,
+    res: &Mutex<ShardResult>,
+) -> Result<Vec<(String, String)>, PageStop> {
+    let job = &deps.cfg.job;
+    let sends: Vec<BoxFuture<'_, (&Tenant, Result<Enqueue, QueueError>)>> = tenants
+        .iter()
+        .map(|t| Box::pin(async move { (t, deps.queue.enqueue(&item_for(job, window, t, now)).await) }) as BoxFuture<'_, _>)
+        .collect();
+    let results: Vec<(&Tenant, Result<Enqueue, QueueError>)> =
+        stream::iter(sends).buffer_unordered(deps.cfg.enqueue_concurrency).collect().await;
+    let mut failures = Vec::new();
+    let mut stop = None;
+    {
+        let mut r = res.lock().expect("res");
+        for (t, out) in results {
+            match out {
+                Ok(Enqueue::Enqueued) => r.enqueued += 1,
+                Ok(Enqueue::Exists) => r.existed += 1,
+                Err(QueueError::Invalid(e)) => failures.push((t.id.clone(), e.to_string())),
+                Err(QueueError::Db(e)) if e.is_unit_specific() => failures.push((t.id.clone(), e.to_string())),
+                Err(QueueError::Db(e)) => stop = stop.or(Some(e)),
+            }
+        }
+        r.failed += failures.len() as u64;
+    }
+    if let Some(e) = stop {
+        return Err(e.into());
+    }
+    for (t, e) in &failures {
+        tracing::warn!(tenant = %t, error = %e, "tenant isolated: recorded and passed over");
+    }
+    if failures.len() > 1 && failures.len() * 2 > tenants.len() {
+        return Err(PageStop::Failed(FanoutError::PageFailed {
+            failed: failures.len(),
+            of: tenants.len(),
+            first: failures[0].1.clone(),
+        }));
+    }
+    Ok(failures)
+}

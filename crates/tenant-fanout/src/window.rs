@@ -1,0 +1,82 @@
+//! Windows and items: which UTC days are owed a fan-out, and the item each tenant gets.
+//!
+//! A window is a UTC date. The fan-out's watermark holds the last window completed; every later
+//! window up to today is due, oldest first, so a window not finished during its own day (an
+//! outage, a run longer than a day) is caught up on later ticks rather than never visited again.
+//! Windows older than the lateness bound are not owed.
+
+use tickwork::clock::Millis;
+use tickwork::queue::NewItem;
+use tickwork::tenants::Tenant;
+
+/// The window a tick belongs to: its UTC date.
+pub fn window_of(time_ms: Millis) -> String {
+    jiff::Timestamp::from_millisecond(time_ms)
+        .map(|t| t.to_zoned(jiff::tz::TimeZone::UTC).date().to_string())
+        .unwrap_or_else(|_| "invalid".into())
+}
+
+/// The windows due at `time_ms`, oldest first: after `mark` (the last completed window) through
+/// today, at most `max_lateness_days` back. No mark: today only (a new job owes no history).
+pub fn due_windows(mark: Option<&str>, time_ms: Millis, max_lateness_days: u32) -> Vec<String> {
+    let Ok(today) = window_of(time_ms).parse::<jiff::civil::Date>() else { return vec![] };
+    let oldest = today
+        .checked_sub(jiff::Span::new().days(i64::from(max_lateness_days)))
+        .unwrap_or(today);
+    let first = match mark.and_then(|m| m.parse::<jiff::civil::Date>().ok()) {
+        None => today,
+        Some(m) => m.tomorrow().unwrap_or(today).max(oldest),
+    };
+    let mut out = Vec::new();
+    let mut d = first;
+    while d <= today {
+        out.push(d.to_string());
+        match d.tomorrow() {
+            Ok(n) => d = n,
+            Err(_) => break,
+        }
+    }
+    out
+}
+
+/// The queue item for one tenant in one window; its id is the idempotency key.
+pub fn item_for(job: &str, window: &str, tenant: &Tenant, due_ms: Millis) -> NewItem {
+    NewItem {
+        id: format!("{job}#{window}#{}", tenant.id),
+        kind: job.to_string(),
+        payload: serde_json::json!({"tenant": tenant.id, "window": window, "zone": tenant.zone}).to_string(),
+        tenant: Some(tenant.id.clone()),
+        due_ms,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_is_the_utc_date_of_the_event() {
+        // 2026-11-29T23:59:59.999Z and the first ms of the next day.
+        assert_eq!(window_of(1_795_996_799_999), "2026-11-29");
+        assert_eq!(window_of(1_795_996_800_000), "2026-11-30");
+    }
+
+    #[test]
+    fn unfinished_windows_are_caught_up_oldest_first() {
+        let t = 1_795_996_800_000; // 2026-11-30T00:00Z
+        assert_eq!(due_windows(Some("2026-11-30"), t, 7), Vec::<String>::new());
+        assert_eq!(due_windows(Some("2026-11-29"), t, 7), ["2026-11-30"]);
+        assert_eq!(due_windows(Some("2026-11-27"), t, 7), ["2026-11-28", "2026-11-29", "2026-11-30"]);
+        assert_eq!(due_windows(None, t, 7), ["2026-11-30"], "a new job owes no history");
+        assert_eq!(due_windows(Some("2026-01-01"), t, 2), ["2026-11-28", "2026-11-29", "2026-11-30"]);
+    }
+
+    #[test]
+    fn item_ids_are_the_idempotency_key() {
+        let t = Tenant { id: "t1".into(), zone: "Europe/Paris".into(), active: true, since_ms: None };
+        let i = item_for("utc-daily", "2026-11-29", &t, 5);
+        assert_eq!(i.id, "utc-daily#2026-11-29#t1");
+        assert_eq!(i.tenant.as_deref(), Some("t1"));
+        assert!(i.validate().is_ok());
+    }
+}
