@@ -9,6 +9,7 @@ SAM_CLI_VERSION      := 1.170.0
 CARGO_LAMBDA_VERSION := 1.9.2
 ZIG_VERSION          := 0.15.2
 DYNALITE_VERSION     := 4.0.0
+CHECKOV_VERSION      := 3.3.30
 VENV     := .venv
 SAM_VENV := .tools/sam
 SAM      := SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} $(SAM_VENV)/bin/sam
@@ -20,7 +21,7 @@ DYNALITE := .tools/dynalite/node_modules/dynalite/cli.js
 CARGO    ?= cargo
 WITH_SERVERS := scripts/with-servers.sh
 
-.PHONY: help deps tools test lint fmt clippy cfn-lint sam-validate build deploy watch run bench servers prove-lock clean \
+.PHONY: help deps tools test lint fmt clippy cfn-lint sam-validate checkov build deploy watch run bench servers prove-lock clean \
 	$(addprefix invoke-,$(FUNCTIONS))
 
 help: ## list targets
@@ -52,7 +53,15 @@ $(LAMBDA_VENV)/.cargo-lambda-$(CARGO_LAMBDA_VERSION)-zig-$(ZIG_VERSION):
 	  'cargo-lambda==$(CARGO_LAMBDA_VERSION)' 'ziglang==$(ZIG_VERSION)'
 	touch $@
 
+# checkov in its own virtualenv too (its dependencies pin other versions than SAM's).
+CHECKOV_VENV := .tools/checkov
+$(CHECKOV_VENV)/.checkov-$(CHECKOV_VERSION):
+	python3 -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check 'checkov==$(CHECKOV_VERSION)'
+	touch $@
+
 SAM_DEP    := $(SAM_VENV)/.sam-$(SAM_CLI_VERSION)-cfn-$(CFN_LINT_VERSION)
+CHECKOV_DEP := $(CHECKOV_VENV)/.checkov-$(CHECKOV_VERSION)
 LAMBDA_DEP := $(LAMBDA_VENV)/.cargo-lambda-$(CARGO_LAMBDA_VERSION)-zig-$(ZIG_VERSION)
 
 deps: $(VENV)/.moto-$(MOTO_VERSION) $(DYNALITE) ## install the local DynamoDB/S3 servers (moto, dynalite)
@@ -71,7 +80,10 @@ cfn-lint: $(SAM_DEP) ## lint template.yaml with cfn-lint
 sam-validate: $(SAM_DEP) ## validate template.yaml with the SAM CLI (no AWS credentials needed)
 	$(SAM) validate --lint --template template.yaml
 
-lint: fmt clippy cfn-lint sam-validate ## every static check
+checkov: $(CHECKOV_DEP) ## security checks on template.yaml (findings fixed, or skipped in its Metadata with a reason)
+	$(CHECKOV_VENV)/bin/checkov -f template.yaml --framework cloudformation --compact --quiet --skip-download
+
+lint: fmt clippy cfn-lint sam-validate checkov ## every static check
 
 build: $(SAM_DEP) $(LAMBDA_DEP) ## the Lambda artefacts (arm64, release) with `sam build`, into .aws-sam/build
 	rustup target add aarch64-unknown-linux-gnu

@@ -44,7 +44,7 @@ async fn every_tenant_once_and_a_repeat_changes_nothing() {
     let r = run(&deps, &tick(MORNING), &Unlimited, "inv-1").await.unwrap();
     assert_eq!(r.outcome, Outcome::Completed);
     assert_eq!((r.tenants, r.enqueued, r.existed), (TENANTS as u64, TENANTS as u64, 0));
-    assert_eq!(count_where(&deps.db, deps.queue.table(), "kind", "daily-summary").await, TENANTS);
+    assert_eq!(count_where(&deps.db, deps.queue.table(), "kind", &deps.cfg.job).await, TENANTS);
     // Enumeration: 8 shards of ~293 tenants at 100 a page = 3 pages each (the last page has no cursor).
     let q = deps.db.meter().op("Query");
     assert_eq!(q.items_read, TENANTS as u64, "every tenant read once; suspended ones never");
@@ -56,7 +56,7 @@ async fn every_tenant_once_and_a_repeat_changes_nothing() {
     let again = run(&deps, &tick(MORNING + 3_600_000), &Unlimited, "inv-2").await.unwrap();
     assert_eq!(again.outcome, Outcome::AlreadyDone);
     assert_eq!(deps.db.meter().read_write_requests(), (1, 0), "an idle fan-out costs one read");
-    assert_eq!(count_where(&deps.db, deps.queue.table(), "kind", "daily-summary").await, TENANTS);
+    assert_eq!(count_where(&deps.db, deps.queue.table(), "kind", &deps.cfg.job).await, TENANTS);
 }
 
 #[tokio::test]
@@ -82,7 +82,7 @@ async fn stopped_by_budget_and_resumed_still_enqueues_each_tenant_once() {
     }
     assert!(invocations > 2, "the budget really cut the run ({invocations} invocations)");
     assert_eq!(enqueued, TENANTS as u64);
-    assert_eq!(count_where(&deps.db, deps.queue.table(), "kind", "daily-summary").await, TENANTS);
+    assert_eq!(count_where(&deps.db, deps.queue.table(), "kind", &deps.cfg.job).await, TENANTS);
 }
 
 #[tokio::test]
@@ -95,7 +95,7 @@ async fn concurrent_invocations_fan_out_once() {
     let outcomes = [a.unwrap().outcome, b.unwrap().outcome];
     assert!(outcomes.contains(&Outcome::Completed));
     assert!(outcomes.contains(&Outcome::Busy), "{outcomes:?}");
-    assert_eq!(count_where(&deps.db, deps.queue.table(), "kind", "daily-summary").await, TENANTS);
+    assert_eq!(count_where(&deps.db, deps.queue.table(), "kind", &deps.cfg.job).await, TENANTS);
 }
 
 #[tokio::test]
@@ -113,7 +113,7 @@ async fn dry_run_and_pause_write_nothing_and_bad_events_are_named() {
     let r = run(&deps, &tick(MORNING), &Unlimited, "p").await.unwrap();
     assert_eq!(r.outcome, Outcome::Paused);
     assert_eq!(deps.db.meter().read_write_requests(), (1, 0));
-    assert_eq!(count_where(&deps.db, deps.queue.table(), "kind", "daily-summary").await, 0);
+    assert_eq!(count_where(&deps.db, deps.queue.table(), "kind", &deps.cfg.job).await, 0);
     let err = tenant_fanout::handle(
         &deps,
         serde_json::json!({"detail-type": "Scheduled Event"}),

@@ -182,10 +182,10 @@ async fn unknown_kind_and_bad_payload_are_dead_lettered_without_affecting_others
     let mut reg = queue_worker::summary::registry(local.db.clone(), &summaries, local.clock());
     let rec = Arc::new(Recorder::default());
     reg = reg.with("work", rec);
-    // A daily-summary item whose payload names another tenant: refused, never retried.
+    // A fan-out item whose payload names another tenant: refused, never retried.
     q.enqueue(&NewItem {
-        id: "daily-summary#2026-11-29#t1".into(),
-        kind: "daily-summary".into(),
+        id: "utc-daily#2026-11-29#t1".into(),
+        kind: "utc-daily".into(),
         payload: r#"{"tenant":"t2","window":"2026-11-29"}"#.into(),
         tenant: Some("t1".into()),
         due_ms: t0,
@@ -197,7 +197,7 @@ async fn unknown_kind_and_bad_payload_are_dead_lettered_without_affecting_others
     let letters = q.dead_letters().await.unwrap();
     let by_id: HashMap<_, _> = letters.iter().map(|l| (l.id.as_str(), l.last_error.as_str())).collect();
     assert!(by_id["mystery#00000"].contains("no handler for kind `mystery`"));
-    assert!(by_id["daily-summary#2026-11-29#t1"].contains("another tenant"));
+    assert!(by_id["utc-daily#2026-11-29#t1"].contains("another tenant"));
     assert_eq!(count_where(&local.db, &summaries, "pk", "t2").await, 0, "no row written for the wrong tenant");
 }
 

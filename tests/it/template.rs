@@ -21,7 +21,12 @@ fn untag(v: &Value) -> &Value {
 }
 
 fn s(v: &Value) -> String {
-    untag(v).as_str().map(str::to_string).or_else(|| untag(v).as_bool().map(|b| b.to_string())).unwrap_or_default()
+    let v = untag(v);
+    v.as_str()
+        .map(str::to_string)
+        .or_else(|| v.as_bool().map(|b| b.to_string()))
+        .or_else(|| v.as_u64().map(|n| n.to_string()))
+        .unwrap_or_default()
 }
 
 fn keys(schema: &Value) -> (String, Option<String>) {
@@ -147,27 +152,31 @@ fn every_function_has_a_sample_event_and_a_scoped_policy() {
     }
 }
 
-/// Every `tickwork` metric the dashboard and the alarms read is one the functions emit (a typo
-/// would chart or alarm on nothing, silently), and the dashboard body is JSON once substituted.
+/// Every custom metric the dashboard and the alarms read is one of the closed set the code emits
+/// ([`tickwork::meter::METRICS`]), in the stack's own namespace (a typo would chart or alarm on
+/// nothing, silently; another stack's namespace would mix two stacks' alarms), and the dashboard
+/// body is JSON once substituted.
 #[test]
 fn dashboard_and_alarms_read_metrics_the_code_emits() {
     let t = template();
     let resources = t["Resources"].as_mapping().expect("Resources");
     let mut source = String::new();
-    for krate in ["tickwork", "pulse-sweep", "queue-worker", "archiver", "tenant-fanout"] {
+    for krate in ["pulse-sweep", "queue-worker", "archiver", "tenant-fanout", "tickwork-lambda"] {
         let dir = format!("{}/../crates/{krate}/src", env!("CARGO_MANIFEST_DIR"));
         for f in std::fs::read_dir(&dir).expect("src dir") {
             source += &std::fs::read_to_string(f.expect("entry").path()).expect("source");
         }
     }
-    let emitted = |name: &str| source.contains(&format!("\"{name}\""));
+    // A metric is emitted when a report's `metrics()` names it (`("GroupsDue", ...)`).
+    let emitted = |name: &str| tickwork::meter::METRICS.contains(&name) && source.contains(&format!("(\"{name}\","));
+    let ours = "tickwork/${AWS::StackName}";
     let mut checked = 0;
     for (_, r) in resources {
         match s(&r["Type"]).as_str() {
             "AWS::CloudWatch::Dashboard" => {
                 let sub = untag(&r["Properties"]["DashboardBody"]);
-                let body = s(&sub[0]);
-                // Replace ${...} with a plain word, as CloudFormation would with a value.
+                let body = s(&sub[0]).replace("${Namespace}", "tickwork/stack");
+                // Replace the other ${...} with a plain word, as CloudFormation would with a value.
                 let mut plain = String::new();
                 let mut rest = body.as_str();
                 while let Some(i) = rest.find("${") {
@@ -191,14 +200,23 @@ fn dashboard_and_alarms_read_metrics_the_code_emits() {
                                 metric = m[1].as_str().unwrap().to_string();
                             }
                         }
-                        if namespace == "tickwork" {
+                        assert!(
+                            namespace.starts_with("AWS/") || namespace == "tickwork/stack",
+                            "dashboard reads namespace `{namespace}`"
+                        );
+                        if namespace == "tickwork/stack" {
                             assert!(emitted(&metric), "dashboard charts `{metric}`, which no function emits");
                             checked += 1;
                         }
                     }
                 }
             }
-            "AWS::CloudWatch::Alarm" if s(&r["Properties"]["Namespace"]) == "tickwork" => {
+            "AWS::CloudWatch::Alarm" => {
+                let ns = s(&r["Properties"]["Namespace"]);
+                if ns.starts_with("AWS/") || r["Properties"].get("Metrics").is_some() {
+                    continue;
+                }
+                assert_eq!(ns, ours, "custom metrics live in the stack's namespace");
                 let metric = s(&r["Properties"]["MetricName"]);
                 assert!(emitted(&metric), "an alarm watches `{metric}`, which no function emits");
                 checked += 1;
@@ -206,5 +224,126 @@ fn dashboard_and_alarms_read_metrics_the_code_emits() {
             _ => {}
         }
     }
-    assert!(checked >= 20, "only {checked} metric references found");
+    assert!(checked >= 9, "only {checked} metric references found");
+}
+
+/// The template's parameter defaults and literals, resolved as CloudFormation would for a stack
+/// named `stack` (enough for the settings the functions read).
+fn resolve(v: &Value, params: &serde_yaml_ng::Mapping) -> String {
+    let sub = |text: &str| {
+        let mut out = text.replace("${AWS::StackName}", "stack");
+        for (k, p) in params {
+            out = out.replace(&format!("${{{}}}", s(k)), &s(&p["Default"]));
+        }
+        out
+    };
+    match v {
+        Value::Tagged(t) if t.tag == "!Ref" => {
+            let name = s(&t.value);
+            match params.get(name.as_str()) {
+                Some(p) => s(&p["Default"]),
+                None if name == "AWS::StackName" => "stack".into(),
+                None => format!("{}-resource", name.to_lowercase()),
+            }
+        }
+        Value::Tagged(t) if t.tag == "!Sub" => sub(&s(&t.value)),
+        Value::Number(n) => n.to_string(),
+        other => s(other),
+    }
+}
+
+/// Each function's environment as deployed: the Globals' variables, then its own.
+fn function_env(t: &Value, function: &Value) -> Vec<(String, String)> {
+    let params = t["Parameters"].as_mapping().unwrap();
+    let mut vars = Vec::new();
+    for source in
+        [&t["Globals"]["Function"]["Environment"]["Variables"], &function["Properties"]["Environment"]["Variables"]]
+    {
+        for (k, v) in source.as_mapping().into_iter().flatten() {
+            vars.retain(|(name, _): &(String, String)| name != &s(k));
+            vars.push((s(k), resolve(v, params)));
+        }
+    }
+    vars.push(("AWS_REGION".into(), "us-east-1".into()));
+    vars
+}
+
+/// `rate(N minute[s])` → seconds.
+fn rate_secs(expr: &str) -> u64 {
+    let inner = expr.trim().strip_prefix("rate(").and_then(|r| r.strip_suffix(')')).expect("a rate() expression");
+    let (n, unit) = inner.split_once(' ').expect("`rate(N unit)`");
+    let n: u64 = n.parse().expect("a number");
+    n * match unit.trim_end_matches('s') {
+        "minute" => 60,
+        "hour" => 3600,
+        "day" => 86_400,
+        other => panic!("unit {other}"),
+    }
+}
+
+/// Per function, template and code agree: `Timeout` < lease TTL < the interval its `rate()` fires
+/// at, the declared timeout equals `Timeout`, the asynchronous event age is one interval, the
+/// code's defaults equal the template's values, and the function's whole configuration, as the
+/// template sets it, is accepted at start-up.
+#[test]
+fn template_and_code_settings_agree() {
+    use std::time::Duration;
+    let t = template();
+    let resources = t["Resources"].as_mapping().unwrap();
+    let fn_of = |name: &str| resources.get(name).unwrap_or_else(|| panic!("no {name}"));
+    let mut checked = 0;
+    for (name, interval_var, lease_var, code_defaults) in [
+        ("PulseSweepFunction", Some("TICKWORK_PULSE_INTERVAL_SECS"), Some("TICKWORK_PULSE_LEASE_SECS"), (60, 50)),
+        ("TenantFanoutFunction", Some("TICKWORK_FANOUT_INTERVAL_SECS"), Some("TICKWORK_FANOUT_LEASE_SECS"), (300, 290)),
+        ("ArchiverFunction", Some("TICKWORK_ARCHIVE_INTERVAL_SECS"), Some("TICKWORK_ARCHIVE_LEASE_SECS"), (300, 290)),
+        ("QueueWorkerFunction", Some("TICKWORK_WORKER_INTERVAL_SECS"), None, (60, 0)),
+    ] {
+        let f = fn_of(name);
+        let props = &f["Properties"];
+        let timeout: u64 = s(&props["Timeout"]).parse().expect("Timeout");
+        let env = function_env(&t, f);
+        let get = |var: &str| env.iter().find(|(k, _)| k == var).map(|(_, v)| v.clone());
+        let schedule = props["Events"].as_mapping().unwrap().values().next().unwrap();
+        let rate = rate_secs(&s(&schedule["Properties"]["Schedule"]));
+        let interval: u64 = get(interval_var.unwrap()).expect("interval variable").parse().unwrap();
+        assert_eq!(interval, rate, "{name}: the interval the code guards with is the schedule's");
+        assert_eq!(interval, code_defaults.0, "{name}: code default interval");
+        assert_eq!(get("TICKWORK_FUNCTION_TIMEOUT_SECS"), Some(timeout.to_string()), "{name}: declared timeout");
+        assert_eq!(
+            s(&props["EventInvokeConfig"]["MaximumEventAgeInSeconds"]),
+            interval.to_string(),
+            "{name}: event age"
+        );
+        assert_eq!(s(&props["EventInvokeConfig"]["MaximumRetryAttempts"]), "0", "{name}: the next tick retries");
+        if let Some(lease_var) = lease_var {
+            let lease: u64 = get(lease_var).expect("lease variable").parse().unwrap();
+            assert!(
+                timeout < lease && lease < interval,
+                "{name}: Timeout {timeout} < lease {lease} < interval {interval}"
+            );
+            assert_eq!(lease, code_defaults.1, "{name}: code default lease");
+        }
+        // The whole configuration, as deployed, is accepted at start-up.
+        let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let e = tickwork::config::Env::from_pairs(pairs);
+        let core = tickwork::config::CoreConfig::from_env(&e).expect("core settings");
+        assert_eq!(core.function_timeout, Some(Duration::from_secs(timeout)));
+        assert_eq!(core.metrics_namespace, "tickwork/stack");
+        let accepted = match name {
+            "PulseSweepFunction" => pulse_sweep::PulseConfig::from_core(&e, &core).map(|_| ()),
+            "TenantFanoutFunction" => tenant_fanout::FanoutConfig::from_core(&e, &core).map(|_| ()),
+            "ArchiverFunction" => archiver::ArchiverConfig::from_core(&e, &core).map(|_| ()),
+            _ => tickwork::queue::QueueConfig::from_env(&e)
+                .and_then(|q| queue_worker::WorkerConfig::from_core(&e, &core, &q).map(|_| ())),
+        };
+        accepted.unwrap_or_else(|err| panic!("{name}: the template's settings are refused: {err}"));
+        checked += 1;
+    }
+    assert_eq!(checked, 4);
+    // The code's defaults are what a deployment without the template's values would run with.
+    let d = pulse_sweep::PulseConfig::from_env(&tickwork::config::Env::from_pairs([]), Duration::from_secs(1)).unwrap();
+    assert_eq!((d.lease.interval, d.lease.ttl), (Duration::from_secs(60), Duration::from_secs(50)));
+    let d =
+        tenant_fanout::FanoutConfig::from_env(&tickwork::config::Env::from_pairs([]), Duration::from_secs(1)).unwrap();
+    assert_eq!((d.lease.interval, d.lease.ttl), (Duration::from_secs(300), Duration::from_secs(290)));
 }

@@ -158,7 +158,8 @@ async fn audit_reads_real_invocation_logs_and_flags_the_tells() {
     let handlers = queue_worker::summary::registry(d.db.clone(), &summaries, local.clock());
     let mut log = String::new();
     fn emit(log: &mut String, job: &str, m: &tickwork::meter::Meter) {
-        let line = tickwork::meter::InvocationLine { job: job.into(), outcome: "completed".into(), ..Default::default() };
+        let line =
+            tickwork::meter::InvocationLine { job: job.into(), outcome: "completed".into(), ..Default::default() };
         // As `aws logs tail` prints a line: time and stream first.
         *log += &format!("2026-03-28T23:45:00 stream {}\n", m.invocation_line("tickwork", 0, "INFO", &line));
     }

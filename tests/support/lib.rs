@@ -4,6 +4,8 @@
 //! parallel without seeing each other. Tables are not deleted: the servers are started for one
 //! `make test` run and discarded with everything in them.
 
+pub mod faults;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -79,6 +81,47 @@ impl Local {
         Db::new(client, Meter::new(CapacitySource::Estimate))
     }
 
+    /// A fresh metered client whose requests pass through `faults` and `recorder` when given, with
+    /// `retry` (tests shorten the backoff; the policy is otherwise the shipped one).
+    pub fn db_with(
+        &self,
+        faults: Option<&faults::Faults>,
+        recorder: Option<&tickwork::iam::Recorder>,
+        retry: &RetryPolicy,
+    ) -> Db {
+        let mut b = aws_sdk_dynamodb::config::Builder::from(&self.sdk)
+            .retry_config(retry.sdk())
+            .retry_partition(aws_sdk_dynamodb::config::retry::RetryPartition::new(unique("partition")))
+            .retry_classifier(tickwork::retry::ConflictClassifier);
+        if let Some(f) = faults {
+            b = b.interceptor(f.clone());
+        }
+        if let Some(r) = recorder {
+            b = b.interceptor(r.clone());
+        }
+        Db::new(aws_sdk_dynamodb::Client::from_conf(b.build()), Meter::new(CapacitySource::Estimate))
+    }
+
+    /// An S3 client on the local server through `faults` and `recorder` when given.
+    pub fn s3_with(
+        &self,
+        faults: Option<&faults::Faults>,
+        recorder: Option<&tickwork::iam::Recorder>,
+    ) -> aws_sdk_s3::Client {
+        let mut b = aws_sdk_s3::config::Builder::from(&self.sdk).force_path_style(true).retry_config(
+            aws_sdk_s3::config::retry::RetryConfig::standard()
+                .with_max_attempts(5)
+                .with_initial_backoff(std::time::Duration::from_millis(5)),
+        );
+        if let Some(f) = faults {
+            b = b.interceptor(f.clone());
+        }
+        if let Some(r) = recorder {
+            b = b.interceptor(r.clone());
+        }
+        aws_sdk_s3::Client::from_conf(b.build())
+    }
+
     /// A fresh metered client that knows `table`'s GSIs (for index write estimates).
     pub fn fresh_db_with_gsis(&self, table: &str, def: &TableDef) -> Db {
         let db = self.fresh_db();
@@ -97,6 +140,15 @@ impl Local {
     /// A uniquely named control table.
     pub async fn control(&self) -> String {
         self.table(&schema::control_table()).await
+    }
+}
+
+/// A retry policy with short waits, for tests that inject many retryable faults.
+pub fn quick_retry() -> RetryPolicy {
+    RetryPolicy {
+        max_attempts: 8,
+        initial_backoff: std::time::Duration::from_millis(2),
+        max_backoff: std::time::Duration::from_millis(20),
     }
 }
 

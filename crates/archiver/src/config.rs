@@ -84,7 +84,9 @@ mod tests {
 
     #[test]
     fn bucket_is_required_and_bad_settings_refused() {
-        let cfg = |pairs: &[(&str, &str)]| ArchiverConfig::from_env(&Env::from_pairs(pairs.iter().copied()), Duration::from_secs(1));
+        let cfg = |pairs: &[(&str, &str)]| {
+            ArchiverConfig::from_env(&Env::from_pairs(pairs.iter().copied()), Duration::from_secs(1))
+        };
         assert_eq!(cfg(&[]).unwrap_err().var, "TICKWORK_ARCHIVE_BUCKET");
         let b = ("TICKWORK_ARCHIVE_BUCKET", "b");
         for (var, value) in [

@@ -224,18 +224,22 @@ fn mark_ms(state: &WatermarkState, name: &str) -> Option<Millis> {
 }
 
 impl Deps {
-    /// Probes every shard and, when writing, records the oldest not-yet-due row; returns the due
-    /// shards.
+    /// Probes every shard; when none is due (and `write`), records the oldest not-yet-due row.
+    /// Returns the due shards. While any shard is due the mark is left as it is: it stays at or
+    /// below the cutoff, so the next tick probes again until the backlog is gone.
     async fn probe_and_record(&self, cutoff: &str, write: bool) -> Result<Vec<u32>, ArchiveError> {
         let probes = sweep::probe(self, cutoff).await?;
-        let now = self.clock.now_ms();
-        // A row written after this probe is newer than it, give or take the clock-skew bound.
-        let floor = now - self.cfg.lease.clock_skew.as_millis() as i64;
-        let oldest = probes.iter().filter_map(|p| p.oldest_ms).min().unwrap_or(floor).min(floor);
-        if write {
-            self.marks.set_marks(config::JOB, &[(OLDEST, &format!("{oldest:013}")), (PROBED, &format!("{now:013}"))]).await?;
+        let due: Vec<u32> = probes.iter().filter(|p| p.due).map(|p| p.k).collect();
+        if write && due.is_empty() {
+            let now = self.clock.now_ms();
+            // A row written after this probe is newer than it, give or take the clock-skew bound.
+            let floor = now - self.cfg.lease.clock_skew.as_millis() as i64;
+            let oldest = probes.iter().filter_map(|p| p.oldest_ms).min().unwrap_or(floor).min(floor);
+            self.marks
+                .set_marks(config::JOB, &[(OLDEST, &format!("{oldest:013}")), (PROBED, &format!("{now:013}"))])
+                .await?;
         }
-        Ok(probes.iter().filter(|p| p.due).map(|p| p.k).collect())
+        Ok(due)
     }
 }
 
@@ -263,7 +267,13 @@ impl LeasedJob for Deps {
         Ok((report, (!shards.is_empty()).then_some(Plan { cutoff, shards })))
     }
 
-    async fn dry_run(&self, _: &Tick, plan: Plan, budget: &dyn Budget, mut report: Report) -> Result<Report, ArchiveError> {
+    async fn dry_run(
+        &self,
+        _: &Tick,
+        plan: Plan,
+        budget: &dyn Budget,
+        mut report: Report,
+    ) -> Result<Report, ArchiveError> {
         report.due_by_shard = vec![0; self.cfg.shards as usize];
         for k in plan.shards {
             let mut n = 0u64;
@@ -286,12 +296,24 @@ impl LeasedJob for Deps {
                 Err(PageError::Cursor(c)) => return Err(c.into()),
             }
             report.due_by_shard[k as usize] = n;
-            tracing::info!(shard = k, due = n, objects = n.div_ceil(self.cfg.page_size as u64), "dry run: would archive");
+            tracing::info!(
+                shard = k,
+                due = n,
+                objects = n.div_ceil(self.cfg.page_size as u64),
+                "dry run: would archive"
+            );
         }
         Ok(report)
     }
 
-    async fn work(&self, _: &Tick, lease: &Lease, plan: Plan, budget: &dyn Budget, mut report: Report) -> Result<Report, ArchiveError> {
+    async fn work(
+        &self,
+        _: &Tick,
+        lease: &Lease,
+        plan: Plan,
+        budget: &dyn Budget,
+        mut report: Report,
+    ) -> Result<Report, ArchiveError> {
         let fence = lease.fence(self.leases.table());
         let results = sweep::archive(self, &fence, &plan.shards, &plan.cutoff, budget).await?;
         let mut lost = false;

@@ -73,7 +73,10 @@ pub fn s3_client(sdk: &aws_config::SdkConfig) -> aws_sdk_s3::Client {
 /// Writes `items` to `key` with a SHA-256 checksum the SDK sends and S3 verifies.
 pub async fn put_batch(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, items: &[Item]) -> Result<(), ArchiveError> {
     let ms = |i: Option<&Item>| {
-        i.and_then(|i| tickwork::schema::get_s(i, tickwork::changes::TSID)).and_then(|t| t.get(..13)).unwrap_or("0").to_string()
+        i.and_then(|i| tickwork::schema::get_s(i, tickwork::changes::TSID))
+            .and_then(|t| t.get(..13))
+            .unwrap_or("0")
+            .to_string()
     };
     s3.put_object()
         .bucket(bucket)
@@ -107,6 +110,39 @@ pub async fn exists(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<
             reason: aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
         }),
     }
+}
+
+/// S3 requests → the accesses IAM evaluates ([`tickwork::iam::Recorder::map`]): HeadObject is
+/// authorised as `s3:GetObject` ("To use HEAD, you must have READ access to the object", S3 API
+/// reference, HeadObject), listing as `s3:ListBucket` on the bucket.
+pub fn s3_accesses(input: &tickwork::iam::Input) -> Option<Vec<tickwork::iam::Access>> {
+    use aws_sdk_s3::operation as op;
+    use tickwork::iam::{Access, Resource};
+    let object = |action: &str, bucket: Option<&str>, key: Option<&str>| Access {
+        action: action.to_string(),
+        resource: Resource::Object {
+            bucket: bucket.unwrap_or_default().to_string(),
+            key: key.unwrap_or_default().to_string(),
+        },
+        leading_key: None,
+    };
+    if let Some(i) = input.downcast_ref::<op::put_object::PutObjectInput>() {
+        return Some(vec![object("s3:PutObject", i.bucket(), i.key())]);
+    }
+    if let Some(i) = input.downcast_ref::<op::head_object::HeadObjectInput>() {
+        return Some(vec![object("s3:GetObject", i.bucket(), i.key())]);
+    }
+    if let Some(i) = input.downcast_ref::<op::get_object::GetObjectInput>() {
+        return Some(vec![object("s3:GetObject", i.bucket(), i.key())]);
+    }
+    if let Some(i) = input.downcast_ref::<op::list_objects_v2::ListObjectsV2Input>() {
+        return Some(vec![Access {
+            action: "s3:ListBucket".into(),
+            resource: Resource::Bucket { bucket: i.bucket().unwrap_or_default().to_string() },
+            leading_key: None,
+        }]);
+    }
+    None
 }
 
 #[cfg(test)]

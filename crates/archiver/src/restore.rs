@@ -45,7 +45,11 @@ pub async fn restore(
             restored += items.len() as u64;
             let puts: Vec<WriteRequest> = items
                 .into_iter()
-                .map(|i| WriteRequest::builder().put_request(PutRequest::builder().set_item(Some(i)).build().expect("item")).build())
+                .map(|i| {
+                    WriteRequest::builder()
+                        .put_request(PutRequest::builder().set_item(Some(i)).build().expect("item"))
+                        .build()
+                })
                 .collect();
             db.batch_write_all(table, puts, 10).await?;
         }

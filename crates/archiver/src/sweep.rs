@@ -64,7 +64,11 @@ pub struct ShardProbe {
 }
 
 /// The key-condition Query for shard `k`'s due rows.
-pub fn due_query(deps: &Deps, k: u32, cutoff: &str) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+pub fn due_query(
+    deps: &Deps,
+    k: u32,
+    cutoff: &str,
+) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
     deps.db
         .client()
         .query()
@@ -187,20 +191,28 @@ async fn archive_shard(
     }
     let label = format!("archive shard {k}");
     let res_cell = std::sync::Mutex::new(res);
-    let run = for_each_page(&deps.db, due_query(deps, k, cutoff), state.cursor(), deps.cfg.page_size, budget, &label, |page: Page| {
-        let res = &res_cell;
-        async move {
-            if page.items.is_empty() {
-                return position(deps, fence, k, page.next, vec![]).await;
+    let run = for_each_page(
+        &deps.db,
+        due_query(deps, k, cutoff),
+        state.cursor(),
+        deps.cfg.page_size,
+        budget,
+        &label,
+        |page: Page| {
+            let res = &res_cell;
+            async move {
+                if page.items.is_empty() {
+                    return position(deps, fence, k, page.next, vec![]).await;
+                }
+                let deleted = batch(deps, fence, k, page.items.clone(), page.next).await?;
+                let mut r = res.lock().expect("res");
+                r.rows += deleted;
+                r.kept += page.items.len() as u64 - deleted;
+                r.objects += 1;
+                Ok(())
             }
-            let deleted = batch(deps, fence, k, page.items.clone(), page.next).await?;
-            let mut r = res.lock().expect("res");
-            r.rows += deleted;
-            r.kept += page.items.len() as u64 - deleted;
-            r.objects += 1;
-            Ok(())
-        }
-    })
+        },
+    )
     .await;
     let mut res = res_cell.into_inner().expect("res");
     match run {
@@ -230,7 +242,13 @@ async fn batch(deps: &Deps, fence: &Fence, k: u32, items: Vec<Item>, next: Optio
 /// Steps 2 to 4 for an intent: the object (written now when `items` is given; when recovering,
 /// written only if it is missing, from the listed rows still at their listed version), the
 /// conditional deletes, the position. Returns the rows deleted.
-async fn finish(deps: &Deps, fence: &Fence, k: u32, intent: &Intent, items: Option<Vec<Item>>) -> Result<u64, BatchFail> {
+async fn finish(
+    deps: &Deps,
+    fence: &Fence,
+    k: u32,
+    intent: &Intent,
+    items: Option<Vec<Item>>,
+) -> Result<u64, BatchFail> {
     let bucket = &deps.cfg.bucket;
     match items {
         Some(items) => object::put_batch(&deps.s3, bucket, &intent.key, &items).await?,
@@ -293,7 +311,8 @@ async fn delete_versions(deps: &Deps, rows: &[String]) -> Result<u64, ArchiveErr
             }) as BoxFuture<'_, _>
         })
         .collect();
-    let results: Vec<Result<bool, DbError>> = stream::iter(deletes).buffer_unordered(DELETE_CONCURRENCY).collect().await;
+    let results: Vec<Result<bool, DbError>> =
+        stream::iter(deletes).buffer_unordered(DELETE_CONCURRENCY).collect().await;
     let mut n = 0;
     for r in results {
         n += u64::from(r?);
@@ -311,20 +330,21 @@ async fn reload(deps: &Deps, rows: &[String]) -> Result<Vec<Item>, ArchiveError>
         while !keys.is_empty() {
             rounds += 1;
             if rounds > 10 {
-                return Err(ArchiveError::Db(DbError::Invalid(format!("{} keys still unprocessed after 10 rounds", keys.len()))));
+                return Err(ArchiveError::Db(DbError::Invalid(format!(
+                    "{} keys still unprocessed after 10 rounds",
+                    keys.len()
+                ))));
             }
-            let ka = KeysAndAttributes::builder().set_keys(Some(keys.clone())).consistent_read(true).build().expect("keys");
+            let ka =
+                KeysAndAttributes::builder().set_keys(Some(keys.clone())).consistent_read(true).build().expect("keys");
             let out = deps.db.batch_get(deps.db.client().batch_get_item().request_items(&deps.table, ka)).await?;
             for item in out.responses().and_then(|r| r.get(&deps.table)).cloned().unwrap_or_default() {
                 if let Some(t) = get_s(&item, TSID) {
                     found.insert(t.to_string(), item);
                 }
             }
-            keys = out
-                .unprocessed_keys()
-                .and_then(|u| u.get(&deps.table))
-                .map(|k| k.keys().to_vec())
-                .unwrap_or_default();
+            keys =
+                out.unprocessed_keys().and_then(|u| u.get(&deps.table)).map(|k| k.keys().to_vec()).unwrap_or_default();
             if !keys.is_empty() {
                 tokio::time::sleep(std::time::Duration::from_millis(fastrand::u64(0..=50u64 << rounds.min(5)))).await;
             }

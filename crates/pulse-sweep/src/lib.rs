@@ -396,7 +396,11 @@ mod tests {
         assert_eq!(due_groups(&s, t), Due { groups: vec![want.clone()], unknown: vec![] });
         s.groups.insert("Nowhere/Atlantis".into());
         let d = due_groups(&s, t);
-        assert_eq!((d.groups, d.unknown), (vec![want], vec!["Nowhere/Atlantis".to_string()]), "one bad zone blocks nothing");
+        assert_eq!(
+            (d.groups, d.unknown),
+            (vec![want], vec!["Nowhere/Atlantis".to_string()]),
+            "one bad zone blocks nothing"
+        );
         s.runs.insert("America/Los_Angeles".into(), ("2026-11-29".into(), t - 5_000));
         assert_eq!(due_groups(&s, t).groups[0].started_ms, Some(t - 5_000));
     }

@@ -100,12 +100,8 @@ mod tests {
         let puts = w.items.iter().filter(|i| i.put().is_some()).count();
         let moves = w.items.iter().filter(|i| i.update().is_some()).count();
         assert_eq!((puts, moves), (5, 4), "day×2, week, month, quarter; one cursor move per grain");
-        let ids: Vec<String> = w
-            .items
-            .iter()
-            .filter_map(|i| i.put())
-            .map(|p| p.item()["pk"].as_s().unwrap().clone())
-            .collect();
+        let ids: Vec<String> =
+            w.items.iter().filter_map(|i| i.put()).map(|p| p.item()["pk"].as_s().unwrap().clone()).collect();
         assert!(ids.contains(&"pulse#t1#day#2026-03-30".to_string()), "{ids:?}");
     }
 }

@@ -110,20 +110,29 @@ pub(crate) async fn sweep(
             let (tz, run, tally_ref) = (&tz, &run, &tally);
             let outcome = deps
                 .tenants
-                .for_each_zone_page(&g.group, k, state.cursor(), deps.cfg.page_size, budget, |tenants, next| async move {
-                    let failures = visit_page(deps, &tenants, tz, tick.time_ms, run_ms, mode, tally_ref).await?;
-                    let Mode::Live(fence) = mode else { return Ok(()) };
-                    let now = deps.clock.now_ms();
-                    let records = failures
-                        .iter()
-                        .map(|(t, e)| tickwork::failures::record(&deps.tables.control, &deps.cfg.job, run, t, e, now))
-                        .collect();
-                    let st = next.map(ShardState::Resume).unwrap_or(ShardState::Done);
-                    match deps.checkpoints.save_with(fence, run, &k.to_string(), &st, records).await? {
-                        Fenced::Written => Ok(()),
-                        _ => Err(PageStop::Lost),
-                    }
-                })
+                .for_each_zone_page(
+                    &g.group,
+                    k,
+                    state.cursor(),
+                    deps.cfg.page_size,
+                    budget,
+                    |tenants, next| async move {
+                        let failures = visit_page(deps, &tenants, tz, tick.time_ms, run_ms, mode, tally_ref).await?;
+                        let Mode::Live(fence) = mode else { return Ok(()) };
+                        let now = deps.clock.now_ms();
+                        let records = failures
+                            .iter()
+                            .map(|(t, e)| {
+                                tickwork::failures::record(&deps.tables.control, &deps.cfg.job, run, t, e, now)
+                            })
+                            .collect();
+                        let st = next.map(ShardState::Resume).unwrap_or(ShardState::Done);
+                        match deps.checkpoints.save_with(fence, run, &k.to_string(), &st, records).await? {
+                            Fenced::Written => Ok(()),
+                            _ => Err(PageStop::Lost),
+                        }
+                    },
+                )
                 .await;
             match outcome {
                 Ok(PageRun::Exhausted { .. }) => {}
@@ -217,7 +226,11 @@ async fn visit_page(
         return Err(PageStop::Failed(e));
     }
     if failures.len() > 1 && failures.len() * 2 > tenants.len() {
-        return Err(PageStop::Failed(PulseError::PageFailed { failed: failures.len(), of: tenants.len(), first: failures[0].1.clone() }));
+        return Err(PageStop::Failed(PulseError::PageFailed {
+            failed: failures.len(),
+            of: tenants.len(),
+            first: failures[0].1.clone(),
+        }));
     }
     Ok(failures)
 }
@@ -249,7 +262,9 @@ async fn visit(
             // Someone advanced these cursors since our read (another worker after a lease
             // lapse, or our own retried request whose answer was lost): re-read and re-plan once;
             // the cancelled transaction wrote nothing.
-            Err(DbError::TransactionCanceled { reasons }) if attempt == 0 && reasons.iter().any(|r| r.condition_failed()) => {
+            Err(DbError::TransactionCanceled { reasons })
+                if attempt == 0 && reasons.iter().any(|r| r.condition_failed()) =>
+            {
                 continue;
             }
             Err(e) => return Err(e.into()),

@@ -86,7 +86,12 @@ mod tests {
         assert_eq!(cfg(&[("TICKWORK_WORKER_CONCURRENCY", "0")]).unwrap_err().var, "TICKWORK_WORKER_CONCURRENCY");
         let e = cfg(&[("TICKWORK_WORKER_HANDLER_TIMEOUT_SECS", "120")]).unwrap_err();
         assert_eq!(e.var, "TICKWORK_WORKER_HANDLER_TIMEOUT_SECS");
-        let e = cfg(&[("TICKWORK_FUNCTION_TIMEOUT_SECS", "55"), ("TICKWORK_QUEUE_VISIBILITY_SECS", "50"), ("TICKWORK_WORKER_HANDLER_TIMEOUT_SECS", "20")]).unwrap_err();
+        let e = cfg(&[
+            ("TICKWORK_FUNCTION_TIMEOUT_SECS", "55"),
+            ("TICKWORK_QUEUE_VISIBILITY_SECS", "50"),
+            ("TICKWORK_WORKER_HANDLER_TIMEOUT_SECS", "20"),
+        ])
+        .unwrap_err();
         assert_eq!(e.var, "TICKWORK_QUEUE_VISIBILITY_SECS");
         assert!(cfg(&[("TICKWORK_FUNCTION_TIMEOUT_SECS", "55")]).is_ok());
     }

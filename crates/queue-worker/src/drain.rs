@@ -127,18 +127,22 @@ pub async fn drain(
 async fn run_one(queue: &Queue, handlers: &Registry, job: &Job, cfg: &WorkerConfig) -> Result<Settle, QueueError> {
     let outcome = match handlers.get(&job.kind) {
         None => Err(HandlerError::Permanent(format!("no handler for kind `{}`", job.kind))),
-        Some(h) => match tokio::time::timeout(cfg.handler_timeout, AssertUnwindSafe(h.handle(job)).catch_unwind()).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(panic)) => {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a panic".into());
-                Err(HandlerError::Retry(format!("handler panicked: {what}")))
+        Some(h) => {
+            match tokio::time::timeout(cfg.handler_timeout, AssertUnwindSafe(h.handle(job)).catch_unwind()).await {
+                Ok(Ok(r)) => r,
+                Ok(Err(panic)) => {
+                    let what = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "a panic".into());
+                    Err(HandlerError::Retry(format!("handler panicked: {what}")))
+                }
+                Err(_) => {
+                    Err(HandlerError::Retry(format!("handler ran longer than {} s", cfg.handler_timeout.as_secs_f64())))
+                }
             }
-            Err(_) => Err(HandlerError::Retry(format!("handler ran longer than {} s", cfg.handler_timeout.as_secs_f64()))),
-        },
+        }
     };
     match outcome {
         Ok(()) => queue.finish(job).await,

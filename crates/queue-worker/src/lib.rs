@@ -148,7 +148,15 @@ pub async fn handle(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Re
         Ok(r) => (r.outcome.name().to_string(), Some(r), None),
         Err(e) => ("failed".to_string(), None, Some(tickwork_lambda::error_chain(e))),
     };
-    tickwork_lambda::job::emit(deps.db().meter(), &deps.namespace, JOB, deps.clock.now_ms(), &outcome, report, error.as_deref());
+    tickwork_lambda::job::emit(
+        deps.db().meter(),
+        &deps.namespace,
+        JOB,
+        deps.clock.now_ms(),
+        &outcome,
+        report,
+        error.as_deref(),
+    );
     match &result {
         Ok(r) => tracing::info!(?r, "queue worker"),
         Err(e) => tracing::error!(error = %tickwork_lambda::error_chain(e), "queue worker failed"),

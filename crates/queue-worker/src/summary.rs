@@ -39,9 +39,7 @@ pub fn registry(db: Db, table: &str, clock: SharedClock) -> Registry {
 /// [`registry`] with the fan-out's job under another kind (`TICKWORK_FANOUT_JOB`).
 pub fn registry_with_fanout_kind(db: Db, table: &str, clock: SharedClock, fanout_kind: &str) -> Registry {
     let w = Writer { db, table: table.to_string(), clock };
-    Registry::new()
-        .with("pulse", Arc::new(DailySummary(w.clone())))
-        .with(fanout_kind, Arc::new(UtcRollup(w)))
+    Registry::new().with("pulse", Arc::new(DailySummary(w.clone()))).with(fanout_kind, Arc::new(UtcRollup(w)))
 }
 
 #[derive(Debug, Deserialize)]

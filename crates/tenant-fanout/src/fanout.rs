@@ -78,7 +78,9 @@ pub(crate) async fn fan_out(
         if let Mode::Live(fence) = mode {
             if deps.slots.is_recorded(&job, window).await? {
                 // Finished before; only its watermark is missing.
-                if let tickwork::watermark::Advance::Stale = deps.marks.advance(fence, crate::MARK_GROUP, window).await? {
+                if let tickwork::watermark::Advance::Stale =
+                    deps.marks.advance(fence, crate::MARK_GROUP, window).await?
+                {
                     report.outcome = Outcome::LostLease;
                     return Ok(report);
                 }
@@ -219,7 +221,9 @@ async fn enqueue_page(
     let job = &deps.cfg.job;
     let sends: Vec<BoxFuture<'_, (&Tenant, Result<Enqueue, QueueError>)>> = tenants
         .iter()
-        .map(|t| Box::pin(async move { (t, deps.queue.enqueue(&item_for(job, window, t, now)).await) }) as BoxFuture<'_, _>)
+        .map(|t| {
+            Box::pin(async move { (t, deps.queue.enqueue(&item_for(job, window, t, now)).await) }) as BoxFuture<'_, _>
+        })
         .collect();
     let results: Vec<(&Tenant, Result<Enqueue, QueueError>)> =
         stream::iter(sends).buffer_unordered(deps.cfg.enqueue_concurrency).collect().await;

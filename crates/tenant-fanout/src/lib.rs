@@ -230,8 +230,11 @@ impl LeasedJob for Deps {
     }
 
     async fn due(&self, state: &WatermarkState, tick: &Tick) -> Result<(Report, Option<Vec<String>>), FanoutError> {
-        let windows =
-            window::due_windows(state.marks.get(MARK_GROUP).map(String::as_str), tick.time_ms, self.cfg.max_lateness_days);
+        let windows = window::due_windows(
+            state.marks.get(MARK_GROUP).map(String::as_str),
+            tick.time_ms,
+            self.cfg.max_lateness_days,
+        );
         let report = Report {
             window: windows.first().cloned().unwrap_or_else(|| window_of(tick.time_ms)),
             outcome: Outcome::AlreadyDone,
@@ -241,7 +244,13 @@ impl LeasedJob for Deps {
         Ok((report, (!windows.is_empty()).then_some(windows)))
     }
 
-    async fn dry_run(&self, _: &Tick, plan: Vec<String>, budget: &dyn Budget, report: Report) -> Result<Report, FanoutError> {
+    async fn dry_run(
+        &self,
+        _: &Tick,
+        plan: Vec<String>,
+        budget: &dyn Budget,
+        report: Report,
+    ) -> Result<Report, FanoutError> {
         fanout::fan_out(self, fanout::Mode::Dry, &plan[..1], budget, report).await
     }
 

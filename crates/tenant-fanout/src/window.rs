@@ -20,9 +20,7 @@ pub fn window_of(time_ms: Millis) -> String {
 /// today, at most `max_lateness_days` back. No mark: today only (a new job owes no history).
 pub fn due_windows(mark: Option<&str>, time_ms: Millis, max_lateness_days: u32) -> Vec<String> {
     let Ok(today) = window_of(time_ms).parse::<jiff::civil::Date>() else { return vec![] };
-    let oldest = today
-        .checked_sub(jiff::Span::new().days(i64::from(max_lateness_days)))
-        .unwrap_or(today);
+    let oldest = today.checked_sub(jiff::Span::new().days(i64::from(max_lateness_days))).unwrap_or(today);
     let first = match mark.and_then(|m| m.parse::<jiff::civil::Date>().ok()) {
         None => today,
         Some(m) => m.tomorrow().unwrap_or(today).max(oldest),

@@ -144,8 +144,11 @@ mod sweep_calls {
     pub const WATERMARK_GET: u64 = 1;
     /// `run_if_leader` → `LeaseStore::acquire`: one conditional UpdateItem when a group is due.
     pub const LEASE_UPDATE: u64 = 1;
-    /// `sweep`: the group's checkpoint item, one strongly consistent GetItem per due group.
-    pub const CHECKPOINT_GET: u64 = 1;
+    /// `sweep`: the group's checkpoint, one strongly consistent Query per due group (a state per
+    /// shard; empty when the run starts).
+    pub const CHECKPOINT_QUERY: u64 = 1;
+    /// `Watermarks::start_run`: when the group's run started, one UpdateItem per group run.
+    pub const RUN_START_UPDATE: u64 = 1;
     /// `read_cursors`: one Query per tenant.
     pub const CURSOR_QUERY: u64 = 1;
     /// `pulse_tenant`: one TransactWriteItems per tenant owed anything (pulses + cursor moves).
@@ -197,7 +200,10 @@ pub fn group_calls(
 ) -> Vec<Calls> {
     let page_size = page_size.max(1);
     let tenants: u64 = per_shard.iter().map(|n| *n as u64).sum();
-    let mut out = vec![calls("GetItem", sweep_calls::CHECKPOINT_GET, READ_SC)];
+    let mut out = vec![
+        calls("UpdateItem", sweep_calls::RUN_START_UPDATE, WRITE),
+        calls("Query", sweep_calls::CHECKPOINT_QUERY, capacity::query_units(std::iter::empty(), Consistency::Strong)),
+    ];
     for n in per_shard {
         let page_units = capacity::query_units(std::iter::repeat_n(item_bytes, page_size), Consistency::Eventual);
         let last_units = capacity::query_units(std::iter::repeat_n(item_bytes, n % page_size), Consistency::Eventual);
@@ -515,11 +521,13 @@ mod tests {
         let r = model(&i).unwrap();
         let s = r.job("pulse-sweep").unwrap();
         assert_eq!(s.invocations, 3 * 1440);
-        // 4,320 watermark reads + 1 checkpoint read.
-        assert_eq!(s.ops["GetItem"], 4320 + 1);
-        assert_eq!(s.ops["UpdateItem"], 1);
-        // 8 shard pages + 1 cursor query; 8 page checkpoints + 1 tenant txn + 1 watermark.
-        assert_eq!(s.ops["Query"], 9);
+        // 4,320 watermark reads.
+        assert_eq!(s.ops["GetItem"], 4320);
+        // The lease and the run's start.
+        assert_eq!(s.ops["UpdateItem"], 2);
+        // 8 shard pages + 1 cursor query + 1 checkpoint query; 8 page checkpoints + 1 tenant txn
+        // + 1 watermark.
+        assert_eq!(s.ops["Query"], 10);
         assert_eq!(s.ops["TransactWriteItems"], 10);
         assert_eq!(r.pulses["day"], 1);
     }

@@ -27,8 +27,55 @@ pub fn all_tables() -> Vec<TableDef> {
 
 /// The jobs `status` reports on (lease and watermark names).
 pub fn jobs(env: &Env) -> Vec<String> {
-    let fanout = env.get("TICKWORK_FANOUT_JOB").unwrap_or_else(|| "daily-summary".into());
-    vec!["pulse-sweep".into(), format!("fanout-{fanout}"), "archiver".into()]
+    [Function::PulseSweep, Function::TenantFanout, Function::Archiver].iter().map(|f| f.job(env)).collect()
+}
+
+/// The four functions, as operators name them (`tickctl pause tenant-fanout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Function {
+    /// The pulse sweep.
+    PulseSweep,
+    /// The tenant fan-out.
+    TenantFanout,
+    /// The queue worker.
+    QueueWorker,
+    /// The archiver.
+    Archiver,
+}
+
+impl Function {
+    /// The job name its lease, state item and metrics line use.
+    pub fn job(self, env: &Env) -> String {
+        match self {
+            Function::PulseSweep => env.get(tickwork::env::PULSE_JOB).unwrap_or_else(|| "pulse-sweep".into()),
+            Function::TenantFanout => {
+                format!("fanout-{}", env.get(tickwork::env::FANOUT_JOB).unwrap_or_else(|| "utc-daily".into()))
+            }
+            Function::QueueWorker => queue_worker::JOB.into(),
+            Function::Archiver => archiver::config::JOB.into(),
+        }
+    }
+}
+
+/// Pauses or resumes a function at its next tick, through the one read that tick already makes:
+/// the job's state item for the leased jobs, a marker in each ready shard for the queue worker
+/// (its idle tick reads no state item, only the ready index). Returns the job name.
+pub async fn set_paused(base: &Base, env: &Env, f: Function, paused: bool, reason: Option<&str>) -> Result<String> {
+    let job = f.job(env);
+    match f {
+        Function::QueueWorker => {
+            Queue::new(base.db.clone(), base.core.table("queue"), QueueConfig::from_env(env)?, base.clock.clone())
+                .set_paused(paused)
+                .await?;
+        }
+        _ => {
+            Watermarks::new(base.db.clone(), &base.core.control_table, base.clock.clone())
+                .set_paused(&job, paused, if paused { reason } else { None })
+                .await?;
+        }
+    }
+    Ok(job)
 }
 
 /// Creates every table (and the archive bucket when `TICKWORK_ARCHIVE_BUCKET` is set).
@@ -82,6 +129,10 @@ pub struct Status {
     pub dead_letters: usize,
     /// Archiver positions per shard (cursor text or `done`).
     pub archiver_checkpoints: BTreeMap<String, String>,
+    /// The queue worker's pause markers are in place.
+    pub worker_paused: bool,
+    /// Units isolated as failed (tenants, zones), per job, newest last.
+    pub failures: BTreeMap<String, Vec<tickwork::failures::Failure>>,
 }
 
 /// Reads every job's lease and watermark, queue depth per shard, dead letters, archiver positions.
@@ -96,8 +147,14 @@ pub async fn status(base: &Base, env: &Env) -> Result<Status> {
     let queue = Queue::new(base.db.clone(), base.core.table("queue"), QueueConfig::from_env(env)?, base.clock.clone());
     let mut ready = BTreeMap::new();
     for k in 0..queue.config().shards {
-        // One keys-only poll; a shard with READY_CAP or more ready items shows READY_CAP.
-        let n = queue.poll(k, READY_CAP as i32).await?.len() as u64;
+        // One keys-only poll; a shard with READY_CAP or more ready items shows READY_CAP. The
+        // pause marker is not work.
+        let n = queue
+            .poll(k, READY_CAP as i32)
+            .await?
+            .iter()
+            .filter(|c| !c.id.starts_with(tickwork::queue::PAUSE_PREFIX))
+            .count() as u64;
         ready.insert(k, n);
     }
     let dead = queue.dead_letters().await?.len();
@@ -114,7 +171,22 @@ pub async fn status(base: &Base, env: &Env) -> Result<Status> {
             (k, text)
         })
         .collect();
-    Ok(Status { jobs: jobs_out, ready_by_shard: ready, dead_letters: dead, archiver_checkpoints })
+    let worker_paused = queue.get(&tickwork::queue::pause_marker(0)).await?.is_some();
+    let mut failures = BTreeMap::new();
+    for job in jobs(env) {
+        let list = tickwork::failures::list(&base.db, control, &job).await?;
+        if !list.is_empty() {
+            failures.insert(job, list);
+        }
+    }
+    Ok(Status {
+        jobs: jobs_out,
+        ready_by_shard: ready,
+        dead_letters: dead,
+        archiver_checkpoints,
+        worker_paused,
+        failures,
+    })
 }
 
 /// Runs one handler in-process on an event file, against the configured endpoints.

@@ -11,7 +11,6 @@ use tickctl::cost::{self, CostInput};
 use tickwork::calendar::{CatchUp, Policy};
 use tickwork::config::Env;
 use tickwork::queue::{Queue, QueueConfig};
-use tickwork::watermark::Watermarks;
 use tickwork_lambda::Base;
 
 #[derive(Parser)]
@@ -55,18 +54,18 @@ enum Cmd {
         #[arg(long)]
         at: Option<String>,
     },
-    /// Stop a job at its next tick (read by the same GetItem as its watermark).
+    /// Stop a function at its next tick (read by the one read its idle tick already makes).
     Pause {
-        /// Job name (pulse-sweep, fanout-daily-summary, archiver).
-        job: String,
+        /// The function.
+        job: tickctl::Function,
         /// Why (shown by status).
         #[arg(long)]
         reason: Option<String>,
     },
-    /// Let a paused job run again.
+    /// Let a paused function run again.
     Resume {
-        /// Job name.
-        job: String,
+        /// The function.
+        job: tickctl::Function,
     },
     /// Dead-lettered queue items.
     DeadLetters {
@@ -225,7 +224,6 @@ async fn run(cli: Cli) -> Result<i32> {
         _ => {}
     }
     let base = Base::from_env(&env, "tickctl").await?;
-    let control = base.core.control_table.clone();
     match cli.cmd {
         Cmd::Audit { .. } | Cmd::Cost { .. } => unreachable!("handled above"),
         Cmd::Provision => {
@@ -274,14 +272,12 @@ async fn run(cli: Cli) -> Result<i32> {
             }
         }
         Cmd::Pause { job, reason } => {
-            Watermarks::new(base.db.clone(), &control, base.clock.clone())
-                .set_paused(&job, true, reason.as_deref())
-                .await?;
-            println!("{job}: paused");
+            let name = tickctl::set_paused(&base, &env, job, true, reason.as_deref()).await?;
+            println!("{name}: paused");
         }
         Cmd::Resume { job } => {
-            Watermarks::new(base.db.clone(), &control, base.clock.clone()).set_paused(&job, false, None).await?;
-            println!("{job}: resumed");
+            let name = tickctl::set_paused(&base, &env, job, false, None).await?;
+            println!("{name}: resumed");
         }
         Cmd::DeadLetters { action } => {
             let q =

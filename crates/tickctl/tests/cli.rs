@@ -52,6 +52,20 @@ fn the_cli_provisions_seeds_plans_pauses_and_reports_json() {
     assert!(tickctl(&p, &["resume", "pulse-sweep"]).status.success());
     let status = json(&tickctl(&p, &["--json", "status"]));
     assert_eq!(status["jobs"][0]["watermark"]["paused"], false);
+    // The queue worker's switch is a marker in each ready shard; every function can be paused.
+    assert!(tickctl(&p, &["pause", "queue-worker"]).status.success());
+    assert_eq!(json(&tickctl(&p, &["--json", "status"]))["worker_paused"], true);
+    assert!(tickctl(&p, &["resume", "queue-worker"]).status.success());
+    assert_eq!(json(&tickctl(&p, &["--json", "status"]))["worker_paused"], false);
+    for f in ["tenant-fanout", "archiver"] {
+        assert!(tickctl(&p, &["pause", f]).status.success(), "{f}");
+        assert!(tickctl(&p, &["resume", f]).status.success(), "{f}");
+    }
+    // An unknown name (the fan-out's old job name, say) is a usage error naming the valid ones.
+    let o = tickctl(&p, &["pause", "fanout-daily-summary"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(["pulse-sweep", "tenant-fanout", "queue-worker", "archiver"].iter().all(|f| err.contains(f)), "{err}");
 
     assert_eq!(json(&tickctl(&p, &["--json", "dead-letters", "list"])), serde_json::json!([]));
     let o = tickctl(&p, &["dead-letters", "retry", "nope"]);
@@ -89,12 +103,12 @@ fn audit_exits_3_on_a_finding_and_cost_prints_json() {
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("log.txt");
     // One idle pulse-sweep tick reading 700 items of bookkeeping, as 000_* did.
-    let emf = serde_json::json!({"_aws": {"Timestamp": 0, "CloudWatchMetrics": [{"Namespace": "tickwork",
-        "Dimensions": [["Job", "Table", "Index", "Operation"]], "Metrics": [{"Name": "Requests"}]}]},
-        "Job": "pulse-sweep", "Table": "x-control", "Index": "-", "Operation": "GetItem",
-        "Requests": 700, "ItemsRead": 700, "ReadCapacityUnits": 350.0});
-    std::fs::write(&log, format!("{emf}\ntickwork summary job=pulse-sweep read_requests=700 write_requests=0\n"))
-        .unwrap();
+    let line = serde_json::json!({"message": "tickwork invocation", "level": "INFO", "job": "pulse-sweep",
+        "_aws": {"Timestamp": 0, "CloudWatchMetrics": [{"Namespace": "tickwork", "Dimensions": [[]],
+        "Metrics": [{"Name": "Paused"}]}]}, "Paused": 0, "read_requests": 700, "write_requests": 0,
+        "calls": [{"table": "x-control", "index": null, "op": "GetItem", "requests": 700, "items_read": 700,
+        "items_written": 0, "rcu": 350.0, "wcu": 0.0}]});
+    std::fs::write(&log, format!("{line}\n")).unwrap();
     let o = tickctl(&p, &["--json", "audit", log.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
     let a: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

@@ -191,11 +191,11 @@ mod tests {
             (serde_json::json!({"detail-type": "Scheduled Event", "detail": {}}), "`time` is missing"),
             (serde_json::json!({"detail-type": "Scheduled Event", "time": "yesterday"}), "field `time` is `yesterday`"),
             (serde_json::json!({"detail-type": "Scheduled Event", "time": 12}), "field `time` must be"),
+            (serde_json::json!({"detail-type": "Scheduled Event", "time": "+10000-01-01T00:00:00Z"}), "field `time`"),
             (
-                serde_json::json!({"detail-type": "Scheduled Event", "time": "+10000-01-01T00:00:00Z"}),
-                "field `time`",
+                serde_json::json!({"detail-type": "Object Created", "time": "2026-11-29T00:00:00Z"}),
+                "expected `Scheduled Event`",
             ),
-            (serde_json::json!({"detail-type": "Object Created", "time": "2026-11-29T00:00:00Z"}), "expected `Scheduled Event`"),
             (serde_json::json!({"time": "2026-11-29T00:00:00Z"}), "`detail-type` is missing"),
             (
                 serde_json::json!({"detail-type": "Scheduled Event", "time": "2026-11-29T00:00:00Z", "detail": {"dry_run": "yes"}}),

@@ -29,7 +29,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tickwork::budget::{AnyOf, Budget, Deadline};
 use tickwork::clock::{Millis, SharedClock};
-use tickwork::lease::{Lease, LeaderError, LeaseConfig, LeaseStore};
+use tickwork::lease::{LeaderError, Lease, LeaseConfig, LeaseStore};
 use tickwork::meter::InvocationLine;
 use tickwork::watermark::{WatermarkState, Watermarks};
 use tickwork::{Db, DbError};
@@ -115,6 +115,9 @@ impl JobCore {
     }
 }
 
+/// What [`LeasedJob::due`] answers: the report so far, and the plan when something is due.
+pub type Due<R, P> = (R, Option<P>);
+
 /// A job that runs in the skeleton.
 pub trait LeasedJob: Sync {
     /// What [`LeasedJob::due`] found to do.
@@ -133,7 +136,7 @@ pub trait LeasedJob: Sync {
         &self,
         state: &WatermarkState,
         tick: &Tick,
-    ) -> impl Future<Output = Result<(Self::Report, Option<Self::Plan>), Self::Error>> + Send;
+    ) -> impl Future<Output = Result<Due<Self::Report, Self::Plan>, Self::Error>> + Send;
 
     /// Step 4: what the work would do, writing nothing.
     fn dry_run(
@@ -163,12 +166,7 @@ struct Ran<R, E> {
 
 /// Steps 2 to 6 for a parsed tick (tests and local drivers call this; the Lambda calls
 /// [`handle`]).
-pub async fn run<J: LeasedJob>(
-    job: &J,
-    tick: &Tick,
-    budget: &dyn Budget,
-    owner: &str,
-) -> Result<J::Report, J::Error> {
+pub async fn run<J: LeasedJob>(job: &J, tick: &Tick, budget: &dyn Budget, owner: &str) -> Result<J::Report, J::Error> {
     run_inner(job, tick, budget, owner).await.result
 }
 
@@ -257,7 +255,9 @@ fn finish<R: JobReport, E: std::error::Error>(core: &JobCore, result: Result<&R,
     emit(core.db.meter(), &core.namespace, core.job(), core.clock.now_ms(), &outcome, report, error.as_deref());
     match (&error, report) {
         (Some(e), _) => tracing::error!(job = %core.job(), error = %e, "tick failed"),
-        (None, Some(r)) => tracing::info!(job = %core.job(), outcome = %outcome, report = %serde_json::to_string(r).unwrap_or_default(), "tick"),
+        (None, Some(r)) => {
+            tracing::info!(job = %core.job(), outcome = %outcome, report = %serde_json::to_string(r).unwrap_or_default(), "tick")
+        }
         (None, None) => {}
     }
 }
@@ -282,6 +282,12 @@ pub fn emit<R: JobReport>(
             props.insert("report".into(), Value::Object(m));
         }
     }
-    let line = InvocationLine { job: job.to_string(), outcome: outcome.to_string(), metrics, props, error: error.map(str::to_string) };
+    let line = InvocationLine {
+        job: job.to_string(),
+        outcome: outcome.to_string(),
+        metrics,
+        props,
+        error: error.map(str::to_string),
+    };
     crate::telemetry::print_line(&meter.invocation_line(namespace, now_ms, crate::telemetry::metrics_level(), &line));
 }

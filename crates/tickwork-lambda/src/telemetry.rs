@@ -65,12 +65,9 @@ pub fn init_tracing() {
 }
 
 /// Prints the invocation's metrics line to stdout as one whole line (EMF must not be wrapped in
-/// another record).
+/// another record). `println!` writes the line under one lock, and the test harness captures it.
 pub fn print_line(line: &str) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
+    println!("{line}");
 }
 
 #[cfg(test)]
@@ -79,9 +76,15 @@ mod tests {
 
     #[test]
     fn metrics_are_written_at_the_threshold_never_below_info() {
-        for (configured, want) in
-            [("TRACE", "INFO"), ("debug", "INFO"), ("INFO", "INFO"), ("WARN", "WARN"), ("ERROR", "ERROR"), ("FATAL", "FATAL"), ("nonsense", "INFO")]
-        {
+        for (configured, want) in [
+            ("TRACE", "INFO"),
+            ("debug", "INFO"),
+            ("INFO", "INFO"),
+            ("WARN", "WARN"),
+            ("ERROR", "ERROR"),
+            ("FATAL", "FATAL"),
+            ("nonsense", "INFO"),
+        ] {
             assert_eq!(metrics_level_for(configured), want, "{configured}");
         }
     }

@@ -19,8 +19,8 @@ use crate::capacity::{Item, Projection};
 use crate::clock::Millis;
 use crate::db::Db;
 use crate::error::DbError;
-use crate::shard::shard_of;
 use crate::schema::{av_n, av_s, s, GsiDef, TableDef, PK};
+use crate::shard::shard_of;
 
 /// Attribute: index partition.
 pub const SHARD: &str = "shard";

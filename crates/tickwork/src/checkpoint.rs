@@ -137,7 +137,8 @@ impl Checkpoints {
             let Some(text) = get_s(item, STATE) else {
                 continue; // a position forgotten (a rolling run back at its start)
             };
-            let st = if text == DONE { ShardState::Done } else { ShardState::Resume(text.parse().map_err(unreadable)?) };
+            let st =
+                if text == DONE { ShardState::Done } else { ShardState::Resume(text.parse().map_err(unreadable)?) };
             m.insert(shard.to_string(), st);
         }
         Ok(m)

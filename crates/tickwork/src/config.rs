@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-pub use crate::env::{ConfigError, Env};
 use crate::env::{self as vars};
+pub use crate::env::{ConfigError, Env};
 use crate::meter::CapacitySource;
 use crate::retry::RetryPolicy;
 
@@ -52,7 +52,10 @@ impl CoreConfig {
             || metrics_namespace.starts_with("AWS/")
             || !metrics_namespace.chars().all(|c| c.is_ascii_alphanumeric() || ".-_/#: ".contains(c))
         {
-            return Err(ConfigError::invalid(vars::METRICS_NAMESPACE, format!("`{metrics_namespace}` is not a valid CloudWatch namespace")));
+            return Err(ConfigError::invalid(
+                vars::METRICS_NAMESPACE,
+                format!("`{metrics_namespace}` is not a valid CloudWatch namespace"),
+            ));
         }
         let retry = RetryPolicy::from_env(env)?;
         let s = Duration::from_secs;

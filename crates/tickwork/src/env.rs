@@ -207,10 +207,7 @@ impl Env {
     {
         let v = self.parse_or(name, default)?;
         if !range.contains(&v) {
-            return Err(ConfigError::invalid(
-                name,
-                format!("{v} is not in {}..={}", range.start(), range.end()),
-            ));
+            return Err(ConfigError::invalid(name, format!("{v} is not in {}..={}", range.start(), range.end())));
         }
         Ok(v)
     }
@@ -225,7 +222,13 @@ impl Env {
     }
 
     /// [`Env::secs_or`], refused outside `min..=max`.
-    pub fn secs_in(&self, name: &str, default: Duration, min: Duration, max: Duration) -> Result<Duration, ConfigError> {
+    pub fn secs_in(
+        &self,
+        name: &str,
+        default: Duration,
+        min: Duration,
+        max: Duration,
+    ) -> Result<Duration, ConfigError> {
         let d = self.secs_or(name, default)?;
         if d < min || d > max {
             return Err(ConfigError::invalid(

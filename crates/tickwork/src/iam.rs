@@ -34,6 +34,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::schema::PK;
 
+/// A request as an interceptor sees it (type-erased; mappers downcast it).
+pub use aws_smithy_runtime_api::client::interceptors::context::Input;
+
 /// One thing IAM is asked to allow.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 pub struct Access {
@@ -73,7 +76,7 @@ pub enum Resource {
 
 /// Maps one request (its typed input, type-erased) to the accesses IAM evaluates, or `None` when
 /// the mapper does not know the input's type.
-pub type Mapper = fn(&aws_smithy_runtime_api::client::interceptors::context::Input) -> Option<Vec<Access>>;
+pub type Mapper = fn(&Input) -> Option<Vec<Access>>;
 
 /// Records what a client is asked to do, per function. Cheap to clone (shared log).
 #[derive(Debug, Clone)]
@@ -139,7 +142,6 @@ impl Intercept for Recorder {
         self.record(ctx.input(), &op);
         Ok(())
     }
-
 }
 
 fn pk_of(key: Option<&HashMap<String, AttributeValue>>) -> Option<String> {
@@ -164,7 +166,8 @@ fn query_partition(
     for clause in expr.split(" AND ").chain(expr.split(" and ")) {
         let Some((l, r)) = clause.split_once('=') else { continue };
         let (l, r) = (l.trim(), r.trim());
-        let attr = if let Some(n) = l.strip_prefix('#') { names?.get(&format!("#{n}")).cloned() } else { Some(l.into()) };
+        let attr =
+            if let Some(n) = l.strip_prefix('#') { names?.get(&format!("#{n}")).cloned() } else { Some(l.into()) };
         if attr.as_deref() == Some(PK) {
             return values?.get(r).and_then(|v| v.as_s().ok()).cloned();
         }
@@ -282,7 +285,11 @@ mod tests {
             .condition_expression("x")
             .build()
             .unwrap();
-        let put = Put::builder().table_name("queue").set_item(Some(HashMap::from([(PK.into(), s("pulse#t")) ]))).build().unwrap();
+        let put = Put::builder()
+            .table_name("queue")
+            .set_item(Some(HashMap::from([(PK.into(), s("pulse#t"))])))
+            .build()
+            .unwrap();
         let up = Update::builder()
             .table_name("control")
             .set_key(Some(HashMap::from([(PK.into(), s("wm#j"))])))
@@ -295,11 +302,8 @@ mod tests {
             .transact_items(TransactWriteItem::builder().update(up).build())
             .build()
             .unwrap();
-        let got: Vec<(String, Option<String>)> = dynamodb_accesses(&Input::erase(input))
-            .unwrap()
-            .into_iter()
-            .map(|a| (a.action, a.leading_key))
-            .collect();
+        let got: Vec<(String, Option<String>)> =
+            dynamodb_accesses(&Input::erase(input)).unwrap().into_iter().map(|a| (a.action, a.leading_key)).collect();
         assert_eq!(
             got,
             vec![
@@ -322,10 +326,7 @@ mod tests {
             .build()
             .unwrap();
         let a = dynamodb_accesses(&Input::erase(input)).unwrap();
-        assert_eq!(
-            a[0].resource,
-            Resource::Table { table: "tenants".into(), index: Some("by_zone".into()) }
-        );
+        assert_eq!(a[0].resource, Resource::Table { table: "tenants".into(), index: Some("by_zone".into()) });
         assert_eq!(a[0].leading_key, None, "LeadingKeys is not checked for index queries here");
     }
 }

@@ -266,7 +266,9 @@ pub struct InvocationLine {
 
 /// An RFC 3339 timestamp (UTC, milliseconds), as Lambda's log filter requires.
 pub fn rfc3339(ms: i64) -> String {
-    jiff::Timestamp::from_millisecond(ms).map(|t| format!("{t:.3}")).unwrap_or_else(|_| "1970-01-01T00:00:00.000Z".into())
+    jiff::Timestamp::from_millisecond(ms)
+        .map(|t| format!("{t:.3}"))
+        .unwrap_or_else(|_| "1970-01-01T00:00:00.000Z".into())
 }
 
 /// Operations that read.

@@ -20,8 +20,8 @@ use aws_config::SdkConfig;
 use aws_sdk_dynamodb::config::retry::{ClassifyRetry, RetryAction, RetryConfig, RetryPartition};
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_smithy_runtime_api::client::interceptors::context::InterceptorContext;
 use aws_sdk_dynamodb::Client;
+use aws_smithy_runtime_api::client::interceptors::context::InterceptorContext;
 
 use crate::env::{self as vars, ConfigError, Env};
 
@@ -48,7 +48,8 @@ impl RetryPolicy {
         let d = Self::default();
         let max_attempts = env.int_in(vars::RETRY_MAX_ATTEMPTS, d.max_attempts, 1..=20)?;
         let s = Duration::from_secs;
-        let initial_backoff = env.secs_in(vars::RETRY_INITIAL_BACKOFF_SECS, d.initial_backoff, Duration::ZERO, s(10))?;
+        let initial_backoff =
+            env.secs_in(vars::RETRY_INITIAL_BACKOFF_SECS, d.initial_backoff, Duration::ZERO, s(10))?;
         let max_backoff = env.secs_in(vars::RETRY_MAX_BACKOFF_SECS, d.max_backoff, Duration::ZERO, s(60))?;
         if max_backoff < initial_backoff {
             return Err(ConfigError::invalid(vars::RETRY_MAX_BACKOFF_SECS, "is below the initial backoff"));
@@ -78,7 +79,8 @@ pub fn work_client(sdk: &SdkConfig, policy: &RetryPolicy, partition: &str) -> Cl
 
 /// Cancellation reason codes that mean "nothing was applied, try again" (DynamoDB API reference,
 /// TransactWriteItems, `CancellationReasons`).
-pub const RETRYABLE_CANCEL_CODES: [&str; 3] = ["TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"];
+pub const RETRYABLE_CANCEL_CODES: [&str; 3] =
+    ["TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"];
 
 /// Is a cancellation with these reason codes safe and useful to retry? Only when no item failed
 /// for a reason a retry cannot change (a condition, a validation error).
@@ -103,7 +105,9 @@ impl ClassifyRetry for ConflictClassifier {
     fn classify_retry(&self, ctx: &InterceptorContext) -> RetryAction {
         let Some(Err(err)) = ctx.output_or_error() else { return RetryAction::NoActionIndicated };
         let Some(op) = err.as_operation_error() else { return RetryAction::NoActionIndicated };
-        if let Some(TransactWriteItemsError::TransactionCanceledException(c)) = op.downcast_ref::<TransactWriteItemsError>() {
+        if let Some(TransactWriteItemsError::TransactionCanceledException(c)) =
+            op.downcast_ref::<TransactWriteItemsError>()
+        {
             let codes = c.cancellation_reasons().iter().map(|r| r.code());
             if cancellation_is_retryable(codes) {
                 return RetryAction::transient_error();
@@ -113,9 +117,18 @@ impl ClassifyRetry for ConflictClassifier {
         let code = op
             .downcast_ref::<aws_sdk_dynamodb::Error>()
             .and_then(|e| e.code().map(str::to_string))
-            .or_else(|| op.downcast_ref::<aws_sdk_dynamodb::operation::put_item::PutItemError>().and_then(|e| e.code().map(str::to_string)))
-            .or_else(|| op.downcast_ref::<aws_sdk_dynamodb::operation::update_item::UpdateItemError>().and_then(|e| e.code().map(str::to_string)))
-            .or_else(|| op.downcast_ref::<aws_sdk_dynamodb::operation::delete_item::DeleteItemError>().and_then(|e| e.code().map(str::to_string)));
+            .or_else(|| {
+                op.downcast_ref::<aws_sdk_dynamodb::operation::put_item::PutItemError>()
+                    .and_then(|e| e.code().map(str::to_string))
+            })
+            .or_else(|| {
+                op.downcast_ref::<aws_sdk_dynamodb::operation::update_item::UpdateItemError>()
+                    .and_then(|e| e.code().map(str::to_string))
+            })
+            .or_else(|| {
+                op.downcast_ref::<aws_sdk_dynamodb::operation::delete_item::DeleteItemError>()
+                    .and_then(|e| e.code().map(str::to_string))
+            });
         if code.as_deref() == Some("TransactionConflictException") {
             return RetryAction::transient_error();
         }
@@ -125,6 +138,12 @@ impl ClassifyRetry for ConflictClassifier {
     fn name(&self) -> &'static str {
         "TransactionConflict"
     }
+}
+
+/// A DynamoDB client for health probes: one attempt, so an outage shows at once.
+pub fn probe_client(sdk: &SdkConfig) -> Client {
+    let conf = aws_sdk_dynamodb::config::Builder::from(sdk).retry_config(RetryConfig::disabled()).build();
+    Client::from_conf(conf)
 }
 
 #[cfg(test)]
@@ -139,10 +158,4 @@ mod tests {
         assert!(!cancellation_is_retryable([None, None]), "no reason at all: not ours to guess");
         assert!(!cancellation_is_retryable([Some("ValidationError")]));
     }
-}
-
-/// A DynamoDB client for health probes: one attempt, so an outage shows at once.
-pub fn probe_client(sdk: &SdkConfig) -> Client {
-    let conf = aws_sdk_dynamodb::config::Builder::from(sdk).retry_config(RetryConfig::disabled()).build();
-    Client::from_conf(conf)
 }

@@ -22,9 +22,9 @@ use crate::budget::Budget;
 use crate::capacity::{Item, Projection};
 use crate::db::Db;
 use crate::error::DbError;
-use crate::watermark::Watermarks;
 use crate::pager::{for_each_page, Cursor, Page, PageError, PageRun};
 use crate::schema::{av_s, get_s, s, GsiDef, TableDef, PK};
+use crate::watermark::Watermarks;
 
 /// Attribute: IANA time zone.
 pub const ZONE: &str = "zone";
