@@ -12,6 +12,8 @@ mod capacity;
 mod cost;
 /// The tenant fan-out Lambda's handler.
 mod fanout;
+/// IAM from the recorded calls, against each function's policy in template.yaml.
+mod iam;
 /// Claim / complete idempotency records.
 mod idempotency;
 /// Lease, fencing, slot records, watermark.

@@ -1,0 +1,403 @@
+//! IAM, proven from the calls: every job runs through its scenarios with a [`Recorder`] at its
+//! SDK boundary, and what it asked for is held against its policy in `template.yaml`.
+//!
+//! The rules applied are AWS's (see `tickwork::iam` for the sources): each item of a transaction
+//! is authorised as its single-item action; BatchWriteItem and BatchGetItem as themselves; an index
+//! Query on the index ARN; `ForAllValues:StringLike` on `dynamodb:LeadingKeys` matches every
+//! partition key value of the request (and, as AWS documents, a request with no such key).
+//!
+//! Checked per function: nothing it does is denied; every action of every statement is used by
+//! something it does; and removing any one action from any statement denies something it does
+//! (the mutations are listed on stdout).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use serde_yaml_ng::Value;
+use tickwork::budget::Unlimited;
+use tickwork::config::Env;
+use tickwork::iam::{Access, Recorder, Resource};
+use tickwork::queue::{queue_table, NewItem, Queue, QueueConfig};
+use tickwork::schema::{av_s, key};
+use tickwork::tenants::{tenants_table, Tenant, Tenants};
+use tickwork::clock::Clock;
+use tickwork_lambda::Tick;
+use tickwork_tests::faults::{Fault, Faults, Planned};
+use tickwork_tests::{quick_retry, unique, Local};
+
+fn ms(s: &str) -> i64 {
+    s.parse::<jiff::Timestamp>().unwrap().as_millisecond()
+}
+
+fn tick(at: i64) -> Tick {
+    Tick::parse(&Tick::envelope(at, false)).unwrap()
+}
+
+// ------------------------------------------------------------------ the scenarios
+
+async fn sweep_scenarios(local: &Local) -> (Recorder, Tables) {
+    let rec = Recorder::new();
+    let t = Tables::new(local).await;
+    let db = local.db_with(None, Some(&rec), &quick_retry());
+    db.register_gsis(&t.queue, queue_table().gsi_shapes());
+    let cfg = pulse_sweep::PulseConfig::from_env(&Env::from_pairs([]), Duration::from_secs(1)).unwrap();
+    let tables = pulse_sweep::Tables { control: t.control.clone(), tenants: t.tenants.clone(), queue: t.queue.clone() };
+    local.clock.set(ms("2026-11-29T10:00:00Z"));
+    let d = pulse_sweep::Deps::new(db, local.clock(), cfg, tables, 4, QueueConfig::default());
+    // Tenants are added by the operator's tools, not by the sweep: through another client.
+    let admin = pulse_sweep::Deps { tenants: Tenants::new(local.fresh_db(), &t.tenants, 4).with_registry(tickwork::watermark::Watermarks::new(local.fresh_db(), &t.control, local.clock()), "pulse-sweep"), ..d.clone() };
+    let list: Vec<Tenant> = (0..12).map(|i| Tenant { id: format!("t{i}"), zone: "Europe/Berlin".into(), active: true, since_ms: None }).collect();
+    pulse_sweep::add_tenants(&admin, &list).await.unwrap();
+    // One tenant's cursor is corrupt: it is isolated and recorded as a failure.
+    let mut bad = key(pulse_sweep::cursor_pk("t3"), "day");
+    bad.insert("period".into(), av_s("not-a-date"));
+    local.db.put(local.db.client().put_item().table_name(&t.control).set_item(Some(bad))).await.unwrap();
+    // The boundary tick, then idle ticks.
+    for at in ["2026-11-29T10:00:00Z", "2026-11-29T10:01:00Z", "2026-11-29T23:00:00Z"] {
+        local.clock.set(ms(at));
+        pulse_sweep::run(&d, &tick(ms(at)), &Unlimited, &unique("w")).await.unwrap();
+    }
+    (rec, t)
+}
+
+async fn fanout_scenarios(local: &Local) -> (Recorder, Tables) {
+    let rec = Recorder::new();
+    let t = Tables::new(local).await;
+    let db = local.db_with(None, Some(&rec), &quick_retry());
+    let cfg = tenant_fanout::FanoutConfig::from_env(&Env::from_pairs([]), Duration::from_secs(1)).unwrap();
+    let tables = tenant_fanout::Tables { control: t.control.clone(), tenants: t.tenants.clone(), queue: t.queue.clone() };
+    local.clock.set(ms("2026-11-29T06:00:00Z"));
+    let d = tenant_fanout::Deps::new(db, local.clock(), cfg, &tables, 4, QueueConfig::default());
+    let mut list: Vec<Tenant> = (0..20).map(|i| Tenant { id: format!("t{i}"), zone: "UTC".into(), active: true, since_ms: None }).collect();
+    // A tenant written around the checks (too long an id for its item): isolated and recorded.
+    list.push(Tenant { id: "x".repeat(1010), zone: "UTC".into(), active: true, since_ms: None });
+    Tenants::new(local.fresh_db(), &t.tenants, 4).put_all(&list).await.unwrap();
+    for at in ["2026-11-29T06:00:00Z", "2026-11-29T06:05:00Z", "2026-11-30T00:05:00Z"] {
+        local.clock.set(ms(at));
+        tenant_fanout::run(&d, &tick(ms(at)), &Unlimited, &unique("f")).await.unwrap();
+    }
+    (rec, t)
+}
+
+async fn worker_scenarios(local: &Local) -> (Recorder, Tables) {
+    let rec = Recorder::new();
+    let t = Tables::new(local).await;
+    let db = local.db_with(None, Some(&rec), &quick_retry());
+    let cfg = QueueConfig { max_attempts: 2, backoff_base: Duration::ZERO, ..Default::default() };
+    let q = Queue::new(db.clone(), &t.queue, cfg.clone(), local.clock());
+    let handlers = queue_worker::summary::registry(db, &t.summaries, local.clock());
+    let admin = Queue::new(local.fresh_db(), &t.queue, cfg, local.clock());
+    let now = local.clock.now_ms();
+    let item = |id: &str, kind: &str, payload: &str| NewItem {
+        id: id.into(),
+        kind: kind.into(),
+        payload: payload.into(),
+        tenant: Some("t1".into()),
+        due_ms: now,
+    };
+    for it in [
+        item("p1", "pulse", r#"{"tenant":"t1","grain":"day","period":"2026-11-29"}"#),
+        item("u1", "utc-daily", r#"{"tenant":"t1","window":"2026-11-29"}"#),
+        item("m1", "mystery", "{}"),
+        item("r1", "pulse", r#"{"tenant":"t1","grain":"day","period":"2026-11-2"}"#),
+        item("e1", "pulse", r#"{"tenant":"t1","grain":"day","period":"2026-11-28"}"#),
+    ] {
+        admin.enqueue(&it).await.unwrap();
+    }
+    // e1's workers all died: its claims are spent, and the next claim dead-letters it.
+    for _ in 0..2 {
+        let tickwork::queue::Claim::Claimed(_) = admin.claim("e1", "dead").await.unwrap() else { panic!("claim") };
+        local.clock.advance(121_000);
+    }
+    let failing: std::sync::Arc<dyn queue_worker::Handler> = std::sync::Arc::new(Flaky);
+    let handlers = handlers.with("flaky", failing);
+    admin.enqueue(&item("f1", "flaky", "{}")).await.unwrap();
+    for _ in 0..3 {
+        queue_worker::drain(&q, &handlers, &unique("w"), &Unlimited, &queue_worker::WorkerConfig::default()).await.unwrap();
+        local.clock.advance(1_000);
+    }
+    (rec, t)
+}
+
+struct Flaky;
+impl queue_worker::Handler for Flaky {
+    fn handle<'a>(&'a self, _: &'a tickwork::queue::Job) -> futures::future::BoxFuture<'a, Result<(), queue_worker::HandlerError>> {
+        Box::pin(async { Err(queue_worker::HandlerError::Retry("always".into())) })
+    }
+}
+
+async fn archiver_scenarios(local: &Local) -> (Recorder, Tables, String) {
+    let rec = Recorder::new().map(archiver::object::s3_accesses);
+    let t = Tables::new(local).await;
+    let bucket = unique("iam").to_lowercase();
+    archiver::s3_client(&local.sdk).create_bucket().bucket(&bucket).send().await.unwrap();
+    let cfg = archiver::ArchiverConfig::from_env(
+        &Env::from_pairs([("TICKWORK_ARCHIVE_BUCKET", bucket.as_str()), ("TICKWORK_CHANGE_SHARDS", "2"), ("TICKWORK_ARCHIVE_PAGE_SIZE", "10")]),
+        Duration::from_secs(1),
+    )
+    .unwrap();
+    let now = ms("2026-11-29T00:00:00Z");
+    local.clock.set(now);
+    for i in 0..30 {
+        let data = serde_json::json!({"i": i});
+        tickwork::changes::record_change(&local.db, &t.changes, 2, "order", &format!("o{i}"), &data, now - 40 * 86_400_000 + i).await.unwrap();
+    }
+    let deps = |faults: Option<&Faults>| {
+        let db = local.db_with(faults, Some(&rec), &quick_retry());
+        let s3 = local.s3_with(faults, Some(&rec));
+        archiver::Deps::new(db, s3, local.clock(), cfg.clone(), &t.control, t.changes.clone())
+    };
+    // A sweep that dies after recording an intent, before its object: the next one recovers it.
+    let faults = Faults::new();
+    faults.plan(Planned { op: Some("PutObject"), nth: 1, fault: Fault::CrashBefore });
+    assert!(archiver::run(&deps(Some(&faults)), &tick(now), &Unlimited, "a").await.is_err());
+    local.clock.advance(300_000);
+    archiver::run(&deps(None), &tick(now + 300_000), &Unlimited, "b").await.unwrap();
+    local.clock.advance(300_000);
+    archiver::run(&deps(None), &tick(now + 600_000), &Unlimited, "c").await.unwrap();
+    (rec, t, bucket)
+}
+
+/// Uniquely named tables of every kind.
+struct Tables {
+    control: String,
+    tenants: String,
+    queue: String,
+    summaries: String,
+    changes: String,
+}
+
+impl Tables {
+    async fn new(local: &Local) -> Self {
+        Self {
+            control: local.control().await,
+            tenants: local.table(&tenants_table()).await,
+            queue: local.table(&queue_table()).await,
+            summaries: local.table(&queue_worker::summary::summaries_table()).await,
+            changes: local.table(&tickwork::changes::changes_table()).await,
+        }
+    }
+
+    /// The template's logical id of a physical table.
+    fn logical(&self, physical: &str) -> String {
+        [
+            (&self.control, "ControlTable"),
+            (&self.tenants, "TenantsTable"),
+            (&self.queue, "QueueTable"),
+            (&self.summaries, "SummariesTable"),
+            (&self.changes, "ChangesTable"),
+        ]
+        .iter()
+        .find(|(p, _)| p.as_str() == physical)
+        .map(|(_, l)| l.to_string())
+        .unwrap_or_else(|| panic!("a call on an unexpected table `{physical}`"))
+    }
+}
+
+// ------------------------------------------------------------------ the policy
+
+fn template() -> Value {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
+    serde_yaml_ng::from_str(&text).unwrap()
+}
+
+fn untag(v: &Value) -> (String, &Value) {
+    match v {
+        Value::Tagged(t) => (t.tag.to_string(), &t.value),
+        other => (String::new(), other),
+    }
+}
+
+fn text(v: &Value, params: &serde_yaml_ng::Mapping) -> String {
+    let (_, v) = untag(v);
+    let mut s = v.as_str().unwrap_or_default().to_string();
+    for (k, p) in params {
+        s = s.replace(&format!("${{{}}}", k.as_str().unwrap()), p["Default"].as_str().unwrap_or_default());
+    }
+    s
+}
+
+/// A statement's resource, in the terms an [`Access`] is recorded in.
+#[derive(Debug, Clone, PartialEq)]
+enum Res {
+    Table { logical: String, index: Option<String> },
+    Objects { bucket: String, prefix: String },
+}
+
+fn resource(v: &Value) -> Res {
+    let (tag, inner) = untag(v);
+    let s = inner.as_str().expect("resource text");
+    match tag.as_str() {
+        "!GetAtt" => Res::Table { logical: s.trim_end_matches(".Arn").to_string(), index: None },
+        "!Sub" => {
+            let (arn, rest) = s.strip_prefix("${").and_then(|r| r.split_once(".Arn}")).expect("${X.Arn}...");
+            if let Some(index) = rest.strip_prefix("/index/") {
+                Res::Table { logical: arn.to_string(), index: Some(index.to_string()) }
+            } else {
+                Res::Objects { bucket: arn.to_string(), prefix: rest.trim_start_matches('/').trim_end_matches('*').to_string() }
+            }
+        }
+        other => panic!("resource with tag `{other}`: {s} (no wildcards, no literal ARNs)"),
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Statement {
+    sid: String,
+    actions: Vec<String>,
+    resources: Vec<Res>,
+    leading_keys: Option<Vec<String>>,
+}
+
+fn statements(t: &Value, function: &str) -> Vec<Statement> {
+    let params = t["Parameters"].as_mapping().unwrap();
+    let f = &t["Resources"][function]["Properties"]["Policies"];
+    let mut out = Vec::new();
+    for policy in f.as_sequence().expect("Policies list") {
+        for st in policy["Statement"].as_sequence().expect("an inline policy") {
+            assert_eq!(st["Effect"].as_str(), Some("Allow"));
+            let list = |v: &Value| -> Vec<Value> { v.as_sequence().cloned().unwrap_or_else(|| vec![v.clone()]) };
+            let leading_keys = st.get("Condition").map(|c| {
+                let like = &c["ForAllValues:StringLike"]["dynamodb:LeadingKeys"];
+                assert!(!like.is_null(), "{function}: only ForAllValues:StringLike on dynamodb:LeadingKeys is used");
+                list(like).iter().map(|v| text(v, params)).collect()
+            });
+            out.push(Statement {
+                sid: st["Sid"].as_str().unwrap_or("?").to_string(),
+                actions: list(&st["Action"]).iter().map(|a| a.as_str().unwrap().to_string()).collect(),
+                resources: list(&st["Resource"]).iter().map(resource).collect(),
+                leading_keys,
+            });
+        }
+    }
+    out
+}
+
+/// IAM's `StringLike`: `*` matches any run of characters, `?` one.
+fn like(pattern: &str, value: &str) -> bool {
+    fn go(p: &[u8], v: &[u8]) -> bool {
+        match (p.first(), v.first()) {
+            (None, None) => true,
+            (Some(b'*'), _) => go(&p[1..], v) || (!v.is_empty() && go(p, &v[1..])),
+            (Some(b'?'), Some(_)) => go(&p[1..], &v[1..]),
+            (Some(a), Some(b)) if a == b => go(&p[1..], &v[1..]),
+            _ => false,
+        }
+    }
+    go(pattern.as_bytes(), value.as_bytes())
+}
+
+/// An access in the template's terms: (action, resource, leading key).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Asked {
+    action: String,
+    logical: String,
+    index: Option<String>,
+    object_key: Option<String>,
+    leading_key: Option<String>,
+}
+
+fn asked(a: &Access, tables: &Tables, bucket: Option<&str>) -> Asked {
+    match &a.resource {
+        Resource::Table { table, index } => Asked {
+            action: a.action.clone(),
+            logical: tables.logical(table),
+            index: index.clone(),
+            object_key: None,
+            leading_key: a.leading_key.clone(),
+        },
+        Resource::Object { bucket: b, key } => {
+            assert_eq!(Some(b.as_str()), bucket, "S3 call on an unexpected bucket");
+            Asked { action: a.action.clone(), logical: "ArchiveBucket".into(), index: None, object_key: Some(key.clone()), leading_key: None }
+        }
+        Resource::Bucket { .. } => panic!("{}: the functions never list the bucket", a.action),
+    }
+}
+
+fn allows(st: &Statement, action: &str, a: &Asked) -> bool {
+    if !st.actions.iter().any(|x| x == action) {
+        return false;
+    }
+    let res_ok = st.resources.iter().any(|r| match r {
+        Res::Table { logical, index } => a.object_key.is_none() && logical == &a.logical && index == &a.index,
+        Res::Objects { bucket, prefix } => bucket == &a.logical && a.object_key.as_deref().is_some_and(|k| k.starts_with(prefix.as_str())),
+    });
+    let cond_ok = match (&st.leading_keys, &a.leading_key) {
+        (None, _) => true,
+        // ForAllValues with no key in the request is true (IAM User Guide, multivalued conditions).
+        (Some(_), None) => true,
+        (Some(patterns), Some(k)) => patterns.iter().any(|p| like(p, k)),
+    };
+    res_ok && cond_ok
+}
+
+fn denied<'a>(sts: &[Statement], accesses: &'a BTreeSet<Asked>) -> Vec<&'a Asked> {
+    accesses.iter().filter(|a| !sts.iter().any(|st| allows(st, &a.action, a))).collect()
+}
+
+fn check(function: &str, sts: &[Statement], accesses: &BTreeSet<Asked>) -> Vec<String> {
+    let d = denied(sts, accesses);
+    assert!(d.is_empty(), "{function}: the template denies {d:#?}");
+    let mut mutations = Vec::new();
+    for (i, st) in sts.iter().enumerate() {
+        for action in &st.actions {
+            assert!(
+                accesses.iter().any(|a| allows(st, action, a)),
+                "{function}: statement `{}` grants `{action}`, which nothing the function does uses",
+                st.sid
+            );
+            // The mutation: the same policy without this one action in this one statement.
+            let mut m = sts.to_vec();
+            m[i].actions.retain(|x| x != action);
+            let now_denied = denied(&m, accesses);
+            assert!(!now_denied.is_empty(), "{function}: removing `{action}` from `{}` denies nothing", st.sid);
+            mutations.push(format!("{function}/{}: -{action} → denies {} call(s), e.g. {:?}", st.sid, now_denied.len(), now_denied[0]));
+        }
+    }
+    mutations
+}
+
+#[tokio::test]
+async fn every_function_is_allowed_exactly_what_it_does() {
+    let local = Local::new().await;
+    let t = template();
+    let mut all = Vec::new();
+    let mut seen: BTreeMap<&str, BTreeSet<Asked>> = BTreeMap::new();
+
+    let (rec, tables) = sweep_scenarios(&local).await;
+    seen.insert("PulseSweepFunction", rec.accesses().iter().map(|a| asked(a, &tables, None)).collect());
+    assert!(rec.unmapped().is_empty(), "{:?}", rec.unmapped());
+    let (rec, tables) = fanout_scenarios(&local).await;
+    seen.insert("TenantFanoutFunction", rec.accesses().iter().map(|a| asked(a, &tables, None)).collect());
+    let (rec, tables) = worker_scenarios(&local).await;
+    seen.insert("QueueWorkerFunction", rec.accesses().iter().map(|a| asked(a, &tables, None)).collect());
+    let (rec, tables, bucket) = archiver_scenarios(&local).await;
+    assert!(rec.unmapped().is_empty(), "{:?}", rec.unmapped());
+    seen.insert("ArchiverFunction", rec.accesses().iter().map(|a| asked(a, &tables, Some(&bucket))).collect());
+
+    for (function, accesses) in &seen {
+        let actions: BTreeSet<&str> = accesses.iter().map(|a| a.action.as_str()).collect();
+        println!("{function}: {} distinct accesses, actions {actions:?}", accesses.len());
+        all.extend(check(function, &statements(&t, function), accesses));
+    }
+    // The archiver's intent is a Put and a Delete inside TransactWriteItems: the single-item
+    // actions on the control table, scoped to its intent partition.
+    let arch = &seen["ArchiverFunction"];
+    for action in ["dynamodb:PutItem", "dynamodb:DeleteItem"] {
+        assert!(arch.iter().any(|a| a.action == action && a.logical == "ControlTable" && a.leading_key.as_deref() == Some("intent#archiver")));
+    }
+    println!("mutations tried ({}), each denied something the function does:", all.len());
+    for m in &all {
+        println!("  {m}");
+    }
+    assert!(all.len() >= 30, "{} mutations", all.len());
+}
+
+#[test]
+fn string_like_matches_as_iam_does() {
+    assert!(like("cursor#*", "cursor#t1"));
+    assert!(like("lease#pulse-sweep", "lease#pulse-sweep"));
+    assert!(!like("lease#pulse-sweep", "lease#pulse-sweep2"));
+    assert!(!like("wm#archiver", "wm#pulse-sweep"));
+    assert!(like("a?c", "abc") && !like("a?c", "ac"));
+}
