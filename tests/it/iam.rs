@@ -15,12 +15,12 @@ use std::time::Duration;
 
 use serde_yaml_ng::Value;
 use tickwork::budget::Unlimited;
+use tickwork::clock::Clock;
 use tickwork::config::Env;
 use tickwork::iam::{Access, Recorder, Resource};
 use tickwork::queue::{queue_table, NewItem, Queue, QueueConfig};
 use tickwork::schema::{av_s, key};
 use tickwork::tenants::{tenants_table, Tenant, Tenants};
-use tickwork::clock::Clock;
 use tickwork_lambda::Tick;
 use tickwork_tests::faults::{Fault, Faults, Planned};
 use tickwork_tests::{quick_retry, unique, Local};
@@ -45,8 +45,16 @@ async fn sweep_scenarios(local: &Local) -> (Recorder, Tables) {
     local.clock.set(ms("2026-11-29T10:00:00Z"));
     let d = pulse_sweep::Deps::new(db, local.clock(), cfg, tables, 4, QueueConfig::default());
     // Tenants are added by the operator's tools, not by the sweep: through another client.
-    let admin = pulse_sweep::Deps { tenants: Tenants::new(local.fresh_db(), &t.tenants, 4).with_registry(tickwork::watermark::Watermarks::new(local.fresh_db(), &t.control, local.clock()), "pulse-sweep"), ..d.clone() };
-    let list: Vec<Tenant> = (0..12).map(|i| Tenant { id: format!("t{i}"), zone: "Europe/Berlin".into(), active: true, since_ms: None }).collect();
+    let admin = pulse_sweep::Deps {
+        tenants: Tenants::new(local.fresh_db(), &t.tenants, 4).with_registry(
+            tickwork::watermark::Watermarks::new(local.fresh_db(), &t.control, local.clock()),
+            "pulse-sweep",
+        ),
+        ..d.clone()
+    };
+    let list: Vec<Tenant> = (0..12)
+        .map(|i| Tenant { id: format!("t{i}"), zone: "Europe/Berlin".into(), active: true, since_ms: None })
+        .collect();
     pulse_sweep::add_tenants(&admin, &list).await.unwrap();
     // One tenant's cursor is corrupt: it is isolated and recorded as a failure.
     let mut bad = key(pulse_sweep::cursor_pk("t3"), "day");
@@ -65,10 +73,12 @@ async fn fanout_scenarios(local: &Local) -> (Recorder, Tables) {
     let t = Tables::new(local).await;
     let db = local.db_with(None, Some(&rec), &quick_retry());
     let cfg = tenant_fanout::FanoutConfig::from_env(&Env::from_pairs([]), Duration::from_secs(1)).unwrap();
-    let tables = tenant_fanout::Tables { control: t.control.clone(), tenants: t.tenants.clone(), queue: t.queue.clone() };
+    let tables =
+        tenant_fanout::Tables { control: t.control.clone(), tenants: t.tenants.clone(), queue: t.queue.clone() };
     local.clock.set(ms("2026-11-29T06:00:00Z"));
     let d = tenant_fanout::Deps::new(db, local.clock(), cfg, &tables, 4, QueueConfig::default());
-    let mut list: Vec<Tenant> = (0..20).map(|i| Tenant { id: format!("t{i}"), zone: "UTC".into(), active: true, since_ms: None }).collect();
+    let mut list: Vec<Tenant> =
+        (0..20).map(|i| Tenant { id: format!("t{i}"), zone: "UTC".into(), active: true, since_ms: None }).collect();
     // A tenant written around the checks (too long an id for its item): isolated and recorded.
     list.push(Tenant { id: "x".repeat(1010), zone: "UTC".into(), active: true, since_ms: None });
     Tenants::new(local.fresh_db(), &t.tenants, 4).put_all(&list).await.unwrap();
@@ -113,7 +123,9 @@ async fn worker_scenarios(local: &Local) -> (Recorder, Tables) {
     let handlers = handlers.with("flaky", failing);
     admin.enqueue(&item("f1", "flaky", "{}")).await.unwrap();
     for _ in 0..3 {
-        queue_worker::drain(&q, &handlers, &unique("w"), &Unlimited, &queue_worker::WorkerConfig::default()).await.unwrap();
+        queue_worker::drain(&q, &handlers, &unique("w"), &Unlimited, &queue_worker::WorkerConfig::default())
+            .await
+            .unwrap();
         local.clock.advance(1_000);
     }
     (rec, t)
@@ -121,7 +133,10 @@ async fn worker_scenarios(local: &Local) -> (Recorder, Tables) {
 
 struct Flaky;
 impl queue_worker::Handler for Flaky {
-    fn handle<'a>(&'a self, _: &'a tickwork::queue::Job) -> futures::future::BoxFuture<'a, Result<(), queue_worker::HandlerError>> {
+    fn handle<'a>(
+        &'a self,
+        _: &'a tickwork::queue::Job,
+    ) -> futures::future::BoxFuture<'a, Result<(), queue_worker::HandlerError>> {
         Box::pin(async { Err(queue_worker::HandlerError::Retry("always".into())) })
     }
 }
@@ -132,7 +147,11 @@ async fn archiver_scenarios(local: &Local) -> (Recorder, Tables, String) {
     let bucket = unique("iam").to_lowercase();
     archiver::s3_client(&local.sdk).create_bucket().bucket(&bucket).send().await.unwrap();
     let cfg = archiver::ArchiverConfig::from_env(
-        &Env::from_pairs([("TICKWORK_ARCHIVE_BUCKET", bucket.as_str()), ("TICKWORK_CHANGE_SHARDS", "2"), ("TICKWORK_ARCHIVE_PAGE_SIZE", "10")]),
+        &Env::from_pairs([
+            ("TICKWORK_ARCHIVE_BUCKET", bucket.as_str()),
+            ("TICKWORK_CHANGE_SHARDS", "2"),
+            ("TICKWORK_ARCHIVE_PAGE_SIZE", "10"),
+        ]),
         Duration::from_secs(1),
     )
     .unwrap();
@@ -140,7 +159,17 @@ async fn archiver_scenarios(local: &Local) -> (Recorder, Tables, String) {
     local.clock.set(now);
     for i in 0..30 {
         let data = serde_json::json!({"i": i});
-        tickwork::changes::record_change(&local.db, &t.changes, 2, "order", &format!("o{i}"), &data, now - 40 * 86_400_000 + i).await.unwrap();
+        tickwork::changes::record_change(
+            &local.db,
+            &t.changes,
+            2,
+            "order",
+            &format!("o{i}"),
+            &data,
+            now - 40 * 86_400_000 + i,
+        )
+        .await
+        .unwrap();
     }
     let deps = |faults: Option<&Faults>| {
         let db = local.db_with(faults, Some(&rec), &quick_retry());
@@ -234,7 +263,10 @@ fn resource(v: &Value) -> Res {
             if let Some(index) = rest.strip_prefix("/index/") {
                 Res::Table { logical: arn.to_string(), index: Some(index.to_string()) }
             } else {
-                Res::Objects { bucket: arn.to_string(), prefix: rest.trim_start_matches('/').trim_end_matches('*').to_string() }
+                Res::Objects {
+                    bucket: arn.to_string(),
+                    prefix: rest.trim_start_matches('/').trim_end_matches('*').to_string(),
+                }
             }
         }
         other => panic!("resource with tag `{other}`: {s} (no wildcards, no literal ARNs)"),
@@ -308,7 +340,13 @@ fn asked(a: &Access, tables: &Tables, bucket: Option<&str>) -> Asked {
         },
         Resource::Object { bucket: b, key } => {
             assert_eq!(Some(b.as_str()), bucket, "S3 call on an unexpected bucket");
-            Asked { action: a.action.clone(), logical: "ArchiveBucket".into(), index: None, object_key: Some(key.clone()), leading_key: None }
+            Asked {
+                action: a.action.clone(),
+                logical: "ArchiveBucket".into(),
+                index: None,
+                object_key: Some(key.clone()),
+                leading_key: None,
+            }
         }
         Resource::Bucket { .. } => panic!("{}: the functions never list the bucket", a.action),
     }
@@ -320,7 +358,9 @@ fn allows(st: &Statement, action: &str, a: &Asked) -> bool {
     }
     let res_ok = st.resources.iter().any(|r| match r {
         Res::Table { logical, index } => a.object_key.is_none() && logical == &a.logical && index == &a.index,
-        Res::Objects { bucket, prefix } => bucket == &a.logical && a.object_key.as_deref().is_some_and(|k| k.starts_with(prefix.as_str())),
+        Res::Objects { bucket, prefix } => {
+            bucket == &a.logical && a.object_key.as_deref().is_some_and(|k| k.starts_with(prefix.as_str()))
+        }
     });
     let cond_ok = match (&st.leading_keys, &a.leading_key) {
         (None, _) => true,
@@ -351,7 +391,12 @@ fn check(function: &str, sts: &[Statement], accesses: &BTreeSet<Asked>) -> Vec<S
             m[i].actions.retain(|x| x != action);
             let now_denied = denied(&m, accesses);
             assert!(!now_denied.is_empty(), "{function}: removing `{action}` from `{}` denies nothing", st.sid);
-            mutations.push(format!("{function}/{}: -{action} → denies {} call(s), e.g. {:?}", st.sid, now_denied.len(), now_denied[0]));
+            mutations.push(format!(
+                "{function}/{}: -{action} → denies {} call(s), e.g. {:?}",
+                st.sid,
+                now_denied.len(),
+                now_denied[0]
+            ));
         }
     }
     mutations
@@ -384,7 +429,9 @@ async fn every_function_is_allowed_exactly_what_it_does() {
     // actions on the control table, scoped to its intent partition.
     let arch = &seen["ArchiverFunction"];
     for action in ["dynamodb:PutItem", "dynamodb:DeleteItem"] {
-        assert!(arch.iter().any(|a| a.action == action && a.logical == "ControlTable" && a.leading_key.as_deref() == Some("intent#archiver")));
+        assert!(arch.iter().any(|a| a.action == action
+            && a.logical == "ControlTable"
+            && a.leading_key.as_deref() == Some("intent#archiver")));
     }
     println!("mutations tried ({}), each denied something the function does:", all.len());
     for m in &all {

@@ -2,6 +2,8 @@
 //!
 //! One test binary, one module per concern; every test makes its own uniquely named tables.
 
+/// Which alarm fires for a failing, a paused and a stopped sweep.
+mod alarms;
 /// The archiver Lambda's handler.
 mod archive;
 /// The local server applies each request atomically (the moto lock), or nothing else here means anything.
@@ -18,6 +20,8 @@ mod iam;
 mod idempotency;
 /// Lease, fencing, slot records, watermark.
 mod lease;
+/// The binaries' stdout through Lambda's log-level filter.
+mod logs;
 /// Pagination to exhaustion and resumable cursors.
 mod pager;
 /// The pulse sweep: idle cost, enumeration, DST, catch-up, crashes.
