@@ -14,6 +14,8 @@ mod capacity;
 mod cost;
 /// The tenant fan-out Lambda's handler.
 mod fanout;
+/// Bad input refused; every job paused by its own read; tenant ids at their limit.
+mod guards;
 /// IAM from the recorded calls, against each function's policy in template.yaml.
 mod iam;
 /// Claim / complete idempotency records.
