@@ -152,7 +152,7 @@ fn firing(alarms: &[Alarm], store: &Store, now: i64) -> BTreeSet<String> {
         .iter()
         // The other functions did not run in these scenarios: their own alarms are not judged.
         .filter(|a| a.dims.get("FunctionName").is_none_or(|f| f == "PulseSweepFunction"))
-        .filter(|a| a.dims.get("QueueName").is_none())
+        .filter(|a| !a.dims.contains_key("QueueName"))
         .filter(|a| in_alarm(a, store, now))
         .map(|a| a.name.clone())
         .collect()
