@@ -43,7 +43,7 @@ async fn sweep_scenarios(local: &Local) -> (Recorder, Tables) {
     let cfg = pulse_sweep::PulseConfig::from_env(&Env::from_pairs([]), Duration::from_secs(1)).unwrap();
     let tables = pulse_sweep::Tables { control: t.control.clone(), tenants: t.tenants.clone(), queue: t.queue.clone() };
     local.clock.set(ms("2026-11-29T10:00:00Z"));
-    let d = pulse_sweep::Deps::new(db, local.clock(), cfg, tables, 4, QueueConfig::default());
+    let d = pulse_sweep::Deps::new(db, local.clock(), cfg, tables, 4, QueueConfig::default()).resolve_shards().await;
     // Tenants are added by the operator's tools, not by the sweep: through another client.
     let admin = pulse_sweep::Deps {
         tenants: Tenants::new(local.fresh_db(), &t.tenants, 4).with_registry(
@@ -76,7 +76,7 @@ async fn fanout_scenarios(local: &Local) -> (Recorder, Tables) {
     let tables =
         tenant_fanout::Tables { control: t.control.clone(), tenants: t.tenants.clone(), queue: t.queue.clone() };
     local.clock.set(ms("2026-11-29T06:00:00Z"));
-    let d = tenant_fanout::Deps::new(db, local.clock(), cfg, &tables, 4, QueueConfig::default());
+    let d = tenant_fanout::Deps::new(db, local.clock(), cfg, &tables, 4, QueueConfig::default()).resolve_shards().await;
     let mut list: Vec<Tenant> =
         (0..20).map(|i| Tenant { id: format!("t{i}"), zone: "UTC".into(), active: true, since_ms: None }).collect();
     // A tenant written around the checks (too long an id for its item): isolated and recorded.
@@ -94,7 +94,9 @@ async fn worker_scenarios(local: &Local) -> (Recorder, Tables) {
     let t = Tables::new(local).await;
     let db = local.db_with(None, Some(&rec), &quick_retry());
     let cfg = QueueConfig { max_attempts: 2, backoff_base: Duration::ZERO, ..Default::default() };
-    let q = Queue::new(db.clone(), &t.queue, cfg.clone(), local.clock());
+    // Start-up: the worker polls every ready shard any producer ever wrote to.
+    let shards = tickwork::shard::ShardRegistry::new(db.clone(), &t.control).resolve("queue", cfg.shards).await;
+    let q = Queue::new(db.clone(), &t.queue, cfg.clone(), local.clock()).with_poll_shards(shards);
     let handlers = queue_worker::summary::registry(db, &t.summaries, local.clock());
     let admin = Queue::new(local.fresh_db(), &t.queue, cfg, local.clock());
     let now = local.clock.now_ms();
@@ -176,6 +178,7 @@ async fn archiver_scenarios(local: &Local) -> (Recorder, Tables, String) {
         let s3 = local.s3_with(faults, Some(&rec));
         archiver::Deps::new(db, s3, local.clock(), cfg.clone(), &t.control, t.changes.clone())
     };
+    deps(None).resolve_shards().await;
     // A sweep that dies after recording an intent, before its object: the next one recovers it.
     let faults = Faults::new();
     faults.plan(Planned { op: Some("PutObject"), nth: 1, fault: Fault::CrashBefore });

@@ -12,6 +12,8 @@ mod atomicity;
 mod capacity;
 /// `tickctl cost`'s model against a live simulated run.
 mod cost;
+/// The defects an adversarial read found, one test each.
+mod defects;
 /// The tenant fan-out Lambda's handler.
 mod fanout;
 /// Bad input refused; every job paused by its own read; tenant ids at their limit.

@@ -87,7 +87,16 @@ impl Deps {
         let s3 = s3_client(&base.sdk);
         let mut d = Self::new(base.db, s3, base.clock, cfg, &base.core.control_table, table);
         d.core.namespace = base.core.metrics_namespace.clone();
-        Ok(d)
+        Ok(d.resolve_shards().await)
+    }
+
+    /// Start-up: records this process's change-feed shard count and archives every shard ever
+    /// written to ([`tickwork::shard::ShardRegistry`]): rows written with a larger count before a
+    /// setting was lowered are still found.
+    pub async fn resolve_shards(mut self) -> Self {
+        let reg = tickwork::shard::ShardRegistry::new(self.db.clone(), self.leases.table());
+        self.cfg.shards = reg.resolve("changes", self.cfg.shards).await;
+        self
     }
 
     /// Builds from parts.

@@ -105,7 +105,17 @@ impl Deps {
         let shards = env.int_in(vars::TENANT_SHARDS, 8u32, 1..=1000)?;
         let mut d = Self::new(base.db, base.clock, cfg, tables, shards, QueueConfig::from_env(env)?);
         d.core.namespace = base.core.metrics_namespace.clone();
-        Ok(d)
+        Ok(d.resolve_shards().await)
+    }
+
+    /// Start-up: records the shard counts this process writes with and enumerates every tenant
+    /// shard ever written to ([`tickwork::shard::ShardRegistry`]).
+    pub async fn resolve_shards(mut self) -> Self {
+        let reg = tickwork::shard::ShardRegistry::new(self.db.clone(), &self.tables.control);
+        reg.resolve("queue", self.queue_cfg.shards).await;
+        let n = reg.resolve("tenants", self.tenants.write_shards()).await;
+        self.tenants = self.tenants.with_read_shards(n);
+        self
     }
 
     /// Builds from parts (tests, local drivers).

@@ -60,7 +60,7 @@ pub async fn drain(
     cfg: &WorkerConfig,
 ) -> Result<Report, QueueError> {
     let mut r = Report::default();
-    let shards = queue.config().shards;
+    let shards = queue.poll_shards();
     let offset = fastrand::u32(0..shards);
     'rounds: loop {
         let mut found = false;

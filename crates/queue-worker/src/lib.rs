@@ -86,8 +86,12 @@ impl Deps {
         let queue_cfg = QueueConfig::from_env(env)?;
         let cfg = WorkerConfig::from_core(env, &base.core, &queue_cfg)?;
         let registry = handlers(&HandlerContext { db: &base.db, clock: &base.clock, env, core: &base.core })?;
+        // Poll every ready shard any producer ever wrote to (tickwork::shard::ShardRegistry).
+        let shards = tickwork::shard::ShardRegistry::new(base.db.clone(), &base.core.control_table)
+            .resolve("queue", queue_cfg.shards)
+            .await;
         Ok(Self {
-            queue: Queue::new(base.db.clone(), queue_table, queue_cfg, base.clock.clone()),
+            queue: Queue::new(base.db.clone(), queue_table, queue_cfg, base.clock.clone()).with_poll_shards(shards),
             handlers: registry,
             cfg,
             clock: base.clock,

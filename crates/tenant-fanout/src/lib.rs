@@ -100,7 +100,17 @@ impl Deps {
         let queue_cfg = QueueConfig::from_env(env)?;
         let mut d = Self::new(base.db, base.clock, cfg, &tables, tenant_shards, queue_cfg);
         d.core.namespace = base.core.metrics_namespace.clone();
-        Ok(d)
+        Ok(d.resolve_shards().await)
+    }
+
+    /// Start-up: records the shard counts this process writes with and enumerates every tenant
+    /// shard ever written to ([`tickwork::shard::ShardRegistry`]).
+    pub async fn resolve_shards(mut self) -> Self {
+        let reg = tickwork::shard::ShardRegistry::new(self.db.clone(), self.leases.table());
+        reg.resolve("queue", self.queue.config().shards).await;
+        let n = reg.resolve("tenants", self.tenants.write_shards()).await;
+        self.tenants = self.tenants.with_read_shards(n);
+        self
     }
 
     /// Builds from parts (tests, local drivers).
@@ -220,8 +230,18 @@ impl From<FanoutError> for lambda_runtime::Diagnostic {
     }
 }
 
+/// What a tick found due.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Windows, oldest first.
+    pub windows: Vec<String>,
+    /// The job has no watermark yet: set it to the day before its first window before working,
+    /// so that window, if unfinished today, is caught up tomorrow.
+    pub init_mark: Option<String>,
+}
+
 impl LeasedJob for Deps {
-    type Plan = Vec<String>;
+    type Plan = Plan;
     type Report = Report;
     type Error = FanoutError;
 
@@ -229,41 +249,44 @@ impl LeasedJob for Deps {
         &self.core
     }
 
-    async fn due(&self, state: &WatermarkState, tick: &Tick) -> Result<(Report, Option<Vec<String>>), FanoutError> {
-        let windows = window::due_windows(
-            state.marks.get(MARK_GROUP).map(String::as_str),
-            tick.time_ms,
-            self.cfg.max_lateness_days,
-        );
+    async fn due(&self, state: &WatermarkState, tick: &Tick) -> Result<(Report, Option<Plan>), FanoutError> {
+        let mark = state.marks.get(MARK_GROUP).map(String::as_str);
+        let windows = window::due_windows(mark, tick.time_ms, self.cfg.max_lateness_days);
         let report = Report {
             window: windows.first().cloned().unwrap_or_else(|| window_of(tick.time_ms)),
             outcome: Outcome::AlreadyDone,
             windows_due: windows.len() as u32,
             ..Default::default()
         };
-        Ok((report, (!windows.is_empty()).then_some(windows)))
+        let init_mark = match (mark, windows.first()) {
+            (None, Some(first)) => {
+                first.parse::<jiff::civil::Date>().ok().and_then(|d| d.yesterday().ok()).map(|d| d.to_string())
+            }
+            _ => None,
+        };
+        Ok((report, (!windows.is_empty()).then_some(Plan { windows, init_mark })))
     }
 
-    async fn dry_run(
-        &self,
-        _: &Tick,
-        plan: Vec<String>,
-        budget: &dyn Budget,
-        report: Report,
-    ) -> Result<Report, FanoutError> {
-        fanout::fan_out(self, fanout::Mode::Dry, &plan[..1], budget, report).await
+    async fn dry_run(&self, _: &Tick, plan: Plan, budget: &dyn Budget, report: Report) -> Result<Report, FanoutError> {
+        fanout::fan_out(self, fanout::Mode::Dry, &plan.windows[..1], budget, report).await
     }
 
     async fn work(
         &self,
         _: &Tick,
         lease: &Lease,
-        plan: Vec<String>,
+        plan: Plan,
         budget: &dyn Budget,
-        report: Report,
+        mut report: Report,
     ) -> Result<Report, FanoutError> {
         let fence = lease.fence(self.leases.table());
-        fanout::fan_out(self, fanout::Mode::Live(&fence), &plan, budget, report).await
+        if let Some(before) = &plan.init_mark {
+            if let tickwork::watermark::Advance::Stale = self.marks.advance(&fence, MARK_GROUP, before).await? {
+                report.outcome = Outcome::LostLease;
+                return Ok(report);
+            }
+        }
+        fanout::fan_out(self, fanout::Mode::Live(&fence), &plan.windows, budget, report).await
     }
 }
 

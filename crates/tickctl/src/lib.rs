@@ -58,17 +58,23 @@ impl Function {
     }
 }
 
+/// The queue as an operator sees it: every ready shard any producer ever wrote to.
+pub async fn queue(base: &Base, env: &Env) -> Result<Queue> {
+    let cfg = QueueConfig::from_env(env)?;
+    let shards = tickwork::shard::ShardRegistry::new(base.db.clone(), &base.core.control_table)
+        .effective("queue", cfg.shards)
+        .await
+        .unwrap_or(cfg.shards);
+    Ok(Queue::new(base.db.clone(), base.core.table("queue"), cfg, base.clock.clone()).with_poll_shards(shards))
+}
+
 /// Pauses or resumes a function at its next tick, through the one read that tick already makes:
 /// the job's state item for the leased jobs, a marker in each ready shard for the queue worker
 /// (its idle tick reads no state item, only the ready index). Returns the job name.
 pub async fn set_paused(base: &Base, env: &Env, f: Function, paused: bool, reason: Option<&str>) -> Result<String> {
     let job = f.job(env);
     match f {
-        Function::QueueWorker => {
-            Queue::new(base.db.clone(), base.core.table("queue"), QueueConfig::from_env(env)?, base.clock.clone())
-                .set_paused(paused)
-                .await?;
-        }
+        Function::QueueWorker => queue(base, env).await?.set_paused(paused).await?,
         _ => {
             Watermarks::new(base.db.clone(), &base.core.control_table, base.clock.clone())
                 .set_paused(&job, paused, if paused { reason } else { None })
@@ -144,9 +150,9 @@ pub async fn status(base: &Base, env: &Env) -> Result<Status> {
     for job in jobs(env) {
         jobs_out.push(JobStatus { lease: leases.read(&job).await?, watermark: marks.read(&job).await?, job });
     }
-    let queue = Queue::new(base.db.clone(), base.core.table("queue"), QueueConfig::from_env(env)?, base.clock.clone());
+    let queue = queue(base, env).await?;
     let mut ready = BTreeMap::new();
-    for k in 0..queue.config().shards {
+    for k in 0..queue.poll_shards() {
         // One keys-only poll; a shard with READY_CAP or more ready items shows READY_CAP. The
         // pause marker is not work.
         let n = queue

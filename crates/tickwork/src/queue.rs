@@ -382,6 +382,7 @@ pub struct Queue {
     table: String,
     cfg: QueueConfig,
     clock: SharedClock,
+    poll_shards: u32,
 }
 
 const MINE: &str = "#owner = :owner AND #attempts = :gen AND #state = :claimed";
@@ -389,7 +390,21 @@ const MINE: &str = "#owner = :owner AND #attempts = :gen AND #state = :claimed";
 impl Queue {
     /// The queue in `table`.
     pub fn new(db: Db, table: impl Into<String>, cfg: QueueConfig, clock: SharedClock) -> Self {
-        Self { db, table: table.into(), cfg, clock }
+        let poll_shards = cfg.shards;
+        Self { db, table: table.into(), cfg, clock, poll_shards }
+    }
+
+    /// Polls `n` ready shards (at least the configured count): the largest count any producer
+    /// ever wrote with, from the [`crate::shard::ShardRegistry`], so a lowered setting strands no
+    /// item.
+    pub fn with_poll_shards(mut self, n: u32) -> Self {
+        self.poll_shards = n.max(self.cfg.shards);
+        self
+    }
+
+    /// Ready shards to poll.
+    pub fn poll_shards(&self) -> u32 {
+        self.poll_shards
     }
 
     /// Settings.
@@ -552,7 +567,7 @@ impl Queue {
     /// Pauses (writes a marker in every ready shard) or resumes (deletes them) the workers of this
     /// queue. Idempotent.
     pub async fn set_paused(&self, paused: bool) -> Result<(), QueueError> {
-        for k in 0..self.cfg.shards {
+        for k in 0..self.poll_shards {
             let id = pause_marker(k);
             if paused {
                 let item = Item::from([

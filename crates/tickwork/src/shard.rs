@@ -4,6 +4,13 @@
 //! change rows are spread over N index partitions by `hash(id) mod N`. The hash must never change
 //! between releases (std's `DefaultHasher` may), or an upgrade would move every item to another
 //! shard where nobody looks for it. FNV-1a is eight lines; it does not warrant a dependency.
+//!
+//! The shard count is baked into every stored key, so lowering it (8 → 4) would strand whatever
+//! sits in shards 4..8: tenants never visited, queue items never polled, change rows never
+//! archived. So every count a writer uses is recorded in a [`ShardRegistry`] (control table,
+//! `pk = shards#<table>`, a number set), and a reader enumerates up to the largest count ever
+//! recorded, whatever it is configured with now. Writers record once per process; readers read at
+//! start-up.
 
 /// FNV-1a, 64 bit.
 pub fn fnv1a(data: &[u8]) -> u64 {
@@ -18,6 +25,77 @@ pub fn fnv1a(data: &[u8]) -> u64 {
 /// The shard of `id` among `shards` (at least one).
 pub fn shard_of(id: &str, shards: u32) -> u32 {
     (fnv1a(id.as_bytes()) % u64::from(shards.max(1))) as u32
+}
+
+/// The shard counts ever used to write one table's sharded keys.
+#[derive(Debug, Clone)]
+pub struct ShardRegistry {
+    db: crate::db::Db,
+    table: String,
+}
+
+/// Attribute: the counts (a number set).
+pub const COUNTS: &str = "counts";
+
+/// The registry item of a table (by its logical name: `tenants`, `queue`, `changes`).
+pub fn registry_key(logical: &str) -> crate::capacity::Item {
+    crate::schema::key(format!("shards#{logical}"), "shards")
+}
+
+impl ShardRegistry {
+    /// The registry in `control_table`.
+    pub fn new(db: crate::db::Db, control_table: impl Into<String>) -> Self {
+        Self { db, table: control_table.into() }
+    }
+
+    /// Records that `logical`'s keys are written with `count` shards (idempotent: a set `ADD`).
+    pub async fn record(&self, logical: &str, count: u32) -> Result<(), crate::DbError> {
+        let req = self
+            .db
+            .client()
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(registry_key(logical)))
+            .update_expression("ADD #c :n")
+            .expression_attribute_names("#c", COUNTS)
+            .expression_attribute_values(":n", aws_sdk_dynamodb::types::AttributeValue::Ns(vec![count.to_string()]));
+        self.db.update(req).await.map(|_| ())
+    }
+
+    /// What a process that reads or writes `logical` with `configured` shards does at start-up:
+    /// records its count, then answers how many shards to enumerate. Best effort: when the
+    /// registry cannot be read (a missing control table, say) it says so and answers
+    /// `configured`; the tick that follows fails on the same table and reports it.
+    pub async fn resolve(&self, logical: &str, configured: u32) -> u32 {
+        match self.record(logical, configured).await {
+            Ok(()) => self.effective(logical, configured).await.unwrap_or(configured),
+            Err(e) => {
+                tracing::warn!(table = logical, error = %e, "shard registry unreadable; using the configured count");
+                configured
+            }
+        }
+    }
+
+    /// How many shards a reader of `logical` must enumerate when configured with `configured`:
+    /// the largest count ever recorded, or `configured` if larger.
+    pub async fn effective(&self, logical: &str, configured: u32) -> Result<u32, crate::DbError> {
+        let item = self.db.get_strong(&self.table, registry_key(logical)).await?;
+        let recorded = item
+            .as_ref()
+            .and_then(|i| i.get(COUNTS))
+            .and_then(|v| v.as_ns().ok())
+            .map(|v| v.iter().filter_map(|n| n.parse::<u32>().ok()).max().unwrap_or(0))
+            .unwrap_or(0);
+        if recorded > configured {
+            tracing::warn!(
+                table = logical,
+                configured,
+                recorded,
+                "shard count lowered: reading every shard ever written to"
+            );
+        }
+        Ok(configured.max(recorded))
+    }
 }
 
 #[cfg(test)]

@@ -171,6 +171,7 @@ pub struct Tenants {
     db: Db,
     table: String,
     shards: u32,
+    read_shards: u32,
     registry: Option<(Watermarks, String)>,
 }
 
@@ -191,7 +192,19 @@ pub enum AddError {
 impl Tenants {
     /// `table` with `shards` enumeration shards (`TICKWORK_TENANT_SHARDS`).
     pub fn new(db: Db, table: impl Into<String>, shards: u32) -> Self {
-        Self { db, table: table.into(), shards: shards.max(1), registry: None }
+        Self { db, table: table.into(), shards: shards.max(1), read_shards: shards.max(1), registry: None }
+    }
+
+    /// Enumerates `n` shards (at least the write count): the largest count ever written with,
+    /// from the [`crate::shard::ShardRegistry`], so a lowered setting strands nobody.
+    pub fn with_read_shards(mut self, n: u32) -> Self {
+        self.read_shards = n.max(self.shards);
+        self
+    }
+
+    /// Shards tenants are written with.
+    pub fn write_shards(&self) -> u32 {
+        self.shards
     }
 
     /// The zone registry tenants are added through: the pulse sweep's state item (`job`), whose
@@ -212,6 +225,7 @@ impl Tenants {
             t.validate()?;
         }
         let (marks, job) = self.registry.as_ref().ok_or(AddError::NoRegistry)?;
+        crate::shard::ShardRegistry::new(marks.db().clone(), marks.table()).record("tenants", self.shards).await?;
         let mut zones: Vec<String> = tenants.iter().map(|t| t.zone.clone()).collect();
         zones.sort();
         zones.dedup();
@@ -222,9 +236,9 @@ impl Tenants {
         Ok(())
     }
 
-    /// Shard count.
+    /// Shards to enumerate (every shard any tenant was written to).
     pub fn shards(&self) -> u32 {
-        self.shards
+        self.read_shards
     }
 
     /// Writes tenants as they are, 25 per batch, unprocessed items retried. Registers no zone:

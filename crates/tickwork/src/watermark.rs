@@ -94,6 +94,16 @@ impl Watermarks {
         Self { db, table: table.into(), clock }
     }
 
+    /// The control table.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The metered client.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
     /// One eventually consistent GetItem: marks and pause switch.
     pub async fn read(&self, job: &str) -> Result<WatermarkState, DbError> {
         let out =
