@@ -170,8 +170,8 @@ impl Tenant {
 pub struct Tenants {
     db: Db,
     table: String,
-    shards: u32,
-    read_shards: u32,
+    write_count: u32,
+    read_count: u32,
     registry: Option<(Watermarks, String)>,
 }
 
@@ -192,19 +192,19 @@ pub enum AddError {
 impl Tenants {
     /// `table` with `shards` enumeration shards (`TICKWORK_TENANT_SHARDS`).
     pub fn new(db: Db, table: impl Into<String>, shards: u32) -> Self {
-        Self { db, table: table.into(), shards: shards.max(1), read_shards: shards.max(1), registry: None }
+        Self { db, table: table.into(), write_count: shards.max(1), read_count: shards.max(1), registry: None }
     }
 
     /// Enumerates `n` shards (at least the write count): the largest count ever written with,
     /// from the [`crate::shard::ShardRegistry`], so a lowered setting strands nobody.
     pub fn with_read_shards(mut self, n: u32) -> Self {
-        self.read_shards = n.max(self.shards);
+        self.read_count = n.max(self.write_count);
         self
     }
 
     /// Shards tenants are written with.
     pub fn write_shards(&self) -> u32 {
-        self.shards
+        self.write_count
     }
 
     /// The zone registry tenants are added through: the pulse sweep's state item (`job`), whose
@@ -225,7 +225,7 @@ impl Tenants {
             t.validate()?;
         }
         let (marks, job) = self.registry.as_ref().ok_or(AddError::NoRegistry)?;
-        crate::shard::ShardRegistry::new(marks.db().clone(), marks.table()).record("tenants", self.shards).await?;
+        crate::shard::ShardRegistry::new(marks.db().clone(), marks.table()).record("tenants", self.write_count).await?;
         let mut zones: Vec<String> = tenants.iter().map(|t| t.zone.clone()).collect();
         zones.sort();
         zones.dedup();
@@ -238,7 +238,7 @@ impl Tenants {
 
     /// Shards to enumerate (every shard any tenant was written to).
     pub fn shards(&self) -> u32 {
-        self.read_shards
+        self.read_count
     }
 
     /// Writes tenants as they are, 25 per batch, unprocessed items retried. Registers no zone:
@@ -248,7 +248,7 @@ impl Tenants {
             .iter()
             .map(|t| {
                 WriteRequest::builder()
-                    .put_request(PutRequest::builder().set_item(Some(t.to_item(self.shards))).build().expect("item"))
+                    .put_request(PutRequest::builder().set_item(Some(t.to_item(self.write_count))).build().expect("item"))
                     .build()
             })
             .collect();
