@@ -10,6 +10,10 @@ mod archive;
 mod atomicity;
 /// Estimated capacity against dynalite's, and EMF output.
 mod capacity;
+/// Randomised fault schedules over all four jobs, and the checks every schedule must pass.
+mod chaos;
+/// docs/configuration.md lists every variable the code reads.
+mod config_reference;
 /// `tickctl cost`'s model against a live simulated run.
 mod cost;
 /// The defects an adversarial read found, one test each.

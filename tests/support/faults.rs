@@ -343,7 +343,10 @@ impl Intercept for Faults {
                 return Err("injected: the process died before sending".into());
             }
             Fault::Stall => {
-                self.stall();
+                // The call blocks its thread; tell the runtime first, so the tasks queued on this
+                // worker move to another and the rest of the world goes on (a multi-thread
+                // runtime is required).
+                tokio::task::block_in_place(|| self.stall());
                 return Ok(());
             }
             Fault::CrashAfter | Fault::LoseAnswer => {}
@@ -357,7 +360,18 @@ impl Intercept for Faults {
                     let _ = req.set_uri(root);
                     let _ = req.set_method("GET");
                     *req.body_mut() = SdkBody::empty();
-                    req.headers_mut().remove("content-length");
+                    // Every header that describes the old body (chunked, trailer checksums,
+                    // `Expect: 100-continue`) would make the server wait for it.
+                    let names: Vec<String> = req.headers().iter().map(|(k, _)| k.to_string()).collect();
+                    for n in names {
+                        if !matches!(
+                            n.to_ascii_lowercase().as_str(),
+                            "host" | "authorization" | "x-amz-date" | "x-amz-security-token"
+                        ) {
+                            req.headers_mut().remove(n);
+                        }
+                    }
+                    req.headers_mut().insert("content-length", "0");
                 } else {
                     req.headers_mut().insert("x-amz-target", "DynamoDB_20120810.ListTables");
                     *req.body_mut() = SdkBody::from(r#"{"Limit":1}"#);

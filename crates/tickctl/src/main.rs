@@ -353,7 +353,21 @@ fn print_status(s: &tickctl::Status) {
         .iter()
         .map(|(k, n)| if *n >= tickctl::READY_CAP { format!("{k}:≥{n}") } else { format!("{k}:{n}") })
         .collect();
-    println!("queue ready per shard: {}   dead letters: {}", ready.join(" "), s.dead_letters);
+    println!(
+        "queue ready per shard: {}   dead letters: {}   worker: {}",
+        ready.join(" "),
+        s.dead_letters,
+        if s.worker_paused { "paused" } else { "running" }
+    );
+    if !s.failures.is_empty() {
+        let mut t = table(&["job", "run", "unit isolated", "when", "error"]);
+        for (job, list) in &s.failures {
+            for f in list {
+                t.add_row(vec![job.clone(), f.run.clone(), f.unit.clone(), time(f.at_ms), f.error.clone()]);
+            }
+        }
+        println!("units isolated as failed (visited again at their next run; kept 14 days):\n{t}");
+    }
     if s.archiver_checkpoints.is_empty() {
         println!("archiver: no sweep in progress");
     } else {

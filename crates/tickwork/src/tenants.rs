@@ -241,6 +241,80 @@ impl Tenants {
         self.read_count
     }
 
+    /// The stored tenant (strongly consistent), for operators and the lifecycle operations below.
+    pub async fn get(&self, id: &str) -> Result<Option<Tenant>, DbError> {
+        let item = self.db.get_strong(&self.table, Item::from([(PK.to_string(), av_s(id))])).await?;
+        Ok(item.as_ref().and_then(Tenant::from_item))
+    }
+
+    /// Suspends a tenant: out of both enumeration indexes (never visited), everything else kept
+    /// (its zone, its `since`, its cursors). Returns `false` when there is no such tenant.
+    pub async fn suspend(&self, id: &str) -> Result<bool, DbError> {
+        let req = self
+            .db
+            .client()
+            .update_item()
+            .table_name(&self.table)
+            .key(PK, av_s(id))
+            .update_expression("SET #st = :s REMOVE #t, #z")
+            .condition_expression("attribute_exists(#pk)")
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_names("#st", STATUS)
+            .expression_attribute_names("#t", TSHARD)
+            .expression_attribute_names("#z", ZSHARD)
+            .expression_attribute_values(":s", av_s("suspended"));
+        match self.db.update(req).await {
+            Ok(_) => Ok(true),
+            Err(DbError::ConditionFailed { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Resumes a suspended tenant in its zone: back in both indexes; its next visit owes every
+    /// period since its cursors (the catch-up policy decides what a long suspension pulses).
+    pub async fn resume(&self, id: &str) -> Result<bool, DbError> {
+        let Some(t) = self.get(id).await? else { return Ok(false) };
+        self.place(&t.id, &t.zone).await
+    }
+
+    /// Moves a tenant to another zone, keeping `since` and its cursors: periods are local dates,
+    /// so each is pulsed once whatever the move (a day already pulsed in the old zone is not
+    /// pulsed again; one not yet pulsed is owed in the new). The new zone is registered first.
+    pub async fn move_zone(&self, id: &str, zone: &str) -> Result<bool, AddError> {
+        let probe = Tenant { id: id.to_string(), zone: zone.to_string(), active: true, since_ms: None };
+        probe.validate()?;
+        let (marks, job) = self.registry.as_ref().ok_or(AddError::NoRegistry)?;
+        marks.register_groups(job, &[zone.to_string()]).await?;
+        Ok(self.place(id, zone).await?)
+    }
+
+    /// Sets `zone` and, active again, both index keys; only if the tenant exists.
+    async fn place(&self, id: &str, zone: &str) -> Result<bool, DbError> {
+        let k = shard_of(id, self.write_count);
+        let req = self
+            .db
+            .client()
+            .update_item()
+            .table_name(&self.table)
+            .key(PK, av_s(id))
+            .update_expression("SET #zone = :zone, #st = :a, #t = :t, #z = :z")
+            .condition_expression("attribute_exists(#pk)")
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_names("#zone", ZONE)
+            .expression_attribute_names("#st", STATUS)
+            .expression_attribute_names("#t", TSHARD)
+            .expression_attribute_names("#z", ZSHARD)
+            .expression_attribute_values(":zone", av_s(zone))
+            .expression_attribute_values(":a", av_s("active"))
+            .expression_attribute_values(":t", av_s(format!("tenants#{k}")))
+            .expression_attribute_values(":z", av_s(format!("{zone}#{k}")));
+        match self.db.update(req).await {
+            Ok(_) => Ok(true),
+            Err(DbError::ConditionFailed { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Writes tenants as they are, 25 per batch, unprocessed items retried. Registers no zone:
     /// tooling and tests that set up a table; applications use [`Tenants::add`].
     pub async fn put_all(&self, tenants: &[Tenant]) -> Result<(), DbError> {
@@ -248,7 +322,9 @@ impl Tenants {
             .iter()
             .map(|t| {
                 WriteRequest::builder()
-                    .put_request(PutRequest::builder().set_item(Some(t.to_item(self.write_count))).build().expect("item"))
+                    .put_request(
+                        PutRequest::builder().set_item(Some(t.to_item(self.write_count))).build().expect("item"),
+                    )
                     .build()
             })
             .collect();

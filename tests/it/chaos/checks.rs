@@ -1,0 +1,242 @@
+//! The promises, checked against what the stores hold after a seed has settled.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use tickwork::clock::Millis;
+use tickwork::schema::get_s;
+
+use super::expect;
+use super::world::{World, ARCHIVE_AGE};
+
+/// Every item of `table`, by a paginated Scan (tooling: product code never scans).
+async fn scan(w: &World, table: &str) -> Vec<tickwork::capacity::Item> {
+    let mut out = Vec::new();
+    let mut start = None;
+    loop {
+        let page = w
+            .local
+            .db
+            .client()
+            .scan()
+            .table_name(table)
+            .set_exclusive_start_key(start.take())
+            .consistent_read(true)
+            .send()
+            .await
+            .expect("scan");
+        out.extend(page.items().iter().cloned());
+        match page.last_evaluated_key() {
+            Some(k) if !k.is_empty() => start = Some(k.clone()),
+            _ => return out,
+        }
+    }
+}
+
+fn fail(w: &mut World, v: String) {
+    w.report.violations.push(v);
+}
+
+/// All the checks; `end` is the last sweep tick's time.
+pub async fn check(w: &mut World, end: Millis) {
+    let queue = scan(w, &w.queue.clone()).await;
+    let control = scan(w, &w.control.clone()).await;
+
+    // 1. Every owed (tenant, grain, period) pulsed exactly once, and nothing else pulsed.
+    let mut got: BTreeMap<String, BTreeSet<(String, String)>> = BTreeMap::new();
+    for item in &queue {
+        let id = get_s(item, "pk").unwrap_or_default();
+        if let Some(rest) = id.strip_prefix("pulse#") {
+            let parts: Vec<&str> = rest.rsplitn(3, '#').collect();
+            let (period, grain, tenant) = (parts[0], parts[1], parts[2]);
+            got.entry(tenant.to_string()).or_default().insert((grain.to_string(), period.to_string()));
+        }
+    }
+    for (id, life) in w.tenants.clone() {
+        let want = expect::owed(life.since, &life.first_zone, end, &life.zone);
+        let have = got.remove(&id).unwrap_or_default();
+        w.report.checks += want.len() as u64 + 1;
+        let missing: Vec<_> = want.difference(&have).collect();
+        let extra: Vec<_> = have.difference(&want).collect();
+        if !missing.is_empty() {
+            fail(w, format!("tenant {id} ({} → {}): owed and not pulsed {missing:?}", life.first_zone, life.zone));
+        }
+        if !extra.is_empty() {
+            fail(w, format!("tenant {id} ({} → {}): pulsed and not owed {extra:?}", life.first_zone, life.zone));
+        }
+    }
+    for (id, _) in got {
+        fail(w, format!("pulses for unknown tenant {id}"));
+    }
+
+    // 2. No watermark ahead of a tenant: a group marked done for D has every tenant of the zone
+    //    pulsed through D - 1.
+    let marks: BTreeMap<String, String> = control
+        .iter()
+        .filter(|i| get_s(i, "pk") == Some("wm#pulse-sweep"))
+        .flat_map(|i| {
+            i.iter()
+                .filter_map(|(k, v)| Some((k.strip_prefix("mark:")?.to_string(), v.as_s().ok()?.clone())))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let cursors: BTreeMap<String, String> = control
+        .iter()
+        .filter(|i| get_s(i, "sk") == Some("day"))
+        .filter_map(|i| Some((get_s(i, "pk")?.strip_prefix("cursor#")?.to_string(), get_s(i, "period")?.to_string())))
+        .collect();
+    for (id, life) in w.tenants.clone() {
+        let Some(mark) = marks.get(&life.zone) else { continue };
+        let d: jiff::civil::Date = mark.parse().expect("a date mark");
+        let want = d.yesterday().expect("a date").to_string();
+        w.report.checks += 1;
+        if cursors.get(&id).is_none_or(|c| *c < want) {
+            fail(
+                w,
+                format!("watermark {}={mark} is ahead of tenant {id} (day cursor {:?})", life.zone, cursors.get(&id)),
+            );
+        }
+    }
+
+    // 3. Every queue item finished once or dead-lettered; every summary written once.
+    let summaries = scan(w, &w.summaries.clone()).await;
+    let rows: BTreeSet<(String, String)> =
+        summaries.iter().filter_map(|i| Some((get_s(i, "pk")?.to_string(), get_s(i, "sk")?.to_string()))).collect();
+    let mut done_rows = BTreeSet::new();
+    for item in &queue {
+        let id = get_s(item, "pk").unwrap_or_default().to_string();
+        if id.starts_with(tickwork::queue::PAUSE_PREFIX) {
+            continue;
+        }
+        let state = get_s(item, "state").unwrap_or_default();
+        w.report.checks += 1;
+        match state {
+            "done" => {
+                let tenant = get_s(item, "tenant").unwrap_or_default().to_string();
+                if let Some(rest) = id.strip_prefix("pulse#") {
+                    let parts: Vec<&str> = rest.rsplitn(3, '#').collect();
+                    if parts[1] == "day" {
+                        done_rows.insert((tenant, format!("day#{}", parts[0])));
+                    }
+                } else if let Some(rest) = id.strip_prefix("utc-daily#") {
+                    let window = rest.split('#').next().unwrap_or_default();
+                    done_rows.insert((tenant, format!("utc#{window}")));
+                }
+            }
+            "dead" => *w.report.events.entry("items dead-lettered (workers died)".into()).or_default() += 1,
+            other => fail(w, format!("queue item {id} left `{other}` after the stack settled")),
+        }
+    }
+    w.report.checks += done_rows.len() as u64;
+    for r in done_rows.difference(&rows).collect::<Vec<_>>() {
+        fail(w, format!("finished item without its summary row {r:?}"));
+    }
+    for r in rows.difference(&done_rows).collect::<Vec<_>>() {
+        // A row whose item is not `done`: written by a run whose finish was lost, and the item is
+        // dead now. Legitimate only for dead items.
+        let dead = queue.iter().any(|i| {
+            get_s(i, "state") == Some("dead") && get_s(i, "tenant") == Some(r.0.as_str()) && {
+                let id = get_s(i, "pk").unwrap_or_default();
+                id.ends_with(r.1.trim_start_matches("day#").trim_start_matches("utc#"))
+                    || id.contains(r.1.trim_start_matches("utc#"))
+            }
+        });
+        if !dead {
+            fail(w, format!("summary row {r:?} with no finished item"));
+        }
+    }
+
+    // 4. The archive: every due change-row version in exactly one object, deleted only if
+    //    archived, never a newer one.
+    check_archive(w).await;
+
+    // 5. Every stable tenant has its fan-out item for every window the fan-out completed.
+    let fan_mark = control
+        .iter()
+        .find(|i| get_s(i, "pk") == Some("wm#fanout-utc-daily"))
+        .and_then(|i| get_s(i, "mark:all").map(str::to_string));
+    if let (Some(first), Some(last)) = (w.first_window.clone(), fan_mark) {
+        let ids: BTreeSet<String> = queue.iter().filter_map(|i| get_s(i, "pk").map(str::to_string)).collect();
+        let mut d: jiff::civil::Date = first.parse().expect("date");
+        let last: jiff::civil::Date = last.parse().expect("date");
+        while d <= last {
+            for (id, life) in w.tenants.clone() {
+                if !life.stable {
+                    continue;
+                }
+                w.report.checks += 1;
+                if !ids.contains(&format!("utc-daily#{d}#{id}")) {
+                    fail(w, format!("fan-out window {d} completed without tenant {id}"));
+                }
+            }
+            d = d.tomorrow().expect("date");
+        }
+    } else {
+        fail(w, "the fan-out never completed a window".into());
+    }
+
+    // 6. No unit isolated: nothing in these schedules is a tenant's own fault.
+    for item in &control {
+        if get_s(item, "pk").is_some_and(|p| p.starts_with("fail#")) {
+            fail(w, format!("a unit was isolated as failed: {item:?}"));
+        }
+    }
+    w.report.checks += 1;
+}
+
+async fn check_archive(w: &mut World) {
+    let cutoff = w.last_archive_at - ARCHIVE_AGE;
+    // What S3 holds, by version.
+    let s3 = archiver::s3_client(&w.local.sdk);
+    let mut archived: BTreeMap<(String, String), u32> = BTreeMap::new();
+    let mut token = None;
+    loop {
+        let page =
+            s3.list_objects_v2().bucket(&w.bucket).set_continuation_token(token.take()).send().await.expect("list");
+        for o in page.contents() {
+            let body = s3.get_object().bucket(&w.bucket).key(o.key().unwrap_or_default()).send().await.expect("get");
+            let bytes = body.body.collect().await.expect("body").into_bytes();
+            for item in archiver::decode_batch(&bytes).expect("an archive object decodes") {
+                let v = (
+                    get_s(&item, "pk").unwrap_or_default().to_string(),
+                    get_s(&item, "tsid").unwrap_or_default().to_string(),
+                );
+                *archived.entry(v).or_default() += 1;
+            }
+        }
+        match page.next_continuation_token() {
+            Some(t) => token = Some(t.to_string()),
+            None => break,
+        }
+    }
+    let table: BTreeMap<String, String> = scan(w, &w.changes.clone())
+        .await
+        .iter()
+        .filter_map(|i| Some((get_s(i, "pk")?.to_string(), get_s(i, "tsid")?.to_string())))
+        .collect();
+    let written: BTreeSet<(String, String)> = w.versions.iter().cloned().collect();
+    for (v, n) in &archived {
+        w.report.checks += 1;
+        if *n > 1 {
+            fail(w, format!("version {v:?} is in {n} objects"));
+        }
+        if !written.contains(v) {
+            fail(w, format!("version {v:?} archived but never written"));
+        }
+    }
+    for (pk, (tsid, ts)) in w.latest.clone() {
+        w.report.checks += 1;
+        let in_s3 = archived.contains_key(&(pk.clone(), tsid.clone()));
+        match table.get(&pk) {
+            Some(t) if *t != tsid => fail(w, format!("{pk}: the table holds {t}, the writer wrote {tsid} last")),
+            Some(_) if ts < cutoff => fail(w, format!("{pk} ({tsid}) was due and is still in the feed: not archived")),
+            Some(_) => {
+                if in_s3 {
+                    fail(w, format!("{pk} ({tsid}) archived before it was due"));
+                }
+            }
+            None if !in_s3 => fail(w, format!("{pk} ({tsid}) deleted and not archived: a newer row deleted")),
+            None if ts >= cutoff => fail(w, format!("{pk} ({tsid}) deleted before it was due")),
+            None => {}
+        }
+    }
+}
