@@ -21,7 +21,7 @@ DYNALITE := .tools/dynalite/node_modules/dynalite/cli.js
 CARGO    ?= cargo
 WITH_SERVERS := scripts/with-servers.sh
 
-.PHONY: help deps tools test lint fmt clippy cfn-lint sam-validate checkov build deploy watch run bench servers prove-lock clean \
+.PHONY: help deps tools test chaos lint fmt clippy cfn-lint sam-validate checkov build deploy watch run bench servers prove-lock clean \
 	$(addprefix invoke-,$(FUNCTIONS))
 
 help: ## list targets
@@ -103,8 +103,14 @@ $(addprefix invoke-,$(FUNCTIONS)): invoke-%: $(LAMBDA_DEP) ## send events/<fn>.j
 	@(exec 3<>/dev/tcp/127.0.0.1/9000) 2>/dev/null || { echo "nothing serves 127.0.0.1:9000: start \`make watch\` in another terminal first" >&2; exit 1; }
 	$(LAMBDA_PATH) $(CARGO) lambda invoke $* --data-file events/$*.json
 
+# Two moto servers (one per core) and four test threads: the tests wait on the servers, not the CPU.
 test: deps lint ## static checks, unit tests, and integration tests against the local servers
-	$(WITH_SERVERS) $(CARGO) test --workspace
+	TICKWORK_MOTO_INSTANCES=2 RUST_TEST_THREADS=4 $(WITH_SERVERS) $(CARGO) test --workspace
+
+# Seeds run four at a time over two servers; `SEED=n` replays one schedule exactly.
+chaos: deps ## randomised fault schedules over all four jobs: 200 seeds (CHAOS_SEEDS=n; SEED=n replays one)
+	TICKWORK_MOTO_INSTANCES=2 CHAOS_SEEDS=$(or $(CHAOS_SEEDS),200) $(if $(SEED),SEED=$(SEED)) \
+	  $(WITH_SERVERS) $(CARGO) test -p tickwork-tests --test it chaos::chaos_full -- --ignored --nocapture
 
 prove-lock: deps ## show that bare moto loses concurrent updates (expects the atomicity tests to FAIL)
 	@if TICKWORK_MOTO_UNLOCKED=1 TICKWORK_NO_DYNALITE=1 $(WITH_SERVERS) $(CARGO) test -p tickwork-tests --test it atomicity; \

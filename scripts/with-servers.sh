@@ -31,15 +31,23 @@ wait_port() { # name port
 # A tiny thread switch interval makes any race in the server far likelier, so the atomicity tests
 # would catch a missing lock (bare moto then loses 12 of 800 CAS increments; locked: none).
 TICKWORK_MOTO_SWITCH_INTERVAL=${TICKWORK_MOTO_SWITCH_INTERVAL:-0.00001}
-portfile="$state/moto.port.$$"
-rm -f "$portfile"
-"$root/.venv/bin/python" "$root/scripts/moto_locked.py" --port-file "$portfile" ${TICKWORK_MOTO_UNLOCKED:+--unlocked} \
-  ${TICKWORK_MOTO_SWITCH_INTERVAL:+--switch-interval "$TICKWORK_MOTO_SWITCH_INTERVAL"} >"$state/moto.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 1 300); do [ -s "$portfile" ] && break; sleep 0.1; done
-[ -s "$portfile" ] || { echo "moto did not start; see $state/moto.log" >&2; exit 1; }
-moto_port=$(cat "$portfile"); rm -f "$portfile"
-wait_port moto "$moto_port"
+# TICKWORK_MOTO_INSTANCES servers (default 1): moto answers one request at a time on one core,
+# so the integration tests spread over two on a two-core machine (each test keeps to one).
+endpoints=()
+for i in $(seq 1 "${TICKWORK_MOTO_INSTANCES:-1}"); do
+  portfile="$state/moto.port.$$.$i"
+  rm -f "$portfile"
+  "$root/.venv/bin/python" "$root/scripts/moto_locked.py" --port-file "$portfile" ${TICKWORK_MOTO_UNLOCKED:+--unlocked} \
+    ${TICKWORK_MOTO_SWITCH_INTERVAL:+--switch-interval "$TICKWORK_MOTO_SWITCH_INTERVAL"} >"$state/moto.$i.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 1 300); do [ -s "$portfile" ] && break; sleep 0.1; done
+  [ -s "$portfile" ] || { echo "moto did not start; see $state/moto.$i.log" >&2; exit 1; }
+  port=$(cat "$portfile"); rm -f "$portfile"
+  wait_port moto "$port"
+  endpoints+=("http://127.0.0.1:$port")
+done
+moto_port=${endpoints[0]##*:}
+export TICKWORK_MOTO_ENDPOINTS="${endpoints[*]}"
 
 export AWS_ACCESS_KEY_ID=${AWS_ACCESS_KEY_ID:-test}
 export AWS_SECRET_ACCESS_KEY=${AWS_SECRET_ACCESS_KEY:-test}
@@ -61,7 +69,7 @@ if [ "${TICKWORK_NO_DYNALITE:-0}" != 1 ]; then
   export TICKWORK_DYNALITE_ENDPOINT="http://127.0.0.1:$dyn_port"
 fi
 
-echo "local servers: DynamoDB+S3 (moto, locked) $AWS_ENDPOINT_URL_DYNAMODB${TICKWORK_DYNALITE_ENDPOINT:+, dynalite $TICKWORK_DYNALITE_ENDPOINT}" >&2
+echo "local servers: DynamoDB+S3 (moto, locked) $TICKWORK_MOTO_ENDPOINTS${TICKWORK_DYNALITE_ENDPOINT:+, dynalite $TICKWORK_DYNALITE_ENDPOINT}" >&2
 set +e
 "$@"
 rc=$?

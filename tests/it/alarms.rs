@@ -174,7 +174,7 @@ async fn a_failing_a_paused_and_a_stopped_sweep_each_fire_their_alarm() {
     let prefix = provisioned(&local).await;
     let now = jiff::Timestamp::now().as_millisecond();
     let env = |extra: &[(&str, &str)]| {
-        let mut e = base_env(&prefix, "INFO", "unused");
+        let mut e = base_env(&local, &prefix, "INFO", "unused");
         e.push(("TICKWORK_FUNCTION_TIMEOUT_SECS".into(), "45".into()));
         e.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         e

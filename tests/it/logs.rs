@@ -64,10 +64,10 @@ pub async fn provisioned(local: &tickwork_tests::Local) -> String {
 }
 
 /// What every function is started with against the local servers.
-pub fn base_env(prefix: &str, level: &str, bucket: &str) -> Vec<(String, String)> {
+pub fn base_env(local: &tickwork_tests::Local, prefix: &str, level: &str, bucket: &str) -> Vec<(String, String)> {
     [
-        ("AWS_ENDPOINT_URL_DYNAMODB", tickwork_tests::endpoint("AWS_ENDPOINT_URL_DYNAMODB")),
-        ("AWS_ENDPOINT_URL_S3", tickwork_tests::endpoint("AWS_ENDPOINT_URL_S3")),
+        ("AWS_ENDPOINT_URL_DYNAMODB", local.endpoint.clone()),
+        ("AWS_ENDPOINT_URL_S3", local.endpoint.clone()),
         ("AWS_REGION", "us-east-1".into()),
         ("AWS_ACCESS_KEY_ID", "test".into()),
         ("AWS_SECRET_ACCESS_KEY", "test".into()),
@@ -129,7 +129,7 @@ async fn metrics_and_errors_survive_every_allowed_log_level() {
     let mut runs = 0;
     for level in &allowed {
         for (name, bin, alarm_metrics) in functions() {
-            let env = base_env(&prefix, level, &bucket);
+            let env = base_env(&local, &prefix, level, &bucket);
             let run = lambda_standin::run(bin.as_ref(), &env, &events, Duration::from_secs(30)).await.unwrap();
             runs += 1;
             assert_eq!(run.invocations.len(), 2);

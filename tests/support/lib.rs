@@ -24,9 +24,23 @@ pub fn unique(name: &str) -> String {
     format!("t{}-{n}-{name}", std::process::id())
 }
 
+/// The local server this test uses: one of `TICKWORK_MOTO_ENDPOINTS` (several servers spread the
+/// tests over the cores), chosen by the test's thread name so that everything one test does goes
+/// to one server; else `AWS_ENDPOINT_URL_DYNAMODB`.
+pub fn test_endpoint() -> String {
+    let all: Vec<String> = std::env::var("TICKWORK_MOTO_ENDPOINTS")
+        .map(|v| v.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default();
+    if all.len() < 2 {
+        return endpoint("AWS_ENDPOINT_URL_DYNAMODB");
+    }
+    let name = std::thread::current().name().unwrap_or("main").to_string();
+    all[(tickwork::shard::fnv1a(name.as_bytes()) % all.len() as u64) as usize].clone()
+}
+
 /// The SDK config for the local servers; fails with instructions when they are not running.
 pub async fn sdk_config() -> SdkConfig {
-    sdk_config_for(&endpoint("AWS_ENDPOINT_URL_DYNAMODB")).await
+    sdk_config_for(&test_endpoint()).await
 }
 
 /// The SDK config for a given DynamoDB endpoint (dynalite, for instance).
@@ -48,6 +62,8 @@ pub fn endpoint(var: &str) -> String {
 
 /// A metered client on the local DynamoDB with its own retry partition.
 pub struct Local {
+    /// The server's endpoint (DynamoDB and S3).
+    pub endpoint: String,
     /// SDK config.
     pub sdk: SdkConfig,
     /// Metered client (capacity estimated by DynamoDB's rules).
@@ -59,15 +75,33 @@ pub struct Local {
 impl Local {
     /// Connects to the local moto server.
     pub async fn new() -> Self {
-        let sdk = sdk_config().await;
-        Self::with_sdk(sdk)
+        let endpoint = test_endpoint();
+        let sdk = sdk_config_for(&endpoint).await;
+        Self { endpoint, ..Self::with_sdk(sdk) }
+    }
+
+    /// Connects to the `i`-th local server (modulo their number): concurrent work inside one test
+    /// spread over the servers.
+    pub async fn on(i: usize) -> Self {
+        let all: Vec<String> = std::env::var("TICKWORK_MOTO_ENDPOINTS")
+            .map(|v| v.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_default();
+        let endpoint = if all.is_empty() { endpoint("AWS_ENDPOINT_URL_DYNAMODB") } else { all[i % all.len()].clone() };
+        let sdk = sdk_config_for(&endpoint).await;
+        Self { endpoint, ..Self::with_sdk(sdk) }
+    }
+
+    /// How many local servers there are.
+    pub fn servers() -> usize {
+        std::env::var("TICKWORK_MOTO_ENDPOINTS").map(|v| v.split_whitespace().count().max(1)).unwrap_or(1)
     }
 
     /// Connects with a given config.
     pub fn with_sdk(sdk: SdkConfig) -> Self {
         let client = tickwork::retry::work_client(&sdk, &RetryPolicy::default(), &unique("partition"));
         let db = Db::new(client, Meter::new(CapacitySource::Estimate));
-        Self { sdk, db, clock: ManualClock::at(1_700_000_000_000) }
+        let endpoint = sdk.endpoint_url().unwrap_or_default().to_string();
+        Self { endpoint, sdk, db, clock: ManualClock::at(1_700_000_000_000) }
     }
 
     /// The test clock as a shared clock.

@@ -313,8 +313,17 @@ pub fn group_due(watermark: Option<&str>, local_date: &str) -> bool {
 pub struct Due {
     /// Groups whose local date is past their watermark.
     pub groups: Vec<DueGroup>,
+    /// Tenants added, resumed or moved since their group's run: (group, tenant ids), visited now.
+    pub wake: Vec<(String, Vec<String>)>,
     /// Registered zones the tz database does not know: skipped, reported.
     pub unknown: Vec<String>,
+}
+
+impl Due {
+    /// Nothing to do.
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty() && self.wake.is_empty()
+    }
 }
 
 /// The groups whose local date at `time_ms` is past their watermark, with that date.
@@ -333,12 +342,15 @@ pub fn due_groups(state: &WatermarkState, time_ms: Millis) -> Due {
             let started_ms = state.run_started(g, &local);
             due.groups.push(DueGroup { group: g.clone(), local, started_ms });
         }
+        if let Some(w) = state.wake.get(g).filter(|w| !w.is_empty()) {
+            due.wake.push((g.clone(), w.iter().cloned().collect()));
+        }
     }
     due
 }
 
 impl LeasedJob for Deps {
-    type Plan = Vec<DueGroup>;
+    type Plan = Due;
     type Report = Report;
     type Error = PulseError;
 
@@ -346,20 +358,14 @@ impl LeasedJob for Deps {
         &self.core
     }
 
-    async fn due(&self, state: &WatermarkState, tick: &Tick) -> Result<(Report, Option<Vec<DueGroup>>), PulseError> {
+    async fn due(&self, state: &WatermarkState, tick: &Tick) -> Result<(Report, Option<Due>), PulseError> {
         let due = due_groups(state, tick.time_ms);
-        let report = Report { groups_due: due.groups.len() as u32, unknown_zones: due.unknown, ..Default::default() };
-        let plan = (!due.groups.is_empty()).then_some(due.groups);
-        Ok((report, plan))
+        let report =
+            Report { groups_due: due.groups.len() as u32, unknown_zones: due.unknown.clone(), ..Default::default() };
+        Ok((report, (!due.is_empty()).then_some(due)))
     }
 
-    async fn dry_run(
-        &self,
-        tick: &Tick,
-        plan: Vec<DueGroup>,
-        budget: &dyn Budget,
-        report: Report,
-    ) -> Result<Report, PulseError> {
+    async fn dry_run(&self, tick: &Tick, plan: Due, budget: &dyn Budget, report: Report) -> Result<Report, PulseError> {
         let r = sweep::sweep(self, tick, sweep::Mode::Dry, &plan, budget, report).await?;
         let (reads, _) = self.db.meter().read_write_requests();
         tracing::info!(tenants = r.tenants, pulses = ?r.pulses, skipped = ?r.skipped, reads_made = reads, "dry run: nothing written");
@@ -370,7 +376,7 @@ impl LeasedJob for Deps {
         &self,
         tick: &Tick,
         lease: &Lease,
-        plan: Vec<DueGroup>,
+        plan: Due,
         budget: &dyn Budget,
         report: Report,
     ) -> Result<Report, PulseError> {
@@ -403,7 +409,7 @@ mod tests {
         // 2026-11-29T12:00Z: Berlin 13:00 on the 29th (done), Los Angeles 04:00 on the 29th (due).
         let t = "2026-11-29T12:00:00Z".parse::<jiff::Timestamp>().unwrap().as_millisecond();
         let want = DueGroup { group: "America/Los_Angeles".into(), local: "2026-11-29".into(), started_ms: None };
-        assert_eq!(due_groups(&s, t), Due { groups: vec![want.clone()], unknown: vec![] });
+        assert_eq!(due_groups(&s, t), Due { groups: vec![want.clone()], wake: vec![], unknown: vec![] });
         s.groups.insert("Nowhere/Atlantis".into());
         let d = due_groups(&s, t);
         assert_eq!(

@@ -15,6 +15,10 @@
 //!    (throttling after retries, an unreachable or missing table), or more than half a page
 //!    failing, stops the tick: every tenant after it would fail the same way.
 //! 5. When every shard is done, advance the group's watermark: last, fenced, forward only.
+//!
+//! Before the groups, the woken tenants (added, resumed or moved since their group's run): each
+//! read by id, visited as above if it is active in that group, and taken out of the wake set in a
+//! fenced write (with its failure record, if it was isolated).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -35,7 +39,7 @@ use tickwork_lambda::{Outcome, Tick};
 
 use crate::cursors::read_cursors;
 use crate::pulse::writes_for;
-use crate::{Deps, DueGroup, PulseError, Report};
+use crate::{Deps, Due, PulseError, Report};
 
 /// Live (fenced by the lease) or dry (nothing written).
 #[derive(Clone, Copy)]
@@ -78,13 +82,24 @@ pub(crate) async fn sweep(
     deps: &Deps,
     tick: &Tick,
     mode: Mode<'_>,
-    due: &[DueGroup],
+    due: &Due,
     budget: &dyn Budget,
     mut report: Report,
 ) -> Result<Report, PulseError> {
     let tally = Mutex::new(Tally::default());
     let mut partial = false;
-    for g in due {
+    for (group, ids) in &due.wake {
+        // A dry run counts a woken tenant once: its group's run, due too, will visit it.
+        if matches!(mode, Mode::Dry) && due.groups.iter().any(|g| &g.group == group) {
+            continue;
+        }
+        if !wake(deps, tick, mode, group, ids, &tally).await? {
+            report.outcome = Outcome::LostLease;
+            fill(&mut report, tally.into_inner().expect("tally"));
+            return Ok(report);
+        }
+    }
+    for g in &due.groups {
         let tz = calendar::zone(&g.group)?;
         let run = g.run_id();
         if let Mode::Live(_) = mode {
@@ -179,6 +194,41 @@ fn fill(report: &mut Report, t: Tally) {
     report.failed_tenants = t.failed;
     report.pulses = t.pulses;
     report.skipped = t.skipped;
+}
+
+/// Visits the woken tenants of `group` and clears them from its wake set; `false` when the lease
+/// was lost.
+async fn wake(
+    deps: &Deps,
+    tick: &Tick,
+    mode: Mode<'_>,
+    group: &str,
+    ids: &[String],
+    tally: &Mutex<Tally>,
+) -> Result<bool, PulseError> {
+    let tz = calendar::zone(group)?;
+    let mut here = Vec::new();
+    for id in ids {
+        // Gone, suspended again, or moved on since it was woken: nothing to do here.
+        if let Some(t) = deps.tenants.get(id).await? {
+            if t.active && t.zone == group {
+                here.push(t);
+            }
+        }
+    }
+    let failures = match visit_page(deps, &here, &tz, tick.time_ms, tick.time_ms, mode, tally).await {
+        Ok(f) => f,
+        Err(PageStop::Failed(e)) => return Err(e),
+        Err(PageStop::Lost) => return Ok(false),
+    };
+    let Mode::Live(fence) = mode else { return Ok(true) };
+    let now = deps.clock.now_ms();
+    let run = format!("{group}@wake");
+    let mut writes = vec![deps.marks.unwake_item(&deps.cfg.job, group, ids)];
+    writes.extend(
+        failures.iter().map(|(t, e)| tickwork::failures::record(&deps.tables.control, &deps.cfg.job, &run, t, e, now)),
+    );
+    Ok(tickwork::lease::fenced_write(&deps.db, fence, writes).await? == Fenced::Written)
 }
 
 /// Visits a page's tenants; returns the isolated ones with their errors, or stops the tick.

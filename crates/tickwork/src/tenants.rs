@@ -86,6 +86,9 @@ pub use crate::shard::shard_of;
 /// for all of them; a test builds each key at this length.
 pub const MAX_TENANT_ID_BYTES: usize = 900;
 
+/// Adding at most this many tenants at once wakes each (visited at the sweep's next tick).
+pub const WAKE_BULK_LIMIT: usize = 25;
+
 /// A tenant refused before anything was written, with the reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("tenant `{id}`: {problem}")]
@@ -233,6 +236,13 @@ impl Tenants {
         let stamped: Vec<Tenant> =
             tenants.iter().map(|t| Tenant { since_ms: t.since_ms.or(Some(now_ms)), ..t.clone() }).collect();
         self.put_all(&stamped).await?;
+        // A few tenants are visited at the sweep's next tick; a bulk import waits for each zone's
+        // next midnight (a wake set is bounded; see `Watermarks::wake`).
+        if stamped.len() <= WAKE_BULK_LIMIT {
+            for t in stamped.iter().filter(|t| t.active) {
+                marks.wake(job, &t.zone, &t.id).await?;
+            }
+        }
         Ok(())
     }
 
@@ -270,11 +280,16 @@ impl Tenants {
         }
     }
 
-    /// Resumes a suspended tenant in its zone: back in both indexes; its next visit owes every
-    /// period since its cursors (the catch-up policy decides what a long suspension pulses).
+    /// Resumes a suspended tenant in its zone: back in both indexes, and visited at the sweep's
+    /// next tick; that visit owes every period since its cursors (the catch-up policy decides
+    /// what a long suspension pulses).
     pub async fn resume(&self, id: &str) -> Result<bool, DbError> {
         let Some(t) = self.get(id).await? else { return Ok(false) };
-        self.place(&t.id, &t.zone).await
+        let placed = self.place(&t.id, &t.zone).await?;
+        if let (true, Some((marks, job))) = (placed, &self.registry) {
+            marks.wake(job, &t.zone, &t.id).await?;
+        }
+        Ok(placed)
     }
 
     /// Moves a tenant to another zone, keeping `since` and its cursors: periods are local dates,
@@ -285,7 +300,11 @@ impl Tenants {
         probe.validate()?;
         let (marks, job) = self.registry.as_ref().ok_or(AddError::NoRegistry)?;
         marks.register_groups(job, &[zone.to_string()]).await?;
-        Ok(self.place(id, zone).await?)
+        let placed = self.place(id, zone).await?;
+        if placed {
+            marks.wake(job, zone, id).await?;
+        }
+        Ok(placed)
     }
 
     /// Sets `zone` and, active again, both index keys; only if the tenant exists.

@@ -38,6 +38,12 @@ pub const GROUPS: &str = "groups";
 /// ("was this period pulsed on time?") is measured from the run's first tick, not from whichever
 /// later tick of a long run reaches a tenant.
 pub const RUN_PREFIX: &str = "run:";
+/// Attribute name prefix for a group's wake set (string set of unit ids): units added, resumed or
+/// moved into the group after its run for the day completed, to be visited at the next tick
+/// rather than at the next boundary. Read in the same single read as everything else.
+pub const WAKE_PREFIX: &str = "wake:";
+/// The most ids a group's wake set holds; beyond it a unit waits for its group's next run.
+pub const MAX_WAKE: usize = 100;
 
 /// The watermark item's key.
 pub fn watermark_key(job: &str) -> crate::capacity::Item {
@@ -57,6 +63,8 @@ pub struct WatermarkState {
     pub groups: std::collections::BTreeSet<String>,
     /// When each group's current run started: group → (window, ms).
     pub runs: BTreeMap<String, (String, i64)>,
+    /// Units to visit at the next tick, per group.
+    pub wake: BTreeMap<String, std::collections::BTreeSet<String>>,
 }
 
 impl WatermarkState {
@@ -125,6 +133,13 @@ impl Watermarks {
                     let g = k.strip_prefix(RUN_PREFIX)?;
                     let (w, ms) = v.as_s().ok()?.rsplit_once('@')?;
                     Some((g.to_string(), (w.to_string(), ms.parse().ok()?)))
+                })
+                .collect(),
+            wake: item
+                .iter()
+                .filter_map(|(k, v)| {
+                    let g = k.strip_prefix(WAKE_PREFIX)?;
+                    Some((g.to_string(), v.as_ss().ok()?.iter().cloned().collect()))
                 })
                 .collect(),
             groups: item
@@ -202,6 +217,40 @@ impl Watermarks {
             Ok(_) | Err(DbError::ConditionFailed { .. }) => Ok(()),
             Err(e) => Err(e),
         }
+    }
+
+    /// Asks the job to visit `unit` of `group` at its next tick (a string-set `ADD`, idempotent),
+    /// unless the group's wake set is full: then the unit waits for the group's next run.
+    pub async fn wake(&self, job: &str, group: &str, unit: &str) -> Result<bool, DbError> {
+        let req = self
+            .db
+            .client()
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(watermark_key(job)))
+            .update_expression("ADD #w :u")
+            .condition_expression("attribute_not_exists(#w) OR size(#w) < :max")
+            .expression_attribute_names("#w", format!("{WAKE_PREFIX}{group}"))
+            .expression_attribute_values(":u", aws_sdk_dynamodb::types::AttributeValue::Ss(vec![unit.to_string()]))
+            .expression_attribute_values(":max", av_n(MAX_WAKE));
+        match self.db.update(req).await {
+            Ok(_) => Ok(true),
+            Err(DbError::ConditionFailed { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Removes visited units from `group`'s wake set, for a fenced transaction.
+    pub fn unwake_item(&self, job: &str, group: &str, units: &[String]) -> TransactWriteItem {
+        let update = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(watermark_key(job)))
+            .update_expression("DELETE #w :u")
+            .expression_attribute_names("#w", format!("{WAKE_PREFIX}{group}"))
+            .expression_attribute_values(":u", aws_sdk_dynamodb::types::AttributeValue::Ss(units.to_vec()))
+            .build()
+            .expect("update has table, key and expression");
+        TransactWriteItem::builder().update(update).build()
     }
 
     /// Adds groups to the job's registry (idempotent: a string-set `ADD`).

@@ -197,7 +197,7 @@ fn ev(at: Millis) -> Tick {
 
 impl World {
     async fn new(cfg: Config) -> Self {
-        let local = Local::new().await;
+        let local = Local::on(cfg.seed as usize).await;
         let bucket = unique("chaos").to_lowercase();
         archiver::s3_client(&local.sdk).create_bucket().bucket(&bucket).send().await.expect("bucket");
         let clock = local.clock.clone();
