@@ -103,9 +103,11 @@ $(addprefix invoke-,$(FUNCTIONS)): invoke-%: $(LAMBDA_DEP) ## send events/<fn>.j
 	@(exec 3<>/dev/tcp/127.0.0.1/9000) 2>/dev/null || { echo "nothing serves 127.0.0.1:9000: start \`make watch\` in another terminal first" >&2; exit 1; }
 	$(LAMBDA_PATH) $(CARGO) lambda invoke $* --data-file events/$*.json
 
-# Two moto servers (one per core) and four test threads: the tests wait on the servers, not the CPU.
+# Two moto servers (one per core) and four tests at once: the tests wait on the servers, not the
+# CPU. cargo-nextest (on the machine) runs each test in its own process; cargo test otherwise.
+TEST_RUNNER = $(if $(shell $(CARGO) nextest --version 2>/dev/null),nextest run --workspace -j 4 --no-fail-fast,test --workspace)
 test: deps lint ## static checks, unit tests, and integration tests against the local servers
-	TICKWORK_MOTO_INSTANCES=2 RUST_TEST_THREADS=4 $(WITH_SERVERS) $(CARGO) test --workspace
+	TICKWORK_MOTO_INSTANCES=2 RUST_TEST_THREADS=4 $(WITH_SERVERS) $(CARGO) $(TEST_RUNNER)
 
 # Seeds run four at a time over two servers; `SEED=n` replays one schedule exactly.
 chaos: deps ## randomised fault schedules over all four jobs: 200 seeds (CHAOS_SEEDS=n; SEED=n replays one)

@@ -277,6 +277,7 @@ async fn crashes_at_any_call_lose_and_duplicate_nothing() {
     for k in [11u64, 23, 47] {
         let cfg = SimConfig {
             tenants: 32,
+            days: 2,
             tick_ms: 1_200_000,
             page_size: 4,
             drain_every: 1_000_000,

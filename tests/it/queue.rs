@@ -50,12 +50,12 @@ async fn queue_with(local: &Local, cfg: QueueConfig, clock: SharedClock) -> Queu
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn four_workers_drain_5000_items_each_finished_once() {
+async fn four_workers_drain_2000_items_each_finished_once() {
     let local = Local::new().await;
     let clock: SharedClock = Arc::new(SystemClock);
     let q = queue_with(&local, QueueConfig::default(), clock.clone()).await;
-    let c = q.enqueue_many(&items(5000, "work", 0), 32).await.unwrap();
-    assert_eq!((c.enqueued, c.existed), (5000, 0));
+    let c = q.enqueue_many(&items(2000, "work", 0), 32).await.unwrap();
+    assert_eq!((c.enqueued, c.existed), (2000, 0));
     // Enqueuing the same ids again changes nothing.
     let again = q.enqueue_many(&items(50, "work", 0), 8).await.unwrap();
     assert_eq!((again.enqueued, again.existed), (0, 50));
@@ -83,13 +83,13 @@ async fn four_workers_drain_5000_items_each_finished_once() {
         taken += r.taken;
         assert_eq!(r.lost, 0);
     }
-    assert_eq!(finished, 5000, "every item finished exactly once across workers");
+    assert_eq!(finished, 2000, "every item finished exactly once across workers");
     {
         let runs = rec.runs.lock().unwrap();
-        assert_eq!(runs.len(), 5000);
+        assert_eq!(runs.len(), 2000);
         assert!(runs.values().all(|owners| owners.len() == 1), "no item ran under two owners");
     }
-    assert_eq!(count_where(q.db(), q.table(), "state", "done").await, 5000);
+    assert_eq!(count_where(q.db(), q.table(), "state", "done").await, 2000);
     for k in 0..q.config().shards {
         assert!(q.poll(k, 10).await.unwrap().is_empty(), "shard {k} drained");
     }

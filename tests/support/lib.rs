@@ -34,7 +34,8 @@ pub fn test_endpoint() -> String {
     if all.len() < 2 {
         return endpoint("AWS_ENDPOINT_URL_DYNAMODB");
     }
-    let name = std::thread::current().name().unwrap_or("main").to_string();
+    // One test per process (nextest) runs on the main thread: the process id tells tests apart.
+    let name = format!("{}/{}", std::thread::current().name().unwrap_or("main"), std::process::id());
     all[(tickwork::shard::fnv1a(name.as_bytes()) % all.len() as u64) as usize].clone()
 }
 

@@ -294,8 +294,10 @@ pub fn plan_tenant_as_of(
         let mut missed = Vec::new();
         match cursors.get(&grain) {
             None => {
-                let since = since_ms.unwrap_or(now_ms).min(now_ms).max(late_at - policy.max_lateness_ms);
-                let mut p = Period::containing(grain, local_date(since, tz)?)?.pred()?.min(latest_done);
+                // Not clamped to `now_ms`: a tick whose clock is behind the one that added the
+                // tenant, across a midnight, would owe it a period before the one before its first.
+                let since = since_ms.unwrap_or(now_ms).max(late_at - policy.max_lateness_ms);
+                let mut p = Period::containing(grain, local_date(since, tz)?)?.pred()?;
                 while p <= latest_done {
                     if late_at - p.end_ms(tz)? <= policy.max_lateness_ms {
                         missed.push(p);
@@ -438,6 +440,27 @@ mod tests {
                 .unwrap();
         let day = plans.iter().find(|p| p.grain == Grain::Day).unwrap();
         assert_eq!((day.pulse.len(), day.skipped), (40, 0));
+    }
+
+    #[test]
+    fn a_tick_behind_the_clock_that_added_the_tenant_owes_it_nothing_before_its_first_period() {
+        let tz = zone("UTC").unwrap();
+        // Added at 00:00:00.500 on the 28th; a tick whose clock reads 23:59:59.900 on the 27th sees
+        // it. Owed from the 27th (the day before the one it was added in), which has not ended at
+        // that tick: nothing yet. Clamping `since` to the tick once pulsed the 26th as well.
+        let added = ms("2026-03-28T00:00:00.500Z");
+        let plans = plan_tenant(&tz, ms("2026-03-27T23:59:59.900Z"), Some(added), &BTreeMap::new(), &ALL).unwrap();
+        assert!(plans.iter().all(|p| p.grain != Grain::Day), "{plans:?}");
+        // The next tick owes the 27th.
+        let plans = plan_tenant(&tz, ms("2026-03-28T00:01:00Z"), Some(added), &BTreeMap::new(), &ALL).unwrap();
+        let day = plans.iter().find(|p| p.grain == Grain::Day).unwrap();
+        assert_eq!(day.pulse.iter().map(|p| p.id()).collect::<Vec<_>>(), ["2026-03-27"]);
+        // Within one day, a skewed tick still owes the day before (the same plan as on time).
+        let plans =
+            plan_tenant(&tz, ms("2026-03-28T09:59:59Z"), Some(ms("2026-03-28T10:00:00Z")), &BTreeMap::new(), &ALL)
+                .unwrap();
+        let day = plans.iter().find(|p| p.grain == Grain::Day).unwrap();
+        assert_eq!(day.pulse.iter().map(|p| p.id()).collect::<Vec<_>>(), ["2026-03-27"]);
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! The rule (the documented contract, not the code): a tenant is owed, for each pulsed grain,
 //! every period from the one before the period it was added in, through the last period that
 //! has ended in its zone at the final instant — except history that ended more than the lateness
-//! bound (40 days) before it was added, which was never owed.
+//! bound (40 days) before it was added, which was never owed. A tenant moved to another zone may
+//! also hold the periods that had ended in the zone it left by the time it left (pulsed before the
+//! move); those are allowed, not required ([`super::checks`]).
 
 use std::collections::BTreeSet;
 

@@ -157,6 +157,9 @@ pub struct Life {
     pub first_zone: String,
     /// Its zone now.
     pub zone: String,
+    /// Each zone it was moved out of, and when: periods that had ended there by then may already
+    /// have been pulsed (no period lost or pulsed twice across a move), or wait for the new zone.
+    pub left: Vec<(String, Millis)>,
     /// Active now.
     pub active: bool,
     /// Never suspended, moved, or added late: owed every fan-out window.
@@ -403,7 +406,7 @@ impl World {
                     .await
                     .expect("add");
                 self.tenants
-                    .insert(id, Life { since: now, first_zone: zone.clone(), zone, active: true, stable: false });
+                    .insert(id, Life { since: now, first_zone: zone.clone(), zone, left: Vec::new(), active: true, stable: false });
                 self.count("tenants added mid-run");
             }
             1 if self.tenants[&pick].active => {
@@ -427,8 +430,10 @@ impl World {
                 if visited {
                     let zone = ZONES[self.rng.usize(..ZONES.len())].to_string();
                     admin.move_zone(&pick, &zone).await.expect("move");
+                    let now = self.clock.now_ms();
                     let l = self.tenants.get_mut(&pick).expect("tenant");
-                    l.zone = zone;
+                    let old = std::mem::replace(&mut l.zone, zone);
+                    l.left.push((old, now));
                     l.stable = false;
                     self.count("tenants re-zoned");
                 }
@@ -653,7 +658,7 @@ pub async fn run(cfg: Config) -> Report {
     for t in &initial {
         w.tenants.insert(
             t.id.clone(),
-            Life { since: START, first_zone: t.zone.clone(), zone: t.zone.clone(), active: true, stable: true },
+            Life { since: START, first_zone: t.zone.clone(), zone: t.zone.clone(), left: Vec::new(), active: true, stable: true },
         );
     }
     // The schedule: a round every 30 minutes; the sweep's two schedules 15 minutes apart; the
