@@ -113,7 +113,7 @@ fn seeds_from_env(default: u64) -> Vec<u64> {
 /// The CI-sized subset (`CHAOS_SEEDS` or `SEED` to change it); `make chaos` runs 200.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn randomised_fault_schedules_break_no_promise() {
-    let seeds = seeds_from_env(12);
+    let seeds = seeds_from_env(8);
     let days = std::env::var("CHAOS_DAYS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
     let r = run_seeds(&seeds, Classes::all(), Plant::None, days).await;
     assert!(
