@@ -405,8 +405,10 @@ impl World {
                     .add(&[Tenant { id: id.clone(), zone: zone.clone(), active: true, since_ms: None }], now)
                     .await
                     .expect("add");
-                self.tenants
-                    .insert(id, Life { since: now, first_zone: zone.clone(), zone, left: Vec::new(), active: true, stable: false });
+                self.tenants.insert(
+                    id,
+                    Life { since: now, first_zone: zone.clone(), zone, left: Vec::new(), active: true, stable: false },
+                );
                 self.count("tenants added mid-run");
             }
             1 if self.tenants[&pick].active => {
@@ -658,7 +660,14 @@ pub async fn run(cfg: Config) -> Report {
     for t in &initial {
         w.tenants.insert(
             t.id.clone(),
-            Life { since: START, first_zone: t.zone.clone(), zone: t.zone.clone(), left: Vec::new(), active: true, stable: true },
+            Life {
+                since: START,
+                first_zone: t.zone.clone(),
+                zone: t.zone.clone(),
+                left: Vec::new(),
+                active: true,
+                stable: true,
+            },
         );
     }
     // The schedule: a round every 30 minutes; the sweep's two schedules 15 minutes apart; the
