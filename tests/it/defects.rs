@@ -10,10 +10,10 @@ use tickwork::budget::{Steps, Unlimited};
 use tickwork::calendar::CatchUp;
 use tickwork::config::Env;
 use tickwork::queue::{queue_table, Claim, NewItem, Queue, QueueConfig};
-use tickwork::schema::{av_s, key};
+use tickwork::schema::av_s;
 use tickwork::tenants::{tenants_table, Tenant, Tenants};
 use tickwork_lambda::{Outcome, Tick};
-use tickwork_sim::count_pulses;
+use tickwork_sim::queued_units;
 use tickwork_tests::faults::{Fault, Faults, Planned};
 use tickwork_tests::{count_where, quick_retry, unique, Local};
 
@@ -26,7 +26,15 @@ fn tick(at: &str) -> Tick {
 }
 
 fn tenants(n: usize, zone: &str) -> Vec<Tenant> {
-    (0..n).map(|i| Tenant { id: format!("t{i:02}"), zone: zone.into(), active: true, since_ms: None }).collect()
+    (0..n)
+        .map(|i| Tenant {
+            id: format!("t{i:02}"),
+            zone: zone.into(),
+            active: true,
+            since_ms: None,
+            pos: Default::default(),
+        })
+        .collect()
 }
 
 struct Sweep {
@@ -55,25 +63,30 @@ impl Sweep {
         pulse_sweep::run(&self.deps, &tick(at), &Unlimited, &unique("w")).await.unwrap()
     }
 
+    /// Queued day pulses: period → tenants (no unit in two batch items).
     async fn day_pulses(&self) -> BTreeMap<String, u64> {
-        count_pulses(&self.local.db, &self.deps.tables.queue)
-            .await
-            .unwrap()
-            .into_iter()
-            .filter(|((g, _), _)| g == "day")
-            .map(|((_, p), n)| (p, n))
-            .collect()
+        let mut out = BTreeMap::new();
+        for (key, n) in queued_units(&self.local.db, &self.deps.tables.queue).await.unwrap() {
+            assert_eq!(n, 1, "{key} queued {n} times");
+            if let ["pulse", _, "day", p] = key.split('#').collect::<Vec<_>>()[..] {
+                *out.entry(p.to_string()).or_default() += 1;
+            }
+        }
+        out
     }
 
-    /// Writes a corrupt day cursor for `tenant` (a value no period parses from).
-    async fn corrupt_cursor(&self, tenant: &str) {
-        let mut bad = key(pulse_sweep::cursor_pk(tenant), "day");
-        bad.insert("period".into(), av_s("29/11/2026"));
-        self.local
+    /// Sets `tenant`'s stored position as is (a corrupt one: a value no position parses from).
+    async fn set_position(&self, tenant: &str, pos: &str) {
+        let req = self
+            .local
             .db
-            .put(self.local.db.client().put_item().table_name(&self.deps.tables.control).set_item(Some(bad)))
-            .await
-            .unwrap();
+            .client()
+            .update_item()
+            .table_name(&self.deps.tables.tenants)
+            .key("pk", av_s(tenant))
+            .update_expression("SET pos = :p")
+            .expression_attribute_values(":p", av_s(pos));
+        self.local.db.update(req).await.unwrap();
     }
 }
 
@@ -83,7 +96,7 @@ impl Sweep {
 async fn one_bad_tenant_is_isolated_and_the_rest_of_its_zone_is_pulsed() {
     let s = sweep(&[("TICKWORK_PULSE_PAGE_SIZE", "10")], 1, "2026-11-29T00:05:00Z", None).await;
     pulse_sweep::add_tenants(&s.deps, &tenants(30, "UTC")).await.unwrap();
-    s.corrupt_cursor("t05").await;
+    s.set_position("t05", "29/11/2026").await;
     let r = s.tick("2026-11-29T00:05:00Z").await;
     assert_eq!((r.outcome, r.tenants, r.failed_tenants), (Outcome::Completed, 30, 1), "{r:?}");
     assert_eq!(
@@ -94,24 +107,14 @@ async fn one_bad_tenant_is_isolated_and_the_rest_of_its_zone_is_pulsed() {
     let failures = tickwork::failures::list(&s.local.db, &s.deps.tables.control, "pulse-sweep").await.unwrap();
     assert_eq!(failures.len(), 1);
     assert_eq!((failures[0].unit.as_str(), failures[0].run.as_str()), ("t05", "UTC@2026-11-29"));
-    assert!(failures[0].error.contains("cursor of tenant `t05`"), "{}", failures[0].error);
+    assert!(failures[0].error.contains("position `29/11/2026`"), "{}", failures[0].error);
     // The group's watermark moved: the next ticks are idle, one read.
     s.deps.db.meter().reset();
     assert_eq!(s.tick("2026-11-29T00:06:00Z").await.outcome, Outcome::Idle);
     assert_eq!(s.deps.db.meter().read_write_requests(), (1, 0));
-    // Repaired, the tenant catches up at its zone's next boundary: both days, once each.
-    s.local
-        .db
-        .delete(
-            s.local
-                .db
-                .client()
-                .delete_item()
-                .table_name(&s.deps.tables.control)
-                .set_key(Some(key(pulse_sweep::cursor_pk("t05"), "day"))),
-        )
-        .await
-        .unwrap();
+    // Repaired (pulsed through the 28th: owed the 28th on), the tenant catches up at its zone's
+    // next boundary: both days, once each.
+    s.set_position("t05", "2026-11-28").await;
     let r = s.tick("2026-11-30T00:05:00Z").await;
     assert_eq!((r.outcome, r.failed_tenants), (Outcome::Completed, 0));
     let days = s.day_pulses().await;
@@ -129,9 +132,17 @@ async fn one_bad_tenant_in_the_fanout_is_isolated_and_no_shard_is_dropped() {
         tenants: local.table(&tenants_table()).await,
         queue: local.table(&queue_table()).await,
     };
-    let mut list = tenants(50, "UTC");
-    list.push(Tenant { id: "x".repeat(1010), zone: "UTC".into(), active: true, since_ms: None });
-    Tenants::new(local.fresh_db(), &t.tenants, 4).put_all(&list).await.unwrap();
+    Tenants::new(local.fresh_db(), &t.tenants, 4).put_all(&tenants(51, "UTC")).await.unwrap();
+    // One tenant item no reader can make sense of (a position in no format we write).
+    let corrupt = local
+        .db
+        .client()
+        .update_item()
+        .table_name(&t.tenants)
+        .key("pk", av_s("t17"))
+        .update_expression("SET pos = :p")
+        .expression_attribute_values(":p", av_s("29/11/2026"));
+    local.db.update(corrupt).await.unwrap();
     let env = Env::from_pairs([("TICKWORK_FANOUT_PAGE_SIZE", "5")]);
     let cfg = tenant_fanout::FanoutConfig::from_env(&env, Duration::from_secs(1)).unwrap();
     let d = tenant_fanout::Deps::new(local.fresh_db(), local.clock(), cfg, &t, 4, QueueConfig::default());
@@ -139,7 +150,8 @@ async fn one_bad_tenant_in_the_fanout_is_isolated_and_no_shard_is_dropped() {
     assert_eq!((r.outcome, r.enqueued, r.failed_tenants), (Outcome::Completed, 50, 1), "{r:?}");
     let failures = tickwork::failures::list(&local.db, &t.control, "fanout-utc-daily").await.unwrap();
     assert_eq!(failures.len(), 1);
-    assert!(failures[0].error.contains("id must be"), "{}", failures[0].error);
+    assert_eq!(failures[0].unit, "t17");
+    assert!(failures[0].error.contains("29/11/2026"), "{}", failures[0].error);
 }
 
 /// Defect: every fenced write checks the lease item, so concurrent shards conflict on AWS
@@ -149,14 +161,20 @@ async fn one_bad_tenant_in_the_fanout_is_isolated_and_no_shard_is_dropped() {
 #[tokio::test]
 async fn transaction_conflicts_and_throttled_items_are_retried() {
     let faults = Faults::new();
-    for (nth, fault) in [(1, Fault::Conflict), (2, Fault::Conflict), (4, Fault::TxnThrottle), (7, Fault::Conflict)] {
+    // One per boundary's first transaction: the SDK retries inside one call, so a later planned
+    // fault lands on a later call.
+    for (nth, fault) in [(1, Fault::Conflict), (2, Fault::TxnThrottle), (3, Fault::Conflict), (4, Fault::TxnThrottle)] {
         faults.plan(Planned { op: Some("TransactWriteItems"), nth, fault });
     }
     let s = sweep(&[], 2, "2026-11-29T00:05:00Z", Some(&faults)).await;
     let admin = pulse_sweep::Deps { tenants: s.deps.tenants.clone(), ..s.deps.clone() };
     pulse_sweep::add_tenants(&admin, &tenants(10, "UTC")).await.unwrap();
-    let r = s.tick("2026-11-29T00:05:00Z").await;
-    assert_eq!((r.outcome, r.pulses["day"]), (Outcome::Completed, 10));
+    for at in ["2026-11-29T00:05:00Z", "2026-11-30T00:05:00Z", "2026-12-01T00:05:00Z", "2026-12-02T00:05:00Z"] {
+        let r = s.tick(at).await;
+        assert_eq!((r.outcome, r.pulses.get("day").copied()), (Outcome::Completed, Some(10)), "{at}");
+    }
+    let days = s.day_pulses().await;
+    assert_eq!(days.values().copied().collect::<Vec<_>>(), vec![10; 4], "{days:?}");
     assert_eq!(faults.injected().values().sum::<u64>(), 4, "every planned fault was injected");
 }
 
@@ -181,12 +199,13 @@ async fn an_unfinished_window_is_caught_up_the_next_day() {
     local.clock.set(ms("2026-11-30T00:05:00Z"));
     let r = tenant_fanout::run(&d, &tick("2026-11-30T00:05:00Z"), &Unlimited, "b").await.unwrap();
     assert_eq!((r.outcome, r.windows_done), (Outcome::Completed, 2));
-    let q = Queue::new(local.db.clone(), &t.queue, QueueConfig::default(), local.clock());
+    let units = tickwork_sim::queued_units(&local.db, &t.queue).await.unwrap();
     for day in ["2026-11-29", "2026-11-30"] {
         for i in 0..40 {
-            assert!(q.get(&format!("utc-daily#{day}#t{i:02}")).await.unwrap().is_some(), "{day} t{i:02}");
+            assert_eq!(units.get(&format!("utc-daily#t{i:02}#{day}")), Some(&1), "{day} t{i:02}");
         }
     }
+    assert_eq!(units.len(), 80);
 }
 
 /// Defect: a crash between the fan-out's slot record and its watermark made every later tick pay
@@ -310,7 +329,8 @@ async fn an_unknown_zone_in_the_registry_blocks_no_other_zone() {
 #[tokio::test]
 async fn a_tenant_moved_to_another_zone_gets_each_day_exactly_once() {
     let s = sweep(&[], 1, "2026-11-28T15:05:00Z", None).await;
-    let mut t = Tenant { id: "mover".into(), zone: "Asia/Tokyo".into(), active: true, since_ms: None };
+    let mut t =
+        Tenant { id: "mover".into(), zone: "Asia/Tokyo".into(), active: true, since_ms: None, pos: Default::default() };
     pulse_sweep::add_tenants(&s.deps, std::slice::from_ref(&t)).await.unwrap();
     // Tokyo's midnight of the 29th (15:00Z on the 28th): the 28th.
     s.tick("2026-11-28T15:05:00Z").await;
@@ -369,6 +389,17 @@ async fn lowering_a_shard_count_strands_nothing() {
     assert_eq!(producer.config().shards, 8);
     let reg = tickwork::shard::ShardRegistry::new(s8.local.fresh_db(), &s8.deps.tables.control);
     let two = QueueConfig { shards: 2, ..Default::default() };
+    // Single items too, spread by their ids over all 8 shards.
+    let singles: Vec<tickwork::queue::NewItem> = (0..24)
+        .map(|i| tickwork::queue::NewItem {
+            id: format!("single#{i}"),
+            kind: "pulse".into(),
+            payload: "{}".into(),
+            tenant: None,
+            due_ms: 0,
+        })
+        .collect();
+    producer.enqueue_many(&singles, 4).await.unwrap();
     let worker = Queue::new(s8.local.fresh_db(), &table, two.clone(), s8.local.clock())
         .with_poll_shards(reg.resolve("queue", 2).await);
     assert_eq!(worker.poll_shards(), 8);
@@ -376,7 +407,14 @@ async fn lowering_a_shard_count_strands_nothing() {
         .with("pulse", Arc::new(Handler(Behaviour::Ok)));
     let r =
         queue_worker::drain(&worker, &handlers, "w", &Unlimited, &queue_worker::WorkerConfig::default()).await.unwrap();
-    assert_eq!(r.finished, pulses, "every pulse polled, from all 8 shards: {r:?}");
+    // The batches' units (one per pulse) and every single item, polled from all 8 shards.
+    assert_eq!((r.units, r.finished, r.units_failed), (pulses, r.claimed, 0), "{r:?}");
+    assert_eq!(r.claimed, r.candidates);
+    let q = Queue::new(s8.local.fresh_db(), &table, QueueConfig::default(), s8.local.clock());
+    for i in 0..24 {
+        let it = q.get(&format!("single#{i}")).await.unwrap().expect("item kept until its retention ends");
+        assert_eq!(tickwork::schema::get_s(&it, tickwork::queue::STATE), Some("done"), "single#{i}");
+    }
 }
 
 /// Defect: `skip` measured lateness from each tick, so the tenants a budget-limited run reached on
@@ -420,7 +458,13 @@ async fn skip_pulses_every_tenant_of_a_run_that_spans_ticks() {
 #[tokio::test]
 async fn a_daily_summary_waits_for_the_tenants_own_day_to_end() {
     let s = sweep(&[], 1, "2026-11-29T06:00:00Z", None).await;
-    let la = Tenant { id: "west".into(), zone: "America/Los_Angeles".into(), active: true, since_ms: None };
+    let la = Tenant {
+        id: "west".into(),
+        zone: "America/Los_Angeles".into(),
+        active: true,
+        since_ms: None,
+        pos: Default::default(),
+    };
     pulse_sweep::add_tenants(&s.deps, std::slice::from_ref(&la)).await.unwrap();
     let summaries = s.local.table(&queue_worker::summary::summaries_table()).await;
     let q = Queue::new(s.local.fresh_db(), &s.deps.tables.queue, QueueConfig::default(), s.local.clock());

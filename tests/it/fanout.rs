@@ -20,16 +20,37 @@ async fn setup(local: &Local) -> Deps {
         queue: local.table(&queue_table()).await,
     };
     let mut seed: Vec<Tenant> = (0..TENANTS)
-        .map(|i| Tenant { id: format!("tenant-{i:05}"), zone: "Europe/Berlin".into(), active: true, since_ms: None })
+        .map(|i| Tenant {
+            id: format!("tenant-{i:05}"),
+            zone: "Europe/Berlin".into(),
+            active: true,
+            since_ms: None,
+            pos: Default::default(),
+        })
         .collect();
     // Suspended tenants are outside the enumeration index: never visited, never enqueued.
-    seed.extend((0..7).map(|i| Tenant { id: format!("gone-{i}"), zone: "UTC".into(), active: false, since_ms: None }));
+    seed.extend((0..7).map(|i| Tenant {
+        id: format!("gone-{i}"),
+        zone: "UTC".into(),
+        active: false,
+        since_ms: None,
+        pos: Default::default(),
+    }));
     Tenants::new(local.db.clone(), &tables.tenants, 8).put_all(&seed).await.unwrap();
     let env = Env::from_pairs([("TICKWORK_FANOUT_PAGE_SIZE", "100")]);
     let cfg = FanoutConfig::from_env(&env, Duration::from_secs(1)).unwrap();
     let db = local.fresh_db();
     db.register_gsis(&tables.queue, queue_table().gsi_shapes());
     Deps::new(db, local.clock(), cfg, &tables, 8, QueueConfig::default())
+}
+
+/// Units queued for the job (one per tenant), none in two batch items.
+async fn fanned(deps: &Deps) -> usize {
+    let units = tickwork_sim::queued_units(&deps.db, deps.queue.table()).await.unwrap();
+    let mine: Vec<(&String, &u64)> =
+        units.iter().filter(|(k, _)| k.starts_with(&format!("{}#", deps.cfg.job))).collect();
+    assert!(mine.iter().all(|(_, n)| **n == 1), "a unit in two batch items");
+    mine.len()
 }
 
 fn tick(ms: i64) -> Tick {
@@ -43,8 +64,11 @@ async fn every_tenant_once_and_a_repeat_changes_nothing() {
     let deps = setup(&local).await;
     let r = run(&deps, &tick(MORNING), &Unlimited, "inv-1").await.unwrap();
     assert_eq!(r.outcome, Outcome::Completed);
-    assert_eq!((r.tenants, r.enqueued, r.existed), (TENANTS as u64, TENANTS as u64, 0));
-    assert_eq!(count_where(&deps.db, deps.queue.table(), "kind", &deps.cfg.job).await, TENANTS);
+    assert_eq!((r.tenants, r.enqueued), (TENANTS as u64, TENANTS as u64));
+    assert_eq!(fanned(&deps).await, TENANTS);
+    // One batch item per page, not one per tenant.
+    let items = count_where(&deps.db, deps.queue.table(), "kind", &deps.cfg.job).await;
+    assert!((24..=32).contains(&items), "{items} batch items");
     // Enumeration: 8 shards of ~293 tenants at 100 a page = 3 pages each (the last page has no cursor).
     let q = deps.db.meter().op("Query");
     assert_eq!(q.items_read, TENANTS as u64, "every tenant read once; suspended ones never");
@@ -56,7 +80,7 @@ async fn every_tenant_once_and_a_repeat_changes_nothing() {
     let again = run(&deps, &tick(MORNING + 3_600_000), &Unlimited, "inv-2").await.unwrap();
     assert_eq!(again.outcome, Outcome::AlreadyDone);
     assert_eq!(deps.db.meter().read_write_requests(), (1, 0), "an idle fan-out costs one read");
-    assert_eq!(count_where(&deps.db, deps.queue.table(), "kind", &deps.cfg.job).await, TENANTS);
+    assert_eq!(fanned(&deps).await, TENANTS);
 }
 
 #[tokio::test]
@@ -82,7 +106,7 @@ async fn stopped_by_budget_and_resumed_still_enqueues_each_tenant_once() {
     }
     assert!(invocations > 2, "the budget really cut the run ({invocations} invocations)");
     assert_eq!(enqueued, TENANTS as u64);
-    assert_eq!(count_where(&deps.db, deps.queue.table(), "kind", &deps.cfg.job).await, TENANTS);
+    assert_eq!(fanned(&deps).await, TENANTS);
 }
 
 #[tokio::test]
@@ -95,7 +119,7 @@ async fn concurrent_invocations_fan_out_once() {
     let outcomes = [a.unwrap().outcome, b.unwrap().outcome];
     assert!(outcomes.contains(&Outcome::Completed));
     assert!(outcomes.contains(&Outcome::Busy), "{outcomes:?}");
-    assert_eq!(count_where(&deps.db, deps.queue.table(), "kind", &deps.cfg.job).await, TENANTS);
+    assert_eq!(fanned(&deps).await, TENANTS);
 }
 
 #[tokio::test]

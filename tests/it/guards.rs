@@ -131,8 +131,15 @@ async fn pause_stops_every_job_with_no_extra_read_and_resume_restarts_it() {
     s.local.clock.set(now);
     let (sweep, fanout, worker, arch) = (s.sweep(), s.fanout(), s.worker(), s.archiver());
     let tick = Tick::parse(&Tick::envelope(now, false)).unwrap();
-    let tenants: Vec<Tenant> =
-        (0..6).map(|i| Tenant { id: format!("t{i}"), zone: "UTC".into(), active: true, since_ms: None }).collect();
+    let tenants: Vec<Tenant> = (0..6)
+        .map(|i| Tenant {
+            id: format!("t{i}"),
+            zone: "UTC".into(),
+            active: true,
+            since_ms: None,
+            pos: Default::default(),
+        })
+        .collect();
     pulse_sweep::add_tenants(&sweep, &tenants).await.unwrap();
     let marks = Watermarks::new(s.local.fresh_db(), &s.control, s.local.clock());
     let queue = Queue::new(s.local.fresh_db(), &s.queue, QueueConfig::default(), s.local.clock());
@@ -186,12 +193,13 @@ async fn tenant_ids_over_the_limit_are_refused_and_ids_at_the_limit_work_end_to_
     let now = ms("2026-11-29T12:00:00Z");
     s.local.clock.set(now);
     let sweep = s.sweep();
-    let long = Tenant { id: "x".repeat(1_500), zone: "UTC".into(), active: true, since_ms: None };
+    let long =
+        Tenant { id: "x".repeat(1_500), zone: "UTC".into(), active: true, since_ms: None, pos: Default::default() };
     let e = pulse_sweep::add_tenants(&sweep, &[long]).await.unwrap_err().to_string();
     assert!(e.contains("1500 bytes") && e.contains(&MAX_TENANT_ID_BYTES.to_string()), "{e}");
     let e = pulse_sweep::add_tenants(
         &sweep,
-        &[Tenant { id: "a\u{7}b".into(), zone: "UTC".into(), active: true, since_ms: None }],
+        &[Tenant { id: "a\u{7}b".into(), zone: "UTC".into(), active: true, since_ms: None, pos: Default::default() }],
     )
     .await
     .unwrap_err()
@@ -203,9 +211,12 @@ async fn tenant_ids_over_the_limit_are_refused_and_ids_at_the_limit_work_end_to_
     let mut id = "ü".repeat(MAX_TENANT_ID_BYTES / 2);
     id.truncate(MAX_TENANT_ID_BYTES);
     assert_eq!(id.len(), MAX_TENANT_ID_BYTES);
-    pulse_sweep::add_tenants(&sweep, &[Tenant { id: id.clone(), zone: "UTC".into(), active: true, since_ms: None }])
-        .await
-        .unwrap();
+    pulse_sweep::add_tenants(
+        &sweep,
+        &[Tenant { id: id.clone(), zone: "UTC".into(), active: true, since_ms: None, pos: Default::default() }],
+    )
+    .await
+    .unwrap();
     let tick = Tick::parse(&Tick::envelope(now, false)).unwrap();
     let r = pulse_sweep::run(&sweep, &tick, &Unlimited, "s").await.unwrap();
     assert_eq!((r.outcome, r.pulses["day"], r.failed_tenants), (Outcome::Completed, 1, 0));

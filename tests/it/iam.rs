@@ -19,7 +19,7 @@ use tickwork::clock::Clock;
 use tickwork::config::Env;
 use tickwork::iam::{Access, Recorder, Resource};
 use tickwork::queue::{queue_table, NewItem, Queue, QueueConfig};
-use tickwork::schema::{av_s, key};
+use tickwork::schema::av_s;
 use tickwork::tenants::{tenants_table, Tenant, Tenants};
 use tickwork_lambda::Tick;
 use tickwork_tests::faults::{Fault, Faults, Planned};
@@ -40,7 +40,12 @@ async fn sweep_scenarios(local: &Local) -> (Recorder, Tables) {
     let t = Tables::new(local).await;
     let db = local.db_with(None, Some(&rec), &quick_retry());
     db.register_gsis(&t.queue, queue_table().gsi_shapes());
-    let cfg = pulse_sweep::PulseConfig::from_env(&Env::from_pairs([]), Duration::from_secs(1)).unwrap();
+    // Small pages, so that a budget-limited boundary tick leaves a checkpoint.
+    let cfg = pulse_sweep::PulseConfig::from_env(
+        &Env::from_pairs([("TICKWORK_PULSE_PAGE_SIZE", "2")]),
+        Duration::from_secs(1),
+    )
+    .unwrap();
     let tables = pulse_sweep::Tables { control: t.control.clone(), tenants: t.tenants.clone(), queue: t.queue.clone() };
     local.clock.set(ms("2026-11-29T10:00:00Z"));
     let d = pulse_sweep::Deps::new(db, local.clock(), cfg, tables, 4, QueueConfig::default()).resolve_shards().await;
@@ -53,15 +58,38 @@ async fn sweep_scenarios(local: &Local) -> (Recorder, Tables) {
         ..d.clone()
     };
     let list: Vec<Tenant> = (0..12)
-        .map(|i| Tenant { id: format!("t{i}"), zone: "Europe/Berlin".into(), active: true, since_ms: None })
+        .map(|i| Tenant {
+            id: format!("t{i}"),
+            zone: "Europe/Berlin".into(),
+            active: true,
+            since_ms: None,
+            pos: Default::default(),
+        })
         .collect();
     pulse_sweep::add_tenants(&admin, &list).await.unwrap();
-    // One tenant's cursor is corrupt: it is isolated and recorded as a failure.
-    let mut bad = key(pulse_sweep::cursor_pk("t3"), "day");
-    bad.insert("period".into(), av_s("not-a-date"));
-    local.db.put(local.db.client().put_item().table_name(&t.control).set_item(Some(bad))).await.unwrap();
-    // The boundary tick, then idle ticks.
-    for at in ["2026-11-29T10:00:00Z", "2026-11-29T10:01:00Z", "2026-11-29T23:00:00Z"] {
+    // One tenant's position is corrupt: it is isolated and recorded as a failure.
+    let bad = local
+        .db
+        .client()
+        .update_item()
+        .table_name(&t.tenants)
+        .key("pk", av_s("t3"))
+        .update_expression("SET pos = :p")
+        .expression_attribute_values(":p", av_s("not-a-date"));
+    local.db.update(bad).await.unwrap();
+    // The boundary tick stopped by its budget (a checkpoint), its resumption, then idle ticks.
+    local.clock.set(ms("2026-11-29T10:00:00Z"));
+    let r = pulse_sweep::run(&d, &tick(ms("2026-11-29T10:00:00Z")), &tickwork::budget::Steps::new(2), &unique("w"))
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, pulse_sweep::Outcome::Partial, "{r:?}");
+    for at in ["2026-11-29T10:01:00Z", "2026-11-29T10:02:00Z"] {
+        local.clock.set(ms(at));
+        pulse_sweep::run(&d, &tick(ms(at)), &Unlimited, &unique("w")).await.unwrap();
+    }
+    // A tenant added after its zone's run: woken, read and brought to the mark at the next tick.
+    pulse_sweep::add_tenants(&admin, &[Tenant::new("late", "Europe/Berlin")]).await.unwrap();
+    for at in ["2026-11-29T10:03:00Z", "2026-11-29T23:00:00Z"] {
         local.clock.set(ms(at));
         pulse_sweep::run(&d, &tick(ms(at)), &Unlimited, &unique("w")).await.unwrap();
     }
@@ -77,11 +105,27 @@ async fn fanout_scenarios(local: &Local) -> (Recorder, Tables) {
         tenant_fanout::Tables { control: t.control.clone(), tenants: t.tenants.clone(), queue: t.queue.clone() };
     local.clock.set(ms("2026-11-29T06:00:00Z"));
     let d = tenant_fanout::Deps::new(db, local.clock(), cfg, &tables, 4, QueueConfig::default()).resolve_shards().await;
-    let mut list: Vec<Tenant> =
-        (0..20).map(|i| Tenant { id: format!("t{i}"), zone: "UTC".into(), active: true, since_ms: None }).collect();
-    // A tenant written around the checks (too long an id for its item): isolated and recorded.
-    list.push(Tenant { id: "x".repeat(1010), zone: "UTC".into(), active: true, since_ms: None });
+    let list: Vec<Tenant> = (0..20)
+        .map(|i| Tenant {
+            id: format!("t{i}"),
+            zone: "UTC".into(),
+            active: true,
+            since_ms: None,
+            pos: Default::default(),
+        })
+        .collect();
     Tenants::new(local.fresh_db(), &t.tenants, 4).put_all(&list).await.unwrap();
+    // A tenant item written around the checks (a position in no format we write): isolated and
+    // recorded.
+    let bad = local
+        .db
+        .client()
+        .update_item()
+        .table_name(&t.tenants)
+        .key("pk", av_s("t7"))
+        .update_expression("SET pos = :p")
+        .expression_attribute_values(":p", av_s("not-a-date"));
+    local.db.update(bad).await.unwrap();
     for at in ["2026-11-29T06:00:00Z", "2026-11-29T06:05:00Z", "2026-11-30T00:05:00Z"] {
         local.clock.set(ms(at));
         tenant_fanout::run(&d, &tick(ms(at)), &Unlimited, &unique("f")).await.unwrap();

@@ -9,6 +9,7 @@
 //! FATAL). What Lambda does with a line that is not JSON is not documented; it is taken as INFO
 //! here (the most a JSON line without a level gets).
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -89,7 +90,7 @@ pub fn functions() -> [(&'static str, &'static str, &'static [&'static str]); 4]
     [
         ("pulse-sweep", env!("CARGO_BIN_EXE_lambda-pulse-sweep"), &["Paused", "GroupsDue", "FailedUnits"]),
         ("tenant-fanout", env!("CARGO_BIN_EXE_lambda-tenant-fanout"), &["Paused", "ShardsLeft", "FailedUnits"]),
-        ("queue-worker", env!("CARGO_BIN_EXE_lambda-queue-worker"), &["Paused", "DeadLettered"]),
+        ("queue-worker", env!("CARGO_BIN_EXE_lambda-queue-worker"), &["Paused", "FailedUnits"]),
         ("archiver", env!("CARGO_BIN_EXE_lambda-archiver"), &["Paused", "ShardsLeft"]),
     ]
 }
@@ -181,4 +182,48 @@ async fn metrics_and_errors_survive_every_allowed_log_level() {
         }
     }
     assert_eq!(runs, 24);
+}
+
+/// What the bill counts is what the functions print: the distinct custom metrics across all four
+/// functions (namespace, name and dimensions, as CloudWatch bills them) are the model's, at most
+/// six, and the bytes an idle invocation logs at the default level are the model's within a fifth.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bill_counts_the_metrics_and_log_bytes_the_functions_print() {
+    let local = tickwork_tests::Local::new().await;
+    let prefix = provisioned(&local).await;
+    let bucket = tickwork_tests::unique("bill").to_lowercase();
+    archiver::s3_client(&local.sdk).create_bucket().bucket(&bucket).send().await.unwrap();
+    let now = jiff::Timestamp::now().as_millisecond();
+    // Two idle ticks a minute apart: the first puts state in place, the second is counted.
+    let events = [
+        tickwork_lambda::Tick::envelope(now - 60_000, false).to_string(),
+        tickwork_lambda::Tick::envelope(now, false).to_string(),
+    ];
+    let mut metrics = BTreeSet::new();
+    for (name, bin, _) in functions() {
+        let env = base_env(&local, &prefix, "INFO", &bucket);
+        let run = lambda_standin::run(bin.as_ref(), &env, &events, Duration::from_secs(30)).await.unwrap();
+        for inv in &run.invocations {
+            assert!(inv.ok, "{name}: {}", inv.body);
+            for l in inv.stdout.iter().filter(|l| kept(l, "INFO")) {
+                let Ok(v) = serde_json::from_str::<Value>(l) else { continue };
+                let cw = &v["_aws"]["CloudWatchMetrics"][0];
+                for m in metrics_of(&v) {
+                    metrics.insert((cw["Namespace"].to_string(), m, cw["Dimensions"].to_string()));
+                }
+            }
+        }
+        let idle = &run.invocations[1];
+        // Each line as CloudWatch Logs stores it, with its newline.
+        let bytes: u64 = idle.stdout.iter().filter(|l| kept(l, "INFO")).map(|l| l.len() as u64 + 1).sum();
+        let model = tickctl::bill::log_bytes_per_invocation(name);
+        println!("{name}: an idle invocation logs {bytes} B (model {model} B)");
+        assert!(
+            (bytes as f64 - model as f64).abs() <= 0.2 * model as f64,
+            "{name}: an idle invocation logs {bytes} B, the bill counts {model} B"
+        );
+    }
+    println!("custom metrics: {metrics:?}");
+    assert_eq!(metrics.len(), tickctl::bill::custom_metrics(), "{metrics:?}");
+    assert!(metrics.len() <= 6);
 }

@@ -26,6 +26,8 @@ mod guards;
 mod iam;
 /// Claim / complete idempotency records.
 mod idempotency;
+/// An idle day of the whole stack, by the meter.
+mod idle_day;
 /// Lease, fencing, slot records, watermark.
 mod lease;
 /// The binaries' stdout through Lambda's log-level filter.

@@ -9,7 +9,7 @@ use tickwork::queue::{queue_table, QueueConfig};
 use tickwork::tenants::{tenants_table, Tenant};
 use tickwork::watermark::Advance;
 use tickwork_lambda::Tick;
-use tickwork_sim::{count_pulses, expected_day_pulses, simulate, SimConfig, ZONES};
+use tickwork_sim::{expected_day_pulses, queued_units, simulate, SimConfig, ZONES};
 use tickwork_tests::Local;
 
 fn ms(s: &str) -> i64 {
@@ -31,7 +31,15 @@ async fn deps(local: &Local, env: &[(&str, &str)], at: &str) -> Deps {
 }
 
 fn tenants(n: usize, zone: &str) -> Vec<Tenant> {
-    (0..n).map(|i| Tenant { id: format!("t{i:05}"), zone: zone.into(), active: true, since_ms: None }).collect()
+    (0..n)
+        .map(|i| Tenant {
+            id: format!("t{i:05}"),
+            zone: zone.into(),
+            active: true,
+            since_ms: None,
+            pos: Default::default(),
+        })
+        .collect()
 }
 
 async fn tick(local: &Local, d: &Deps, at: &str) -> pulse_sweep::Report {
@@ -40,15 +48,21 @@ async fn tick(local: &Local, d: &Deps, at: &str) -> pulse_sweep::Report {
     run(d, &Tick::parse(&Tick::envelope(ms(at), false)).unwrap(), &Unlimited, &format!("w-{at}")).await.unwrap()
 }
 
-/// Pulse ids `pulse#tenant#grain#period` of one tenant and grain, in period order.
+/// Queued pulses by (grain, period), counted over tenants; no unit key in two batch items.
+async fn queued(d: &Deps) -> BTreeMap<(String, String), u64> {
+    let units = queued_units(&d.db, &d.tables.queue).await.unwrap();
+    let mut out: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for (key, n) in units {
+        assert_eq!(n, 1, "{key} is in {n} batch items");
+        let parts: Vec<&str> = key.split('#').collect();
+        *out.entry((parts[2].to_string(), parts[3].to_string())).or_default() += 1;
+    }
+    out
+}
+
+/// Queued pulses of one grain: period → tenants.
 async fn pulses_of(d: &Deps, grain: &str) -> BTreeMap<String, u64> {
-    count_pulses(&d.db, &d.tables.queue)
-        .await
-        .unwrap()
-        .into_iter()
-        .filter(|((g, _), _)| g == grain)
-        .map(|((_, p), n)| (p, n))
-        .collect()
+    queued(d).await.into_iter().filter(|((g, _), _)| g == grain).map(|((_, p), n)| (p, n)).collect()
 }
 
 #[tokio::test]
@@ -67,7 +81,7 @@ async fn idle_tick_is_one_read_and_no_writes() {
 }
 
 #[tokio::test]
-async fn every_tenant_of_1050_gets_its_day_pulse_with_one_cursor_query_each() {
+async fn every_tenant_of_1050_gets_its_day_pulse_and_nothing_is_read_per_tenant() {
     let local = Local::new().await;
     let d = deps(&local, &[("TICKWORK_PULSE_PAGE_SIZE", "100")], "2026-11-29T00:01:00Z").await;
     add_tenants(&d, &tenants(1_050, "UTC")).await.unwrap();
@@ -78,13 +92,25 @@ async fn every_tenant_of_1050_gets_its_day_pulse_with_one_cursor_query_each() {
     let on = |table: &str, op: &str| -> u64 {
         snap.iter().filter(|(k, _)| k.table == table && k.op == op && k.index.is_none()).map(|(_, t)| t.requests).sum()
     };
-    assert_eq!(
-        on(&d.tables.control, "Query"),
-        1_050 + 1,
-        "exactly one cursor Query per tenant, and the run's checkpoint Query"
-    );
+    assert_eq!(on(&d.tables.control, "Query"), 1, "the run's checkpoint Query; nothing per tenant");
     assert_eq!(on(&d.tables.control, "GetItem"), 1, "the watermark; no per-grain GetItem");
+    assert_eq!(on(&d.tables.tenants, "GetItem"), 0, "no tenant read by id");
+    // A first sight writes each tenant's position once, 40 to a transaction.
+    let txns = on(&d.tables.control, "TransactWriteItems");
+    assert!(txns <= 1_050 / 40 + 9, "{txns} transactions");
     assert_eq!(pulses_of(&d, "day").await, BTreeMap::from([("2026-11-28".to_string(), 1_050)]));
+    // The next day every tenant follows its group: no position write, one transaction.
+    let r = tick(&local, &d, "2026-11-30T00:01:00Z").await;
+    assert_eq!((r.outcome, r.pulses["day"]), (Outcome::Completed, 1_050));
+    let snap = d.db.meter().snapshot();
+    let txns: u64 =
+        snap.iter().filter(|(k, _)| k.op == "TransactWriteItems" && k.index.is_none()).map(|(_, t)| t.requests).sum();
+    assert_eq!(txns, 1, "the whole group's pulses and its watermark in one transaction");
+    assert_eq!(on_table(&snap, &d.tables.tenants, "UpdateItem"), 0);
+}
+
+fn on_table(snap: &BTreeMap<tickwork::meter::MeterKey, tickwork::meter::Tally>, table: &str, op: &str) -> u64 {
+    snap.iter().filter(|(k, _)| k.table == table && k.op == op && k.index.is_none()).map(|(_, t)| t.requests).sum()
 }
 
 /// A tick that runs out of time (a budget of a few steps) stops between pages with its checkpoint
@@ -96,7 +122,7 @@ async fn a_sweep_stopped_by_its_deadline_resumes_from_its_checkpoint() {
     let local = Local::new().await;
     let d = deps(&local, &[("TICKWORK_PULSE_PAGE_SIZE", "10")], "2026-11-29T00:01:00Z").await;
     add_tenants(&d, &tenants(200, "UTC")).await.unwrap();
-    let mut cursor_queries = 0;
+    let mut read = 0;
     let mut ticks = 0;
     let mut minute = 1;
     loop {
@@ -108,13 +134,12 @@ async fn a_sweep_stopped_by_its_deadline_resumes_from_its_checkpoint() {
         let r = run(&d, &t, &Steps::new(6), &format!("w-{at}")).await.unwrap();
         ticks += 1;
         let snap = d.db.meter().snapshot();
-        // Every control-table Query but the run's checkpoint Query (one per tick) is a cursor read.
-        cursor_queries += snap
+        // Tenants read from the zone index, over every tick.
+        read += snap
             .iter()
-            .filter(|(k, _)| k.table == d.tables.control && k.op == "Query" && k.index.is_none())
-            .map(|(_, t)| t.requests)
-            .sum::<u64>()
-            - 1;
+            .filter(|(k, _)| k.table == d.tables.tenants && k.op == "Query")
+            .map(|(_, t)| t.items_read)
+            .sum::<u64>();
         let mark = d.marks.read("pulse-sweep").await.unwrap().marks.get("UTC").cloned();
         match r.outcome {
             Outcome::Partial => assert_eq!(mark, None, "{at}: the watermark waits for the whole group"),
@@ -127,7 +152,7 @@ async fn a_sweep_stopped_by_its_deadline_resumes_from_its_checkpoint() {
         assert!(ticks < 40, "no progress");
     }
     assert!(ticks >= 3, "the budget stopped the sweep: {ticks} ticks");
-    assert_eq!(cursor_queries, 200, "every tenant read once over all the ticks");
+    assert_eq!(read, 200, "every tenant read once over all the ticks");
     assert_eq!(pulses_of(&d, "day").await, BTreeMap::from([("2026-11-28".to_string(), 200)]));
     let r = tick(&local, &d, &format!("2026-11-29T00:{minute:02}:00Z")).await;
     assert_eq!(r.outcome, Outcome::Idle);
@@ -173,12 +198,30 @@ async fn a_stale_leader_cannot_write_the_watermark() {
 async fn dst_gives_one_day_pulse_per_local_date_and_boundaries_land_on_local_dates() {
     let local = Local::new().await;
     let d = deps(&local, &[], "2026-03-28T00:30:00Z").await;
-    add_tenants(&d, &[Tenant { id: "berlin".into(), zone: "Europe/Berlin".into(), active: true, since_ms: None }])
-        .await
-        .unwrap();
-    add_tenants(&d, &[Tenant { id: "tokyo".into(), zone: "Asia/Tokyo".into(), active: true, since_ms: None }])
-        .await
-        .unwrap();
+    add_tenants(
+        &d,
+        &[Tenant {
+            id: "berlin".into(),
+            zone: "Europe/Berlin".into(),
+            active: true,
+            since_ms: None,
+            pos: Default::default(),
+        }],
+    )
+    .await
+    .unwrap();
+    add_tenants(
+        &d,
+        &[Tenant {
+            id: "tokyo".into(),
+            zone: "Asia/Tokyo".into(),
+            active: true,
+            since_ms: None,
+            pos: Default::default(),
+        }],
+    )
+    .await
+    .unwrap();
     // Hourly ticks across Berlin's spring-forward (03-29) and fall-back (10-25).
     for (from, to) in
         [("2026-03-28T00:30:00Z", "2026-03-31T23:30:00Z"), ("2026-10-24T00:30:00Z", "2026-10-27T23:30:00Z")]
@@ -203,11 +246,11 @@ async fn dst_gives_one_day_pulse_per_local_date_and_boundaries_land_on_local_dat
             t += 3_600_000;
         }
     }
-    let days = count_pulses(&d.db, &d.tables.queue).await.unwrap();
+    let days = queued(&d).await;
     let berlin_days: Vec<&String> = days.keys().filter(|(g, _)| g == "day").map(|(_, p)| p).collect();
     // Every date once: the first tick pulses the day before (first sight); then one per local
     // midnight, however long the day (23 h on 03-29, 25 h on 10-25). The October run resumes from
-    // the March cursor, so it catches up the months between (within the lateness bound) once.
+    // the March watermark, so it catches up the months between (within the lateness bound) once.
     for (g, n) in &days {
         assert!(*n <= 2, "{g:?} pulsed {n} times for 2 tenants");
     }
@@ -260,10 +303,18 @@ async fn dry_run_and_pause_write_nothing_and_bad_input_is_named() {
         .unwrap_err();
     assert!(matches!(err, PulseError::BadEvent(_)), "{err}");
     assert!(err.to_string().contains("detail-type"), "{err}");
-    let err =
-        add_tenants(&d, &[Tenant { id: "x".into(), zone: "Mars/Olympus_Mons".into(), active: true, since_ms: None }])
-            .await
-            .unwrap_err();
+    let err = add_tenants(
+        &d,
+        &[Tenant {
+            id: "x".into(),
+            zone: "Mars/Olympus_Mons".into(),
+            active: true,
+            since_ms: None,
+            pos: Default::default(),
+        }],
+    )
+    .await
+    .unwrap_err();
     assert!(err.to_string().contains("Mars/Olympus_Mons"), "{err}");
     assert_eq!(tickwork_tests::count_where(&d.db, &d.tables.tenants, "pk", "x").await, 0, "nothing written");
 }
@@ -295,7 +346,9 @@ async fn crashes_at_any_call_lose_and_duplicate_nothing() {
         }
         let got: BTreeMap<String, u64> =
             report.pulses.iter().filter(|((g, _), _)| g == "day").map(|((_, p), n)| (p.clone(), *n)).collect();
-        assert_eq!(got, expected, "k={k}: every (tenant, day) pulsed exactly once ({} crashes)", report.crashes);
+        assert_eq!(got, expected, "k={k}: every (tenant, day) pulsed ({} crashes)", report.crashes);
+        let twice: Vec<_> = report.deliveries.iter().filter(|(_, n)| **n > 1).collect();
+        assert!(twice.is_empty(), "k={k}: delivered more than once: {twice:?}");
         eprintln!("k={k}: {} crashes, outcomes {:?}", report.crashes, report.outcomes);
     }
 }

@@ -102,6 +102,7 @@ async fn plan_predicts_the_next_boundary_tick_and_writes_nothing() {
                 zone: zone.into(),
                 active: true,
                 since_ms: None,
+                pos: Default::default(),
             });
         }
     }

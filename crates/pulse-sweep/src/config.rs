@@ -9,7 +9,7 @@ use tickwork::env as vars;
 use tickwork::lease::LeaseConfig;
 use tickwork_lambda::settings::{check_job_name, lease_config};
 
-/// Longest lateness accepted: keeps a tenant's catch-up inside one 100-item transaction.
+/// Longest lateness accepted: bounds what one tenant's catch-up adds to a batch.
 pub const MAX_LATENESS_LIMIT: Duration = Duration::from_secs(60 * 86_400);
 
 /// Sweep settings.
@@ -25,7 +25,7 @@ pub struct PulseConfig {
     pub policy: Policy,
     /// Tenants per page ([`vars::PULSE_PAGE_SIZE`]).
     pub page_size: i32,
-    /// Tenants processed at once ([`vars::PULSE_TENANT_CONCURRENCY`]).
+    /// Woken tenants read at once ([`vars::PULSE_TENANT_CONCURRENCY`]).
     pub tenant_concurrency: usize,
     /// Stop this long before the deadline ([`vars::DEADLINE_MARGIN_SECS`]).
     pub margin: Duration,
@@ -59,7 +59,7 @@ impl PulseConfig {
             },
             job,
             lease,
-            page_size: env.int_in(vars::PULSE_PAGE_SIZE, 100, 1..=1000)?,
+            page_size: env.int_in(vars::PULSE_PAGE_SIZE, 1000, 1..=1000)?,
             tenant_concurrency: env.int_in(vars::PULSE_TENANT_CONCURRENCY, 8usize, 1..=256)?,
             margin: core.margin,
         })

@@ -1,35 +1,37 @@
 //! Pulse sweep: per-tenant calendar boundary pulses (day, week, month, quarter, year in each
-//! tenant's time zone), cheap between boundaries and exactly once per `(tenant, grain, period)`.
+//! tenant's time zone), cheap between boundaries, each `(tenant, grain, period)` delivered with
+//! one idempotency key.
 //!
 //! Every failure of `000_*` is made impossible here:
 //! - *lease released too early*: the lease is kept after success; a second worker in the same
 //!   window finds the watermark (or the lease) and returns;
 //! - *7 GetItem per tenant per tick*: an idle tick is **one** eventually consistent GetItem of the
-//!   watermark item; a boundary tick reads each tenant's cursors with **one** Query ([`cursors`]);
+//!   watermark item; a boundary reads the group's tenants page by page and nothing per tenant —
+//!   a tenant that follows its group stands where the group's watermark says ([`pulse`]);
 //! - *the unconsumed finest grain*: quarter-hour and hour are declared and never written;
 //! - *one page of tenants and no cursor*: tenants are paged per zone and shard to exhaustion, with
 //!   a checkpoint that the next tick resumes from ([`sweep`]);
-//! - *the watermark trusted alone*: each pulse's queue-item id is its idempotency key, written in
-//!   the same transaction that advances the tenant's cursor ([`pulse`]).
+//! - *the watermark trusted alone*: the watermark moves in the same transaction as the run's last
+//!   pulses, and each pulse carries its idempotency key to the handler that acts on it.
 //!
 //! ## One tick (the skeleton of [`tickwork_lambda::job`], with this job's steps)
 //! 1. Parse and guard the event; its `time` is the logical now.
-//! 2. Read the watermark item: pause switch, registered zone groups, and per group the last
-//!    local date completed ([`due_groups`]). No group whose local date moved on: return — **1 read,
+//! 2. Read the watermark item: pause switch, registered zone groups, per group the last local date
+//!    completed, woken tenants ([`due_groups`]). Nothing due and nobody woken: return — **1 read,
 //!    0 writes**, no lease. A registered zone the tz database does not know is reported as a
 //!    failed unit every tick and never blocks the others.
 //! 3. Take the lease (kept on success, released on failure).
-//! 4. [`sweep`]: for each due group, page its tenants from the checkpoint; per tenant, one cursor
-//!    Query, [`tickwork::calendar::plan_tenant_as_of`], and one transaction of pulses and cursor
-//!    moves; a tenant whose failure is its own is isolated and recorded.
-//! 5. When every shard of a group is done, advance its watermark — last, fenced.
+//! 4. [`sweep`]: woken tenants first, then each due group page by page from its checkpoint; the
+//!    pulses go out in batches (one queue item per flush, not per tenant), in fenced transactions
+//!    with the checkpoints.
+//! 5. When every shard of a group is done, its watermark advances in the run's last transaction.
 //!
 //! ## Layout
-//! [`config`] settings; [`cursors`] a tenant's cursor records; [`pulse`] a pulse's identity and the
-//! pure plans → writes step; [`sweep`] the enumeration (live and dry); this file the job's glue.
+//! [`config`] settings; [`pulse`] a pulse's identity and the pure step from a tenant's position
+//! to what it is owed; [`sweep`] the enumeration and its flushes (live and dry); this file the
+//! job's glue.
 
 pub mod config;
-pub mod cursors;
 pub mod pulse;
 mod sweep;
 
@@ -39,7 +41,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 use tickwork::budget::Budget;
-use tickwork::calendar::{self, CalendarError, Grain};
+use tickwork::calendar::{self, CalendarError};
 use tickwork::checkpoint::{CheckpointError, Checkpoints};
 use tickwork::clock::{Millis, SharedClock};
 use tickwork::config::{ConfigError, Env};
@@ -52,14 +54,14 @@ use tickwork::{Db, DbError};
 use tickwork_lambda::{BadEvent, Base, JobCore, JobReport, LeasedJob, Tick};
 
 pub use config::{PulseConfig, MAX_LATENESS_LIMIT};
-pub use cursors::{cursor_pk, CursorReadError, PERIOD};
-pub use pulse::{pulse_id, pulse_item, PULSE_KIND};
+pub use pulse::{pulse_id, PULSE_KIND};
+pub use sweep::FlushCounts;
 pub use tickwork_lambda::Outcome;
 
 /// Physical table names.
 #[derive(Debug, Clone)]
 pub struct Tables {
-    /// Control table (lease, watermark, checkpoints, cursors).
+    /// Control table (lease, watermark, checkpoints).
     pub control: String,
     /// Tenants table.
     pub tenants: String,
@@ -162,11 +164,6 @@ pub async fn add_tenants(deps: &Deps, tenants: &[Tenant]) -> Result<(), PulseErr
     Ok(())
 }
 
-/// All of a tenant's cursors ([`cursors::read_cursors`]), for tools and tests.
-pub async fn read_cursors(deps: &Deps, tenant: &str) -> Result<BTreeMap<Grain, String>, PulseError> {
-    Ok(cursors::read_cursors(&deps.db, &deps.tables.control, tenant).await?)
-}
-
 /// What a tick did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Report {
@@ -182,7 +179,7 @@ pub struct Report {
     pub pulses: BTreeMap<String, u64>,
     /// Periods skipped by the catch-up policy, by grain.
     pub skipped: BTreeMap<String, u64>,
-    /// Tenants isolated as failed (recorded; visited again at their zone's next boundary).
+    /// Tenants isolated as failed (recorded and passed over; their items need a look).
     pub failed_tenants: u64,
     /// Registered zones the tz database does not know (never visited; fix the registry).
     pub unknown_zones: Vec<String>,
@@ -222,26 +219,12 @@ pub enum PulseError {
     /// A page cursor.
     #[error(transparent)]
     Cursor(#[from] tickwork::pager::CursorError),
-    /// A tenant's cursor records.
-    #[error(transparent)]
-    Cursors(#[from] CursorReadError),
     /// A pulse item refused before writing.
     #[error(transparent)]
     Item(#[from] InvalidItem),
     /// A tenant refused before writing.
     #[error(transparent)]
     Tenant(#[from] AddError),
-    /// A tenant's catch-up needs more writes than one transaction holds.
-    #[error("tenant `{tenant}` needs {writes} writes, more than one transaction holds; lower the lateness bound")]
-    TooManyPeriods {
-        /// Tenant.
-        tenant: String,
-        /// Writes needed.
-        writes: usize,
-    },
-    /// A tenant's cursors moved under two plans in a row.
-    #[error("tenant `{0}`: cursors kept moving under us")]
-    CursorsMoving(String),
     /// More than half a page failed: not a bad tenant but a bad run.
     #[error("{failed} of {of} tenants of a page failed (first: {first}); stopping rather than isolating them all")]
     PageFailed {
@@ -254,31 +237,16 @@ pub enum PulseError {
     },
 }
 
-impl PulseError {
-    /// Does this failure belong to the one tenant being visited (isolate it), or to the run?
-    pub fn is_unit_specific(&self) -> bool {
-        match self {
-            PulseError::Db(e) | PulseError::Cursors(CursorReadError::Db(e)) => e.is_unit_specific(),
-            PulseError::Calendar(_)
-            | PulseError::Item(_)
-            | PulseError::TooManyPeriods { .. }
-            | PulseError::CursorsMoving(_)
-            | PulseError::Cursors(_) => true,
-            _ => false,
-        }
-    }
-}
-
 impl From<PulseError> for lambda_runtime::Diagnostic {
     fn from(e: PulseError) -> Self {
         let error_type = match &e {
             PulseError::BadEvent(_) => "BadEvent",
-            PulseError::Db(_) | PulseError::Cursors(_) => "DynamoDb",
+            PulseError::Db(_) => "DynamoDb",
             PulseError::Calendar(_) => "Calendar",
             PulseError::Checkpoint(_) => "Checkpoint",
             PulseError::Cursor(_) => "Cursor",
-            PulseError::Item(_) | PulseError::Tenant(_) | PulseError::TooManyPeriods { .. } => "Invalid",
-            PulseError::CursorsMoving(_) | PulseError::PageFailed { .. } => "Tenants",
+            PulseError::Item(_) | PulseError::Tenant(_) => "Invalid",
+            PulseError::PageFailed { .. } => "Tenants",
         };
         tickwork_lambda::diagnostic(error_type, &e)
     }
@@ -293,6 +261,21 @@ pub struct DueGroup {
     pub local: String,
     /// When this run started, if an earlier tick started it.
     pub started_ms: Option<Millis>,
+    /// The group's watermark (the last local date completed), `None` before its first run.
+    pub mark: Option<String>,
+}
+
+/// Tenants woken in one group (added, resumed or moved since its run), visited at this tick.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WakeGroup {
+    /// The zone.
+    pub group: String,
+    /// Tenant ids.
+    pub ids: Vec<String>,
+    /// The group's watermark.
+    pub mark: Option<String>,
+    /// A run of the group has started and not finished.
+    pub run_in_progress: bool,
 }
 
 impl DueGroup {
@@ -313,8 +296,8 @@ pub fn group_due(watermark: Option<&str>, local_date: &str) -> bool {
 pub struct Due {
     /// Groups whose local date is past their watermark.
     pub groups: Vec<DueGroup>,
-    /// Tenants added, resumed or moved since their group's run: (group, tenant ids), visited now.
-    pub wake: Vec<(String, Vec<String>)>,
+    /// Tenants added, resumed or moved since their group's run, visited now.
+    pub wake: Vec<WakeGroup>,
     /// Registered zones the tz database does not know: skipped, reported.
     pub unknown: Vec<String>,
 }
@@ -338,12 +321,15 @@ pub fn due_groups(state: &WatermarkState, time_ms: Millis) -> Due {
                 continue;
             }
         };
-        if group_due(state.marks.get(g).map(String::as_str), &local) {
+        let mark = state.marks.get(g).cloned();
+        if group_due(mark.as_deref(), &local) {
             let started_ms = state.run_started(g, &local);
-            due.groups.push(DueGroup { group: g.clone(), local, started_ms });
+            due.groups.push(DueGroup { group: g.clone(), local, started_ms, mark: mark.clone() });
         }
         if let Some(w) = state.wake.get(g).filter(|w| !w.is_empty()) {
-            due.wake.push((g.clone(), w.iter().cloned().collect()));
+            let run_in_progress =
+                state.runs.get(g).is_some_and(|(window, _)| mark.as_deref().is_none_or(|m| window.as_str() > m));
+            due.wake.push(WakeGroup { group: g.clone(), ids: w.iter().cloned().collect(), mark, run_in_progress });
         }
     }
     due
@@ -408,7 +394,12 @@ mod tests {
         s.marks.insert("America/Los_Angeles".into(), "2026-11-28".into());
         // 2026-11-29T12:00Z: Berlin 13:00 on the 29th (done), Los Angeles 04:00 on the 29th (due).
         let t = "2026-11-29T12:00:00Z".parse::<jiff::Timestamp>().unwrap().as_millisecond();
-        let want = DueGroup { group: "America/Los_Angeles".into(), local: "2026-11-29".into(), started_ms: None };
+        let want = DueGroup {
+            group: "America/Los_Angeles".into(),
+            local: "2026-11-29".into(),
+            started_ms: None,
+            mark: Some("2026-11-28".into()),
+        };
         assert_eq!(due_groups(&s, t), Due { groups: vec![want.clone()], wake: vec![], unknown: vec![] });
         s.groups.insert("Nowhere/Atlantis".into());
         let d = due_groups(&s, t);

@@ -1,45 +1,42 @@
 //! The work of a boundary tick: every due zone group, every shard, every page of tenants, from
 //! the checkpoint. The dry run walks the same loop and writes nothing.
 //!
-//! ## One group
+//! ## One group's run (for its local date `D`)
 //! 1. Read the run's checkpoint (one strongly consistent Query: a state per shard).
 //! 2. Per shard not done, page the group's tenants (`by_zone` index, key condition
-//!    `zshard = <zone>#<k>`) from the checkpoint to the end, or until the budget stops it.
-//! 3. Per page, visit the tenants (bounded concurrency): read all cursors with one Query, plan
-//!    with [`tickwork::calendar::plan_tenant_as_of`], send [`crate::pulse::writes_for`]'s pulses and
-//!    cursor moves in one transaction.
-//! 4. A tenant whose failure is its own (a key over a limit, a corrupt cursor, a condition that
-//!    keeps failing) is **isolated**: recorded as a failure ([`tickwork::failures`]) in the same
-//!    fenced transaction that saves the page's checkpoint, counted, and passed over; its cursors
-//!    did not move, so its next visit still owes every period. A failure that is not the tenant's
-//!    (throttling after retries, an unreachable or missing table), or more than half a page
-//!    failing, stops the tick: every tenant after it would fail the same way.
-//! 5. When every shard is done, advance the group's watermark: last, fenced, forward only.
+//!    `zshard = <zone>#<k>`) from the checkpoint, until the shard ends or the budget stops it.
+//! 3. Per tenant, [`crate::pulse::owed`]: a tenant that follows the group is owed the group's
+//!    periods (computed once); one with a position of its own is planned from it and gets a
+//!    conditional write bringing it back to the group. Its pulses join the run's batch.
+//! 4. **Flush**, in one fenced transaction: the batch (one or a few queue items, ids derived from
+//!    their first unit, so a retried flush finds its own items), the position writes, the shards'
+//!    checkpoints, the failure records — when the batch is large, before the budget ends, and at
+//!    the end of the run, when the watermark advance replaces the checkpoints. A crash before a
+//!    flush loses nothing but reads: the pages are read again from the last checkpoint.
+//! 5. A tenant whose item is unreadable is **isolated**: recorded ([`tickwork::failures`]) in the
+//!    next flush, counted, passed over. A position write whose condition fails (an operator moved
+//!    or suspended the tenant since the page was read) takes that tenant out of the flush: the
+//!    operator's change decided where it stands. More than half a page failing stops the tick.
 //!
 //! Before the groups, the woken tenants (added, resumed or moved since their group's run): each
-//! read by id, visited as above if it is active in that group, and taken out of the wake set in a
-//! fenced write (with its failure record, if it was isolated).
+//! read by id, brought to its group's watermark ([`crate::pulse::Visit::Wake`]) and taken out of
+//! the wake set, in one flush.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 
 use futures::future::BoxFuture;
 use futures::stream::{self, StreamExt};
+use tickwork::batch::Batch;
 use tickwork::budget::Budget;
-use tickwork::calendar::{self, Policy};
+use tickwork::calendar;
 use tickwork::checkpoint::{Checkpoints, ShardState};
-use tickwork::clock::Millis;
-use tickwork::db::MAX_TRANSACT_ITEMS;
-use tickwork::lease::{Fence, Fenced};
-use tickwork::pager::{PageError, PageRun};
-use tickwork::tenants::Tenant;
-use tickwork::watermark::Advance;
-use tickwork::DbError;
+use tickwork::lease::{fenced_write, Fence, Fenced};
+use tickwork::queue::{enqueue_item, NewItem};
+use tickwork::tenants::{Position, Tenant};
 use tickwork_lambda::{Outcome, Tick};
 
-use crate::cursors::read_cursors;
-use crate::pulse::writes_for;
-use crate::{Deps, Due, PulseError, Report};
+use crate::pulse::{owed, Owed, Target, Visit, PULSE_KIND};
+use crate::{Deps, Due, DueGroup, PulseError, Report, WakeGroup};
 
 /// Live (fenced by the lease) or dry (nothing written).
 #[derive(Clone, Copy)]
@@ -48,33 +45,182 @@ pub(crate) enum Mode<'a> {
     Dry,
 }
 
-#[derive(Default)]
-struct Tally {
-    tenants: u64,
-    failed: u64,
-    pulses: BTreeMap<String, u64>,
-    skipped: BTreeMap<String, u64>,
+/// When a run flushes, decided from counts alone, so that `tickctl cost` replays the sweep's own
+/// decisions ([`FlushCounts::full`]).
+///
+/// A transaction holds at most 100 items: position writes, checkpoints and failure records are
+/// each bounded here, and batch items are at most 128 KB and 2,000 units each. A flush can come
+/// in the middle of a page: its checkpoint is then the cursor just after the last tenant taken
+/// (the index key of that tenant), so a page read again after a crash starts after it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlushCounts {
+    /// Position writes.
+    pub repositions: usize,
+    /// Shards with a new checkpoint.
+    pub checkpoints: usize,
+    /// Failure records.
+    pub failures: usize,
+    /// Units waiting.
+    pub units: usize,
 }
 
-/// What visiting one tenant found.
-#[derive(Debug, Default)]
-struct Visit {
-    pulses: BTreeMap<String, u64>,
-    skipped: BTreeMap<String, u64>,
-}
+impl FlushCounts {
+    /// Position writes in one transaction at most.
+    pub const MAX_REPOSITIONS: usize = 40;
+    /// Checkpoints in one transaction at most.
+    pub const MAX_CHECKPOINTS: usize = 20;
+    /// Failure records in one transaction at most.
+    pub const MAX_FAILURES: usize = 10;
+    /// Units pending at most (a few batch items).
+    pub const MAX_UNITS: usize = 4 * tickwork::batch::MAX_BATCH_UNITS;
 
-#[derive(Debug, thiserror::Error)]
-enum PageStop {
-    #[error(transparent)]
-    Failed(#[from] PulseError),
-    #[error("lease lost")]
-    Lost,
-}
-
-impl From<DbError> for PageStop {
-    fn from(e: DbError) -> Self {
-        PageStop::Failed(e.into())
+    /// Flush now?
+    pub fn full(&self) -> bool {
+        self.repositions >= Self::MAX_REPOSITIONS
+            || self.checkpoints >= Self::MAX_CHECKPOINTS
+            || self.failures >= Self::MAX_FAILURES
+            || self.units >= Self::MAX_UNITS
     }
+}
+
+/// What a run has read and not yet written.
+struct Pending {
+    /// Queue item ids start with this (`pulse#<zone>@<date>`).
+    prefix: String,
+    batch: Batch,
+    repositions: Vec<(Tenant, Position)>,
+    checkpoints: BTreeMap<u32, ShardState>,
+    failures: Vec<(String, String)>,
+    /// The zone group.
+    group: String,
+    /// Leave the group's wake set with the next flush, whatever it is (the woken tenants a new
+    /// run covers, or a wake visit's tenants).
+    unwake: Vec<String>,
+}
+
+impl Pending {
+    fn new(prefix: String, zone: &str) -> Self {
+        let common = serde_json::Map::from_iter([("zone".to_string(), serde_json::Value::String(zone.to_string()))]);
+        Pending {
+            prefix,
+            batch: Batch::new(common),
+            repositions: Vec::new(),
+            checkpoints: BTreeMap::new(),
+            failures: Vec::new(),
+            group: zone.to_string(),
+            unwake: Vec::new(),
+        }
+    }
+
+    fn counts(&self) -> FlushCounts {
+        FlushCounts {
+            repositions: self.repositions.len(),
+            checkpoints: self.checkpoints.len(),
+            failures: self.failures.len(),
+            units: self.batch.len(),
+        }
+    }
+
+    fn add(&mut self, t: &Tenant, o: &Owed, report: &mut Report) {
+        if !o.pulses.is_empty() {
+            self.batch.add(o.entries(), [t.id.clone()]);
+        }
+        for (g, _) in &o.pulses {
+            *report.pulses.entry(g.to_string()).or_default() += 1;
+        }
+        for (g, n) in &o.skipped {
+            *report.skipped.entry(g.to_string()).or_default() += u64::from(*n);
+        }
+        if let Some(to) = o.reposition {
+            self.repositions.push((t.clone(), to));
+        }
+    }
+
+    fn clear_written(&mut self) {
+        self.batch.sets.clear();
+        self.repositions.clear();
+        self.checkpoints.clear();
+        self.failures.clear();
+        self.unwake.clear();
+    }
+}
+
+/// How a flush ended.
+enum Flushed {
+    Written,
+    LeaseLost,
+}
+
+/// Writes what is pending in one fenced transaction (step 4): the batch, the position writes,
+/// the checkpoints, the failure records; with `last` (the watermark advance, or the wake set's
+/// update) when given, which replaces the checkpoints.
+async fn flush(
+    deps: &Deps,
+    fence: &Fence,
+    run: &str,
+    p: &mut Pending,
+    advance: Option<&str>,
+) -> Result<Flushed, PulseError> {
+    for _ in 0..FlushCounts::MAX_REPOSITIONS + 2 {
+        let now = deps.clock.now_ms();
+        let mut writes = Vec::new();
+        for b in p.batch.clone().split() {
+            let first = b.units(PULSE_KIND).first().map(|u| u.key.clone()).unwrap_or_default();
+            let id = format!("{}#{:016x}", p.prefix, tickwork::shard::fnv1a(first.as_bytes()));
+            let item = NewItem { id, kind: PULSE_KIND.into(), payload: b.to_payload(), tenant: None, due_ms: now };
+            writes.push(enqueue_item(&deps.tables.queue, &deps.queue_cfg, &item, now)?);
+        }
+        let batches = writes.len();
+        for (t, to) in &p.repositions {
+            writes.push(deps.tenants.reposition_item(t, *to));
+        }
+        let moves = p.repositions.len();
+        if advance.is_none() {
+            for (k, st) in &p.checkpoints {
+                writes.push(deps.checkpoints.save_item(&deps.cfg.job, run, &k.to_string(), st));
+            }
+        }
+        for (t, e) in &p.failures {
+            writes.push(tickwork::failures::record(&deps.tables.control, &deps.cfg.job, run, t, e, now));
+        }
+        writes.extend(deps.marks.mark_item(&deps.cfg.job, &p.group, advance, &p.unwake));
+        if writes.is_empty() {
+            return Ok(Flushed::Written);
+        }
+        match fenced_write(&deps.db, fence, writes).await? {
+            Fenced::Written => {
+                p.clear_written();
+                return Ok(Flushed::Written);
+            }
+            Fenced::Stale => return Ok(Flushed::LeaseLost),
+            // A batch item exists: this flush landed before and its answer was lost (the ids are
+            // the first units', unique to one flush of one run).
+            Fenced::ConditionFailed { index, .. } if index < batches => {
+                p.clear_written();
+                return Ok(Flushed::Written);
+            }
+            // A tenant changed since its page was read: its pulses leave this flush; the
+            // operator's change decided where it stands.
+            Fenced::ConditionFailed { index, .. } if index < batches + moves => {
+                let id = p.repositions[index - batches].0.id.clone();
+                tracing::info!(tenant = %id, "tenant changed by an operator since it was read; left to that change");
+                p.repositions.retain(|r| r.0.id != id);
+                let own = format!("{PULSE_KIND}#{id}#");
+                p.batch = p.batch.subset(PULSE_KIND, |k| !k.starts_with(&own));
+            }
+            // The watermark is at or past this run already: another leader finished it.
+            Fenced::ConditionFailed { .. } if advance.is_some() => {
+                p.clear_written();
+                return Ok(Flushed::Written);
+            }
+            Fenced::ConditionFailed { index, .. } => {
+                return Err(PulseError::Db(tickwork::DbError::Invalid(format!(
+                    "flush of {run}: unexpected condition failure at write {index}"
+                ))))
+            }
+        }
+    }
+    Err(PulseError::Db(tickwork::DbError::Invalid(format!("flush of {run}: tenants kept changing under us"))))
 }
 
 /// Steps 1 to 5 for every due group; the report's outcome says how it ended.
@@ -86,98 +232,27 @@ pub(crate) async fn sweep(
     budget: &dyn Budget,
     mut report: Report,
 ) -> Result<Report, PulseError> {
-    let tally = Mutex::new(Tally::default());
     let mut partial = false;
-    for (group, ids) in &due.wake {
-        // A dry run counts a woken tenant once: its group's run, due too, will visit it.
-        if matches!(mode, Mode::Dry) && due.groups.iter().any(|g| &g.group == group) {
+    // A group whose run starts now covers its woken tenants (they are active in its index).
+    let starts_now = |group: &str| due.groups.iter().any(|g| g.group == group && g.started_ms.is_none());
+    for w in &due.wake {
+        if starts_now(&w.group) {
             continue;
         }
-        if !wake(deps, tick, mode, group, ids, &tally).await? {
+        if !wake(deps, tick, mode, w, &mut report).await? {
             report.outcome = Outcome::LostLease;
-            fill(&mut report, tally.into_inner().expect("tally"));
             return Ok(report);
         }
     }
     for g in &due.groups {
-        let tz = calendar::zone(&g.group)?;
-        let run = g.run_id();
-        if let Mode::Live(_) = mode {
-            if g.started_ms.is_none() {
-                deps.marks.start_run(&deps.cfg.job, &g.group, &g.local, tick.time_ms).await?;
+        let covered = due.wake.iter().find(|w| w.group == g.group && starts_now(&w.group)).map(|w| w.ids.as_slice());
+        match run_group(deps, tick, mode, g, covered, budget, &mut report).await? {
+            GroupEnd::Done => {}
+            GroupEnd::Partial => partial = true,
+            GroupEnd::LeaseLost => {
+                report.outcome = Outcome::LostLease;
+                return Ok(report);
             }
-        }
-        let run_ms = g.started_ms.unwrap_or(tick.time_ms);
-        let states = match mode {
-            Mode::Live(_) => deps.checkpoints.read(&deps.cfg.job, &run).await?,
-            Mode::Dry => BTreeMap::new(),
-        };
-        let mut group_done = true;
-        for k in 0..deps.tenants.shards() {
-            let state = Checkpoints::state_of(&states, &k.to_string()).clone();
-            if state == ShardState::Done {
-                continue;
-            }
-            if budget.exhausted() {
-                group_done = false;
-                break;
-            }
-            let (tz, run, tally_ref) = (&tz, &run, &tally);
-            let outcome = deps
-                .tenants
-                .for_each_zone_page(
-                    &g.group,
-                    k,
-                    state.cursor(),
-                    deps.cfg.page_size,
-                    budget,
-                    |tenants, next| async move {
-                        let failures = visit_page(deps, &tenants, tz, tick.time_ms, run_ms, mode, tally_ref).await?;
-                        let Mode::Live(fence) = mode else { return Ok(()) };
-                        let now = deps.clock.now_ms();
-                        let records = failures
-                            .iter()
-                            .map(|(t, e)| {
-                                tickwork::failures::record(&deps.tables.control, &deps.cfg.job, run, t, e, now)
-                            })
-                            .collect();
-                        let st = next.map(ShardState::Resume).unwrap_or(ShardState::Done);
-                        match deps.checkpoints.save_with(fence, run, &k.to_string(), &st, records).await? {
-                            Fenced::Written => Ok(()),
-                            _ => Err(PageStop::Lost),
-                        }
-                    },
-                )
-                .await;
-            match outcome {
-                Ok(PageRun::Exhausted { .. }) => {}
-                Ok(PageRun::Stopped { .. }) => group_done = false,
-                Err(PageError::Handler(PageStop::Lost)) => {
-                    report.outcome = Outcome::LostLease;
-                    fill(&mut report, tally.into_inner().expect("tally"));
-                    return Ok(report);
-                }
-                Err(PageError::Handler(PageStop::Failed(e))) => return Err(e),
-                Err(PageError::Db(e)) => return Err(e.into()),
-                Err(PageError::Cursor(c)) => return Err(c.into()),
-            }
-        }
-        if !group_done {
-            partial = true;
-            continue;
-        }
-        match mode {
-            Mode::Dry => tracing::info!(group = %g.group, local_date = %g.local, "dry run: group planned"),
-            // Every tenant of the group visited (the isolated ones recorded): the watermark,
-            // last and fenced.
-            Mode::Live(fence) => match deps.marks.advance(fence, &g.group, &g.local).await? {
-                Advance::Advanced | Advance::NotForward { .. } => report.groups_completed += 1,
-                Advance::Stale => {
-                    report.outcome = Outcome::LostLease;
-                    fill(&mut report, tally.into_inner().expect("tally"));
-                    return Ok(report);
-                }
-            },
         }
     }
     report.outcome = match mode {
@@ -185,140 +260,198 @@ pub(crate) async fn sweep(
         Mode::Live(_) if partial => Outcome::Partial,
         Mode::Live(_) => Outcome::Completed,
     };
-    fill(&mut report, tally.into_inner().expect("tally"));
     Ok(report)
 }
 
-fn fill(report: &mut Report, t: Tally) {
-    report.tenants = t.tenants;
-    report.failed_tenants = t.failed;
-    report.pulses = t.pulses;
-    report.skipped = t.skipped;
+enum GroupEnd {
+    Done,
+    Partial,
+    LeaseLost,
 }
 
-/// Visits the woken tenants of `group` and clears them from its wake set; `false` when the lease
-/// was lost.
+fn date(s: &str) -> Result<jiff::civil::Date, PulseError> {
+    s.parse().map_err(|_| PulseError::Calendar(calendar::CalendarError(format!("`{s}` is not a date"))))
+}
+
+async fn run_group(
+    deps: &Deps,
+    tick: &Tick,
+    mode: Mode<'_>,
+    g: &DueGroup,
+    covered: Option<&[String]>,
+    budget: &dyn Budget,
+    report: &mut Report,
+) -> Result<GroupEnd, PulseError> {
+    let tz = calendar::zone(&g.group)?;
+    let run = g.run_id();
+    if let (Mode::Live(_), None) = (mode, g.started_ms) {
+        deps.marks.start_run(&deps.cfg.job, &g.group, &g.local, tick.time_ms).await?;
+    }
+    let target = Target {
+        tz: &tz,
+        today: date(&g.local)?,
+        late_at: g.started_ms.unwrap_or(tick.time_ms),
+        mark: g.mark.as_deref().map(date).transpose()?,
+        policy: &deps.cfg.policy,
+    };
+    // Every tenant that follows the group is owed the same: planned once.
+    let mut follower: Option<Owed> = None;
+    let states = match mode {
+        Mode::Live(_) => deps.checkpoints.read(&deps.cfg.job, &run).await?,
+        Mode::Dry => BTreeMap::new(),
+    };
+    let mut pending = Pending::new(format!("{PULSE_KIND}#{run}"), &g.group);
+    // A run that starts now covers the tenants woken before it: they leave the wake set with the
+    // run's first write.
+    if let (Mode::Live(_), Some(ids)) = (mode, covered) {
+        pending.unwake = ids.to_vec();
+    }
+    // A run resumed from an earlier tick (its budget ended, or it crashed) writes after every page,
+    // so that an invocation that keeps dying at the same point still moves the run on.
+    let eager = g.started_ms.is_some();
+    let mut done = true;
+    'shards: for k in 0..deps.tenants.shards() {
+        let mut state = Checkpoints::state_of(&states, &k.to_string()).clone();
+        while state != ShardState::Done {
+            if budget.exhausted() {
+                done = false;
+                break 'shards;
+            }
+            let (page, next) =
+                deps.tenants.zone_page(&g.group, k, state.cursor(), deps.cfg.page_size).await.map_err(|e| match e {
+                    tickwork::pager::PageError::Db(d) => PulseError::Db(d),
+                    tickwork::pager::PageError::Cursor(c) => PulseError::Cursor(c),
+                    tickwork::pager::PageError::Handler(never) => match never {},
+                })?;
+            report.tenants += page.len() as u64;
+            let failed = page.iter().filter(|r| r.is_err()).count();
+            if failed > 1 && failed * 2 > page.len() {
+                let first = page.iter().find_map(|r| r.as_ref().err()).map(|e| e.to_string()).unwrap_or_default();
+                return Err(PulseError::PageFailed { failed, of: page.len(), first });
+            }
+            for r in &page {
+                let id = match r {
+                    Ok(t) => t.id.clone(),
+                    Err(bad) => bad.id.clone(),
+                };
+                let planned = match r {
+                    Err(bad) => Err(bad.to_string()),
+                    Ok(t) if t.pos == Position::Follows && g.mark.is_some() => match &follower {
+                        Some(o) => Ok((t, o.clone())),
+                        None => owed(t, &target, Visit::Run)
+                            .map(|o| {
+                                follower = Some(o.clone());
+                                (t, o)
+                            })
+                            .map_err(|e| e.to_string()),
+                    },
+                    Ok(t) => owed(t, &target, Visit::Run).map(|o| (t, o)).map_err(|e| e.to_string()),
+                };
+                match planned {
+                    Ok((t, o)) => pending.add(t, &o, report),
+                    Err(e) => {
+                        tracing::warn!(tenant = %id, error = %e, "tenant isolated: recorded and passed over");
+                        report.failed_tenants += 1;
+                        pending.failures.push((id.clone(), e));
+                    }
+                }
+                if let (Mode::Live(fence), true) = (mode, pending.counts().full()) {
+                    // Mid-page: the checkpoint is the cursor just after this tenant.
+                    pending.checkpoints.insert(k, ShardState::Resume(deps.tenants.zone_cursor_at(&g.group, k, &id)?));
+                    if let Flushed::LeaseLost = flush(deps, fence, &run, &mut pending, None).await? {
+                        return Ok(GroupEnd::LeaseLost);
+                    }
+                }
+            }
+            state = next.map(ShardState::Resume).unwrap_or(ShardState::Done);
+            pending.checkpoints.insert(k, state.clone());
+            if let (Mode::Live(fence), true) = (mode, eager || pending.counts().full()) {
+                if let Flushed::LeaseLost = flush(deps, fence, &run, &mut pending, None).await? {
+                    return Ok(GroupEnd::LeaseLost);
+                }
+            }
+        }
+    }
+    let Mode::Live(fence) = mode else {
+        tracing::info!(group = %g.group, local_date = %g.local, "dry run: group planned");
+        return Ok(if done { GroupEnd::Done } else { GroupEnd::Partial });
+    };
+    // Every tenant of the group visited (the isolated ones recorded): the watermark, last,
+    // fenced, in the same transaction as the run's last pulses.
+    let advance = done.then_some(g.local.as_str());
+    match flush(deps, fence, &run, &mut pending, advance).await? {
+        Flushed::LeaseLost => Ok(GroupEnd::LeaseLost),
+        Flushed::Written if done => {
+            report.groups_completed += 1;
+            Ok(GroupEnd::Done)
+        }
+        Flushed::Written => Ok(GroupEnd::Partial),
+    }
+}
+
+/// Brings the woken tenants of one group to its watermark and clears them from its wake set;
+/// `false` when the lease was lost.
 async fn wake(
     deps: &Deps,
     tick: &Tick,
     mode: Mode<'_>,
-    group: &str,
-    ids: &[String],
-    tally: &Mutex<Tally>,
+    w: &WakeGroup,
+    report: &mut Report,
 ) -> Result<bool, PulseError> {
-    let tz = calendar::zone(group)?;
-    let mut here = Vec::new();
-    for id in ids {
-        // Gone, suspended again, or moved on since it was woken: nothing to do here.
-        if let Some(t) = deps.tenants.get(id).await? {
-            if t.active && t.zone == group {
-                here.push(t);
-            }
-        }
-    }
-    let failures = match visit_page(deps, &here, &tz, tick.time_ms, tick.time_ms, mode, tally).await {
-        Ok(f) => f,
-        Err(PageStop::Failed(e)) => return Err(e),
-        Err(PageStop::Lost) => return Ok(false),
+    // Before the group's first run there is no watermark to bring anyone to: the run does it.
+    let Some(mark) = w.mark.as_deref() else { return Ok(true) };
+    let tz = calendar::zone(&w.group)?;
+    let target = Target {
+        tz: &tz,
+        today: date(mark)?,
+        late_at: tick.time_ms,
+        mark: Some(date(mark)?),
+        policy: &deps.cfg.policy,
     };
-    let Mode::Live(fence) = mode else { return Ok(true) };
-    let now = deps.clock.now_ms();
-    let run = format!("{group}@wake");
-    let mut writes = vec![deps.marks.unwake_item(&deps.cfg.job, group, ids)];
-    writes.extend(
-        failures.iter().map(|(t, e)| tickwork::failures::record(&deps.tables.control, &deps.cfg.job, &run, t, e, now)),
-    );
-    Ok(tickwork::lease::fenced_write(&deps.db, fence, writes).await? == Fenced::Written)
+    let visit = Visit::Wake { run_in_progress: w.run_in_progress };
+    // In chunks, so that one transaction holds every position write of its chunk.
+    for ids in w.ids.chunks(FlushCounts::MAX_REPOSITIONS) {
+        if !wake_chunk(deps, mode, w, ids, &target, visit, report).await? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
-/// Visits a page's tenants; returns the isolated ones with their errors, or stops the tick.
-async fn visit_page(
+async fn wake_chunk(
     deps: &Deps,
-    tenants: &[Tenant],
-    tz: &jiff::tz::TimeZone,
-    now_ms: Millis,
-    run_ms: Millis,
     mode: Mode<'_>,
-    tally: &Mutex<Tally>,
-) -> Result<Vec<(String, String)>, PageStop> {
-    // Boxed: the futures borrow the page, and an unboxed closure over borrowed tenants is not
-    // accepted where the job's future must be `Send` for every lifetime.
-    let visits: Vec<BoxFuture<'_, (&Tenant, Result<Visit, PulseError>)>> = tenants
-        .iter()
-        .map(|t| Box::pin(async move { (t, visit(deps, t, tz, now_ms, run_ms, mode).await) }) as BoxFuture<'_, _>)
-        .collect();
-    let results: Vec<(&Tenant, Result<Visit, PulseError>)> =
-        stream::iter(visits).buffer_unordered(deps.cfg.tenant_concurrency).collect().await;
-    let mut failures = Vec::new();
-    let mut stop = None;
-    let mut g = tally.lock().expect("tally");
-    g.tenants += tenants.len() as u64;
-    for (t, r) in results {
+    w: &WakeGroup,
+    ids: &[String],
+    target: &Target<'_>,
+    visit: Visit,
+    report: &mut Report,
+) -> Result<bool, PulseError> {
+    // Boxed: an unboxed closure over borrowed ids is not accepted where the job's future must be
+    // `Send` for every lifetime.
+    let gets: Vec<BoxFuture<'_, Result<Option<Tenant>, tickwork::DbError>>> =
+        ids.iter().map(|id| Box::pin(deps.tenants.get(id)) as BoxFuture<'_, _>).collect();
+    let read: Vec<Result<Option<Tenant>, tickwork::DbError>> =
+        stream::iter(gets).buffered(deps.cfg.tenant_concurrency).collect().await;
+    let run = format!("{}@wake", w.group);
+    let mut pending = Pending::new(format!("{PULSE_KIND}#{}@wake{}", w.group, deps.clock.now_ms()), &w.group);
+    for (id, r) in ids.iter().zip(read) {
         match r {
-            Ok(v) => {
-                for (grain, n) in v.pulses {
-                    *g.pulses.entry(grain).or_default() += n;
+            // Gone, suspended again, or moved on since it was woken: nothing to do here.
+            Ok(Some(t)) if t.active && t.zone == w.group => match owed(&t, target, visit) {
+                Ok(o) => {
+                    report.tenants += 1;
+                    pending.add(&t, &o, report);
                 }
-                for (grain, n) in v.skipped {
-                    *g.skipped.entry(grain).or_default() += n;
-                }
-            }
-            Err(e) if e.is_unit_specific() => {
-                tracing::warn!(tenant = %t.id, error = %tickwork_lambda::error_chain(&e), "tenant isolated: recorded and passed over");
-                failures.push((t.id.clone(), tickwork_lambda::error_chain(&e)));
-            }
-            Err(e) => stop = stop.or(Some(e)),
-        }
-    }
-    g.failed += failures.len() as u64;
-    drop(g);
-    if let Some(e) = stop {
-        return Err(PageStop::Failed(e));
-    }
-    if failures.len() > 1 && failures.len() * 2 > tenants.len() {
-        return Err(PageStop::Failed(PulseError::PageFailed {
-            failed: failures.len(),
-            of: tenants.len(),
-            first: failures[0].1.clone(),
-        }));
-    }
-    Ok(failures)
-}
-
-/// One tenant: read its cursors, plan, and (live) write its pulses and cursor moves in one
-/// transaction.
-async fn visit(
-    deps: &Deps,
-    t: &Tenant,
-    tz: &jiff::tz::TimeZone,
-    now_ms: Millis,
-    run_ms: Millis,
-    mode: Mode<'_>,
-) -> Result<Visit, PulseError> {
-    let policy: &Policy = &deps.cfg.policy;
-    for attempt in 0..2 {
-        let cursors = read_cursors(&deps.db, &deps.tables.control, &t.id).await?;
-        let plans = calendar::plan_tenant_as_of(tz, now_ms, run_ms, t.since_ms, &cursors, policy)?;
-        let w = writes_for(t, &plans, &deps.tables.queue, &deps.tables.control, &deps.queue_cfg, deps.clock.now_ms())?;
-        let visit = Visit { pulses: w.pulses, skipped: w.skipped };
-        if w.items.is_empty() || matches!(mode, Mode::Dry) {
-            return Ok(visit);
-        }
-        if w.items.len() > MAX_TRANSACT_ITEMS {
-            return Err(PulseError::TooManyPeriods { tenant: t.id.clone(), writes: w.items.len() });
-        }
-        match deps.db.transact_write(w.items).await {
-            Ok(_) => return Ok(visit),
-            // Someone advanced these cursors since our read (another worker after a lease
-            // lapse, or our own retried request whose answer was lost): re-read and re-plan once;
-            // the cancelled transaction wrote nothing.
-            Err(DbError::TransactionCanceled { reasons })
-                if attempt == 0 && reasons.iter().any(|r| r.condition_failed()) =>
-            {
-                continue;
-            }
+                Err(e) => pending.failures.push((id.clone(), e.to_string())),
+            },
+            Ok(_) => {}
+            Err(e) if e.is_unit_specific() => pending.failures.push((id.clone(), e.to_string())),
             Err(e) => return Err(e.into()),
         }
     }
-    Err(PulseError::CursorsMoving(t.id.clone()))
+    report.failed_tenants += pending.failures.len() as u64;
+    let Mode::Live(fence) = mode else { return Ok(true) };
+    pending.unwake = ids.to_vec();
+    Ok(matches!(flush(deps, fence, &run, &mut pending, None).await?, Flushed::Written))
 }

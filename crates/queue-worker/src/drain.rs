@@ -12,6 +12,12 @@
 //!    item, not its batch-mates); then finish each (conditional on owner and claim generation) or
 //!    fail it (retry with backoff, or dead-letter after the last attempt). Everything claimed is
 //!    settled before returning.
+//!    An item that carries a batch ([`tickwork::batch`]) runs its units the same way, each as a
+//!    job of its own (its unit key is the job id the handler is idempotent on); units stop
+//!    starting when the budget is spent. One settle covers the item: finished when every unit
+//!    is, otherwise the units left (failed or not started) go back as a smaller batch and the
+//!    ones that can never succeed become a dead letter of their own — one bad tenant never holds
+//!    back the others.
 //! 4. When a full round of polls finds nothing, return: an empty queue costs one Query per shard.
 
 use std::panic::AssertUnwindSafe;
@@ -20,6 +26,7 @@ use futures::future::BoxFuture;
 use futures::stream::{self, StreamExt};
 use futures::FutureExt;
 use serde::Serialize;
+use tickwork::batch::Batch;
 use tickwork::budget::Budget;
 use tickwork::queue::{Claim, Job, Queue, QueueError, Settle, PAUSE_PREFIX};
 
@@ -47,6 +54,10 @@ pub struct Report {
     pub dead_lettered: u64,
     /// Our claim expired before we settled it (someone else owns it now).
     pub lost: u64,
+    /// Units run from batches (each a handler call).
+    pub units: u64,
+    /// Units that failed (retried later or dead-lettered).
+    pub units_failed: u64,
     /// Stopped claiming because of the deadline.
     pub stopped_by_deadline: bool,
 }
@@ -95,12 +106,17 @@ pub async fn drain(
             }
             r.claimed += jobs.len() as u64;
             // Finish what we hold, even when the deadline stopped further claims.
-            let runs: Vec<BoxFuture<'_, Result<Settle, QueueError>>> =
-                jobs.iter().map(|job| Box::pin(run_one(queue, handlers, job, cfg)) as BoxFuture<'_, _>).collect();
-            let settled: Vec<Result<Settle, QueueError>> =
+            let runs: Vec<BoxFuture<'_, Result<(Settle, UnitCounts), QueueError>>> = jobs
+                .iter()
+                .map(|job| Box::pin(run_one(queue, handlers, job, cfg, budget)) as BoxFuture<'_, _>)
+                .collect();
+            let settled: Vec<Result<(Settle, UnitCounts), QueueError>> =
                 stream::iter(runs).buffer_unordered(cfg.concurrency).collect().await;
             for s in settled {
-                match s? {
+                let (s, u) = s?;
+                r.units += u.run;
+                r.units_failed += u.failed;
+                match s {
                     Settle::Settled => r.finished += 1,
                     Settle::Retrying { .. } => r.retried += 1,
                     Settle::DeadLettered => r.dead_lettered += 1,
@@ -123,9 +139,131 @@ pub async fn drain(
     Ok(r)
 }
 
-/// Runs one job's handler, time-boxed and with panics caught, and settles the item.
-async fn run_one(queue: &Queue, handlers: &Registry, job: &Job, cfg: &WorkerConfig) -> Result<Settle, QueueError> {
-    let outcome = match handlers.get(&job.kind) {
+/// Units run and failed in one item's batch.
+#[derive(Debug, Clone, Copy, Default)]
+struct UnitCounts {
+    run: u64,
+    failed: u64,
+}
+
+/// Runs one job's handler (or its batch's units), time-boxed and with panics caught, and settles
+/// the item.
+async fn run_one(
+    queue: &Queue,
+    handlers: &Registry,
+    job: &Job,
+    cfg: &WorkerConfig,
+    budget: &dyn Budget,
+) -> Result<(Settle, UnitCounts), QueueError> {
+    match Batch::of_job(job) {
+        None => {}
+        Some(Ok(b)) => return run_batch(queue, handlers, job, &b, cfg, budget).await,
+        Some(Err(e)) => {
+            tracing::error!(id = %job.id, error = %e, "batch cannot be read; dead-lettering");
+            return Ok((queue.dead_letter(job, &e).await?, UnitCounts::default()));
+        }
+    }
+    let settle = match call(handlers, job, cfg).await {
+        Ok(()) => queue.finish(job).await,
+        Err(HandlerError::Retry(msg)) => {
+            tracing::warn!(id = %job.id, kind = %job.kind, attempts = job.attempts, error = %msg, "job failed; will retry");
+            queue.fail(job, &msg).await
+        }
+        Err(HandlerError::Permanent(msg)) => {
+            tracing::error!(id = %job.id, kind = %job.kind, error = %msg, "job cannot succeed; dead-lettering");
+            queue.dead_letter(job, &msg).await
+        }
+    }?;
+    Ok((settle, UnitCounts::default()))
+}
+
+/// What happened to one unit of a batch.
+enum UnitEnd {
+    Done,
+    NotStarted,
+    Failed(HandlerError),
+}
+
+/// Runs a batch's units and settles the item once ([`Queue::settle_batch`]).
+async fn run_batch(
+    queue: &Queue,
+    handlers: &Registry,
+    job: &Job,
+    b: &Batch,
+    cfg: &WorkerConfig,
+    budget: &dyn Budget,
+) -> Result<(Settle, UnitCounts), QueueError> {
+    let units = b.units(&job.kind);
+    let runs: Vec<BoxFuture<'_, (String, UnitEnd)>> = units
+        .iter()
+        .map(|u| {
+            Box::pin(async move {
+                if budget.exhausted() {
+                    return (u.key.clone(), UnitEnd::NotStarted);
+                }
+                let unit = Job {
+                    id: u.key.clone(),
+                    payload: u.payload.clone(),
+                    tenant: Some(u.tenant.clone()),
+                    ..job.clone()
+                };
+                match call(handlers, &unit, cfg).await {
+                    Ok(()) => (u.key.clone(), UnitEnd::Done),
+                    Err(e) => {
+                        tracing::warn!(id = %job.id, unit = %u.key, error = %e, "unit failed");
+                        (u.key.clone(), UnitEnd::Failed(e))
+                    }
+                }
+            }) as BoxFuture<'_, _>
+        })
+        .collect();
+    let ends: Vec<(String, UnitEnd)> = stream::iter(runs).buffer_unordered(cfg.concurrency).collect().await;
+    let mut counts = UnitCounts::default();
+    let (mut left, mut dead) = (std::collections::BTreeSet::new(), std::collections::BTreeSet::new());
+    let (mut retry_err, mut dead_err) = (None, None);
+    let mut retries = 0u64;
+    for (key, end) in ends {
+        match end {
+            UnitEnd::Done => counts.run += 1,
+            UnitEnd::NotStarted => {
+                left.insert(key);
+            }
+            UnitEnd::Failed(HandlerError::Retry(m)) => {
+                counts.run += 1;
+                counts.failed += 1;
+                retries += 1;
+                retry_err.get_or_insert_with(|| format!("{key}: {m}"));
+                left.insert(key);
+            }
+            UnitEnd::Failed(HandlerError::Permanent(m)) => {
+                counts.run += 1;
+                counts.failed += 1;
+                dead_err.get_or_insert_with(|| format!("{key}: {m}"));
+                dead.insert(key);
+            }
+        }
+    }
+    if left.is_empty() && dead.is_empty() {
+        return Ok((queue.finish(job).await?, counts));
+    }
+    let remaining = (!left.is_empty()).then(|| b.subset(&job.kind, |k| left.contains(k)).to_payload());
+    let error = retry_err.map(|first| format!("{retries} of {} units failed; first: {first}", units.len()));
+    let dead_payload = (!dead.is_empty()).then(|| b.subset(&job.kind, |k| dead.contains(k)).to_payload());
+    let dead_why = dead_err.unwrap_or_default();
+    let settle = queue
+        .settle_batch(
+            job,
+            remaining.as_deref(),
+            error.as_deref(),
+            dead_payload.as_deref().map(|p| (p, dead_why.as_str())),
+        )
+        .await?;
+    Ok((settle, counts))
+}
+
+/// One handler call, time-boxed and with panics caught.
+async fn call(handlers: &Registry, job: &Job, cfg: &WorkerConfig) -> Result<(), HandlerError> {
+    match handlers.get(&job.kind) {
         None => Err(HandlerError::Permanent(format!("no handler for kind `{}`", job.kind))),
         Some(h) => {
             match tokio::time::timeout(cfg.handler_timeout, AssertUnwindSafe(h.handle(job)).catch_unwind()).await {
@@ -142,17 +280,6 @@ async fn run_one(queue: &Queue, handlers: &Registry, job: &Job, cfg: &WorkerConf
                     Err(HandlerError::Retry(format!("handler ran longer than {} s", cfg.handler_timeout.as_secs_f64())))
                 }
             }
-        }
-    };
-    match outcome {
-        Ok(()) => queue.finish(job).await,
-        Err(HandlerError::Retry(msg)) => {
-            tracing::warn!(id = %job.id, kind = %job.kind, attempts = job.attempts, error = %msg, "job failed; will retry");
-            queue.fail(job, &msg).await
-        }
-        Err(HandlerError::Permanent(msg)) => {
-            tracing::error!(id = %job.id, kind = %job.kind, error = %msg, "job cannot succeed; dead-lettering");
-            queue.dead_letter(job, &msg).await
         }
     }
 }

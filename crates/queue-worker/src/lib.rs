@@ -5,10 +5,15 @@
 //! same twenty lines. The protocol of one invocation is in [`drain`].
 //!
 //! ## One invocation ([`handle`])
-//! 1. Parse and guard the event (a malformed or future event is refused before any read).
+//! 1. Parse and guard the event (a malformed or future event is refused before any read). Two
+//!    events start a drain: the slow safety schedule (an EventBridge scheduled event), and the
+//!    queue table's stream (new items: [`signal_of`]), so an idle queue costs no request at all:
+//!    the stream is read by Lambda's event source mapping, whose `GetRecords` calls the DynamoDB
+//!    pricing page lists as free for Lambda triggers (not confirmed from a stored copy of that
+//!    page; `docs/cost.md`). An item retried with a backoff waits for the safety schedule.
 //! 2. [`drain`]: poll, claim, run, settle, until the queue is empty or the deadline nears; a
 //!    pause marker in the ready index stops it before any claim (pausing costs no extra read).
-//! 3. One metrics line (EMF) on every path: `Paused`, `DeadLettered`, and the per-table detail.
+//! 3. One metrics line (EMF) on every path: `Paused`, `FailedUnits` (dead letters), and the per-table detail.
 //!
 //! ## Layout
 //! [`config`] settings; [`registry`] handlers by kind; [`drain`] the loop; [`summary`] the
@@ -140,7 +145,8 @@ impl JobReport for Report {
         self.outcome = o;
     }
     fn metrics(&self) -> Vec<(&'static str, f64)> {
-        vec![("DeadLettered", self.dead_lettered as f64)]
+        // Dead letters are failed units (the one failed-units metric and alarm).
+        vec![("FailedUnits", self.dead_lettered as f64)]
     }
 }
 
@@ -168,13 +174,62 @@ pub async fn handle(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Re
     result
 }
 
+/// The queue table's stream delivered new items (a DynamoDB Streams event: `Records`, each from
+/// `aws:dynamodb`): the records themselves are not read, the drain polls the ready index as a
+/// scheduled tick does. `None` when the event is not a stream event; an error when it claims to be
+/// one and is not.
+pub fn signal_of(event: &Value) -> Option<Result<usize, BadEvent>> {
+    let records = event.as_object()?.get("Records")?;
+    let Some(records) = records.as_array() else {
+        return Some(Err(BadEvent("`Records` must be an array of stream records".into())));
+    };
+    for (i, r) in records.iter().enumerate() {
+        match r.get("eventSource").and_then(Value::as_str) {
+            Some("aws:dynamodb") => {}
+            Some(other) => {
+                return Some(Err(BadEvent(format!(
+                    "`Records[{i}].eventSource` is `{other}`; the worker is signalled by its queue table's stream (`aws:dynamodb`)"
+                ))))
+            }
+            None => return Some(Err(BadEvent(format!("`Records[{i}].eventSource` is missing")))),
+        }
+    }
+    Some(Ok(records.len()))
+}
+
 async fn run(deps: &Deps, event: &Value, deadline_ms: Millis) -> Result<Report, WorkerError> {
-    let tick = Tick::parse(event)?;
-    tick.guard(deps.clock.now_ms(), deps.cfg.interval.as_millis() as i64, deps.skew.as_millis() as i64)?;
-    if tick.dry_run {
-        return Ok(Report { outcome: Outcome::DryRun, ..Default::default() });
+    match signal_of(event) {
+        Some(signal) => {
+            signal?;
+        }
+        None => {
+            let tick = Tick::parse(event)?;
+            tick.guard(deps.clock.now_ms(), deps.cfg.interval.as_millis() as i64, deps.skew.as_millis() as i64)?;
+            if tick.dry_run {
+                return Ok(Report { outcome: Outcome::DryRun, ..Default::default() });
+            }
+        }
     }
     let budget = Deadline::new(deps.clock.clone(), deadline_ms, deps.cfg.margin.as_millis() as i64);
     let owner = tickwork_lambda::owner_id("queue-worker");
     Ok(drain(&deps.queue, &deps.handlers, &owner, &budget, &deps.cfg).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_event_signals_work_and_a_scheduled_event_does_not() {
+        let stream = serde_json::json!({"Records": [
+            {"eventSource": "aws:dynamodb", "eventName": "INSERT", "dynamodb": {"Keys": {"pk": {"S": "pulse#x"}}}}
+        ]});
+        assert_eq!(signal_of(&stream), Some(Ok(1)));
+        let tick = serde_json::json!({"time": "2026-11-30T00:00:00Z", "detail-type": "Scheduled Event"});
+        assert_eq!(signal_of(&tick), None);
+        let sqs = serde_json::json!({"Records": [{"eventSource": "aws:sqs"}]});
+        let e = signal_of(&sqs).unwrap().unwrap_err().to_string();
+        assert!(e.contains("aws:sqs") && e.contains("Records[0]"), "{e}");
+        assert!(signal_of(&serde_json::json!({"Records": 3})).unwrap().is_err());
+    }
 }

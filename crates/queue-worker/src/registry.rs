@@ -60,3 +60,43 @@ impl Registry {
         k
     }
 }
+
+/// Job ids each handler completed, and how often (a unit run again after a crash counts twice).
+pub type Deliveries = Arc<std::sync::Mutex<std::collections::BTreeMap<String, u64>>>;
+
+/// A handler that counts what its inner handler completes.
+struct Counted {
+    inner: Arc<dyn Handler>,
+    seen: Deliveries,
+}
+
+impl Handler for Counted {
+    fn handle<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Result<(), HandlerError>> {
+        Box::pin(async move {
+            let r = self.inner.handle(job).await;
+            if r.is_ok() {
+                *self.seen.lock().expect("deliveries").entry(job.id.clone()).or_default() += 1;
+            }
+            r
+        })
+    }
+}
+
+impl Registry {
+    /// Every handler wrapped to count the job ids it completes: what the simulator and the tests
+    /// read to see which units ran (a finished batch keeps no payload).
+    pub fn counted(self) -> (Registry, Deliveries) {
+        let seen = Deliveries::default();
+        (self.counted_into(&seen), seen)
+    }
+
+    /// [`Registry::counted`] into a map the caller keeps (across registries).
+    pub fn counted_into(self, seen: &Deliveries) -> Registry {
+        let map = self
+            .map
+            .into_iter()
+            .map(|(k, h)| (k, Arc::new(Counted { inner: h, seen: seen.clone() }) as Arc<dyn Handler>))
+            .collect();
+        Registry { map }
+    }
+}

@@ -15,14 +15,14 @@ use aws_sdk_dynamodb::config::{ConfigBag, Intercept};
 use pulse_sweep::{Deps, Outcome, PulseConfig, Tables};
 use queue_worker::{drain, WorkerConfig};
 use tickwork::budget::Unlimited;
-use tickwork::calendar::{self, Grain};
+use tickwork::calendar;
 use tickwork::clock::{ManualClock, SharedClock};
 use tickwork::config::Env;
 use tickwork::meter::{CapacitySource, Meter, Tally};
 use tickwork::queue::{queue_table, Queue, QueueConfig};
 use tickwork::retry::RetryPolicy;
 use tickwork::schema::{self, control_table};
-use tickwork::tenants::{tenants_table, Tenant};
+use tickwork::tenants::{tenants_table, Position, Tenant};
 use tickwork::Db;
 use tickwork_lambda::Tick;
 
@@ -138,8 +138,10 @@ pub struct SimReport {
     pub tenants: usize,
     /// Sweep invocations by outcome.
     pub outcomes: BTreeMap<String, u64>,
-    /// Pulses written, by (grain, period).
+    /// Pulses delivered, by (grain, period), each unit key once.
     pub pulses: BTreeMap<(String, String), u64>,
+    /// Every unit key the worker's handlers completed, and how often.
+    pub deliveries: BTreeMap<String, u64>,
     /// Totals over idle ticks.
     pub idle: Tally,
     /// Idle ticks.
@@ -162,6 +164,9 @@ pub struct SimReport {
     pub crashes: u64,
     /// Summaries rows written by the daily-summary handler.
     pub summaries: u64,
+    /// tickwork's own write units (sweep and worker; the handlers' effect writes, the summaries,
+    /// not counted) per simulated UTC day, day 0 first.
+    pub own_wcu_by_day: BTreeMap<u64, f64>,
     /// Wall time.
     pub wall: Duration,
     /// Table names used.
@@ -271,7 +276,10 @@ pub async fn simulate(sdk: &SdkConfig, cfg: &SimConfig) -> Result<SimReport> {
     let worker_db = Db::new(client(sdk, &format!("{prefix}-worker"), None), Meter::new(CapacitySource::Estimate));
     worker_db.register_gsis(&tables.queue, queue_table().gsi_shapes());
     let queue = Queue::new(worker_db.clone(), &tables.queue, QueueConfig::default(), shared.clone());
-    let handlers = queue_worker::summary::registry(worker_db.clone(), &summaries, shared.clone());
+    let (handlers, deliveries) =
+        queue_worker::summary::registry(worker_db.clone(), &summaries, shared.clone()).counted();
+    // The worker's owner id as a deployed worker has it (its length sizes a claimed item).
+    let owner = tickwork_lambda::owner_id("queue-worker");
 
     let mut report = SimReport { tenants: cfg.tenants, ..Default::default() };
     let ticks = cfg.ticks.unwrap_or((i64::from(cfg.days) * 86_400_000 / cfg.tick_ms) as u64);
@@ -300,6 +308,7 @@ pub async fn simulate(sdk: &SdkConfig, cfg: &SimConfig) -> Result<SimReport> {
             crash.arm(None);
             let m = deps.db.meter();
             let total = m.total();
+            *report.own_wcu_by_day.entry(((t - cfg.start_ms) / 86_400_000) as u64).or_default() += total.wcu;
             let (r, wr) = m.read_write_requests();
             for (op, n) in m.requests_by_op() {
                 *report.sweep_ops.entry(op).or_default() += n;
@@ -321,7 +330,8 @@ pub async fn simulate(sdk: &SdkConfig, cfg: &SimConfig) -> Result<SimReport> {
                     report.boundary_ticks += 1;
                     report.boundary.add(&total);
                     if cfg.check_watermarks && rep.groups_completed > 0 {
-                        check_watermarks(deps).await?;
+                        let delivered = deliveries.lock().expect("deliveries").clone();
+                        check_watermarks(deps, &delivered).await?;
                     }
                 }
                 Err(e) => {
@@ -334,8 +344,10 @@ pub async fn simulate(sdk: &SdkConfig, cfg: &SimConfig) -> Result<SimReport> {
         }
         if (i + 1) % u64::from(cfg.drain_every.max(1)) == 0 {
             worker_db.meter().reset();
-            drain(&queue, &handlers, &format!("worker-{i}"), &Unlimited, &WorkerConfig::default()).await?;
+            drain(&queue, &handlers, &owner, &Unlimited, &WorkerConfig::default()).await?;
             report.worker.add(&worker_db.meter().total());
+            let day = ((i as i64 * cfg.tick_ms) / 86_400_000) as u64;
+            *report.own_wcu_by_day.entry(day).or_default() += own_wcu(&worker_db, &summaries);
             for (op, n) in worker_db.meter().requests_by_op() {
                 *report.worker_ops.entry(op).or_default() += n;
             }
@@ -343,22 +355,35 @@ pub async fn simulate(sdk: &SdkConfig, cfg: &SimConfig) -> Result<SimReport> {
     }
     clock.advance(cfg.tick_ms);
     worker_db.meter().reset();
-    drain(&queue, &handlers, "worker-final", &Unlimited, &WorkerConfig::default()).await?;
+    drain(&queue, &handlers, &owner, &Unlimited, &WorkerConfig::default()).await?;
     report.worker.add(&worker_db.meter().total());
+    let last_day = ((ticks as i64 * cfg.tick_ms) / 86_400_000) as u64;
+    *report.own_wcu_by_day.entry(last_day.min(u64::from(cfg.days).saturating_sub(1))).or_default() +=
+        own_wcu(&worker_db, &summaries);
     for (op, n) in worker_db.meter().requests_by_op() {
         *report.worker_ops.entry(op).or_default() += n;
     }
-    report.pulses = count_pulses(&admin, &tables.queue).await?;
+    report.deliveries = deliveries.lock().expect("deliveries").clone();
+    report.pulses = count_pulses(&report.deliveries);
     report.summaries = count_items(&admin, &summaries).await?;
     report.wall = wall.elapsed();
     report.tables = Some(tables);
     Ok(report)
 }
 
+/// Write units a meter saw on every table but the handlers' effect table.
+fn own_wcu(db: &Db, effect_table: &str) -> f64 {
+    db.meter().snapshot().iter().filter(|(k, _)| k.table != effect_table).map(|(_, t)| t.wcu).sum()
+}
+
 /// Every watermark is at or behind its tenants: a group marked done for local date D has every
-/// tenant's day cursor at D − 1 or later.
-pub async fn check_watermarks(deps: &Deps) -> Result<()> {
+/// active tenant that follows it with its day pulse for D − 1 queued (a batch item read from the
+/// queue table, tooling only) or delivered.
+pub async fn check_watermarks(deps: &Deps, delivered: &BTreeMap<String, u64>) -> Result<()> {
     let state = deps.marks.read(&deps.cfg.job).await?;
+    let mut queued: std::collections::BTreeSet<String> =
+        queued_units(&deps.db, &deps.tables.queue).await?.into_keys().collect();
+    queued.extend(delivered.keys().cloned());
     for (group, mark) in &state.marks {
         let d: jiff::civil::Date = mark.parse()?;
         let want = d.yesterday()?.to_string();
@@ -366,33 +391,43 @@ pub async fn check_watermarks(deps: &Deps) -> Result<()> {
             let mut ids = Vec::new();
             deps.tenants
                 .for_each_zone_page(group, k, None, 500, &Unlimited, |t, _| {
-                    ids.extend(t.into_iter().map(|t| t.id));
+                    ids.extend(
+                        t.into_iter().filter_map(|t| t.ok()).filter(|t| t.pos == Position::Follows).map(|t| t.id),
+                    );
                     std::future::ready(Ok::<(), tickwork::DbError>(()))
                 })
                 .await
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             for id in ids {
-                let c = pulse_sweep::read_cursors(deps, &id).await?;
-                let day = c.get(&Grain::Day).cloned().unwrap_or_default();
-                ensure!(day >= want, "watermark {group}={mark} is ahead of tenant {id} (day cursor `{day}`)");
+                let key = format!("pulse#{id}#day#{want}");
+                ensure!(queued.contains(&key), "watermark {group}={mark} is ahead of tenant {id} (no `{key}` queued)");
             }
         }
     }
     Ok(())
 }
 
-/// Pulse items by (grain, period), from the queue table (a paginated Scan: tooling only).
-pub async fn count_pulses(db: &Db, table: &str) -> Result<BTreeMap<(String, String), u64>> {
-    let mut out: BTreeMap<(String, String), u64> = BTreeMap::new();
+/// Unit keys of every batch item still holding its payload (pending or claimed; a finished one
+/// drops it), with how many items hold each, from a paginated Scan (tooling and tests only).
+pub async fn queued_units(db: &Db, table: &str) -> Result<BTreeMap<String, u64>> {
+    let mut out: BTreeMap<String, u64> = BTreeMap::new();
     let mut start = None;
     loop {
         let page = db.client().scan().table_name(table).set_exclusive_start_key(start.take()).send().await?;
         for item in page.items() {
-            let id = item.get("pk").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
-            let mut parts = id.split('#');
-            if parts.next() == Some("pulse") {
-                let (_tenant, grain, period) = (parts.next(), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-                *out.entry((grain.to_string(), period.to_string())).or_default() += 1;
+            let job = tickwork::queue::Job {
+                id: item.get("pk").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default(),
+                kind: item.get("kind").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default(),
+                payload: item.get("payload").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default(),
+                tenant: None,
+                attempts: 0,
+                owner: String::new(),
+                claim_until_ms: 0,
+            };
+            if let Some(Ok(b)) = tickwork::batch::Batch::of_job(&job) {
+                for u in b.units(&job.kind) {
+                    *out.entry(u.key).or_default() += 1;
+                }
             }
         }
         match page.last_evaluated_key() {
@@ -400,6 +435,19 @@ pub async fn count_pulses(db: &Db, table: &str) -> Result<BTreeMap<(String, Stri
             _ => return Ok(out),
         }
     }
+}
+
+/// Pulses by (grain, period), each unit key counted once, from the worker's deliveries.
+pub fn count_pulses(deliveries: &BTreeMap<String, u64>) -> BTreeMap<(String, String), u64> {
+    let mut out: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for id in deliveries.keys() {
+        let mut parts = id.split('#');
+        if parts.next() == Some("pulse") {
+            let (_tenant, grain, period) = (parts.next(), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+            *out.entry((grain.to_string(), period.to_string())).or_default() += 1;
+        }
+    }
+    out
 }
 
 async fn count_items(db: &Db, table: &str) -> Result<u64> {
@@ -470,6 +518,20 @@ impl SimReport {
             "queue workers:  requests {}, RCU {:.1}, WCU {:.1}; daily summaries written: {}\n",
             self.worker.requests, self.worker.rcu, self.worker.wcu, self.summaries
         ));
+        // Day 0 is every zone's first sight (each tenant's position written once); the days
+        // after it are the steady state.
+        let steady: Vec<f64> = self.own_wcu_by_day.iter().filter(|(d, _)| **d > 0).map(|(_, w)| *w).collect();
+        if !steady.is_empty() && self.tenants > 0 {
+            let per = steady.iter().sum::<f64>() / steady.len() as f64 / self.tenants as f64;
+            s.push_str(&format!(
+                "tickwork's own WCU per tenant-day, steady days (day 2 on; effect writes not counted): {per:.3} (target <= 0.5); by day: {}\n",
+                self.own_wcu_by_day
+                    .iter()
+                    .map(|(d, w)| format!("day {}: {:.3}", d + 1, w / self.tenants as f64))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
         let total_rcu = self.idle.rcu + self.boundary.rcu + self.worker.rcu;
         let total_wcu = self.idle.wcu + self.boundary.wcu + self.worker.wcu;
         s.push_str(&format!(

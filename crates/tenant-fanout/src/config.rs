@@ -19,8 +19,6 @@ pub struct FanoutConfig {
     pub page_size: i32,
     /// Shards paged at once ([`vars::FANOUT_SHARD_CONCURRENCY`]).
     pub shard_concurrency: usize,
-    /// Enqueue requests in flight per page ([`vars::FANOUT_ENQUEUE_CONCURRENCY`]).
-    pub enqueue_concurrency: usize,
     /// How many days an unfinished window is caught up ([`vars::FANOUT_MAX_LATENESS_DAYS`]).
     pub max_lateness_days: u32,
     /// Lease settings ([`vars::FANOUT_LEASE_SECS`] below [`vars::FANOUT_INTERVAL_SECS`]).
@@ -48,9 +46,8 @@ impl FanoutConfig {
         Ok(Self {
             dry_run: tickwork_lambda::forced_dry_run(env)?,
             job,
-            page_size: env.int_in(vars::FANOUT_PAGE_SIZE, 100, 1..=1000)?,
+            page_size: env.int_in(vars::FANOUT_PAGE_SIZE, 1000, 1..=1000)?,
             shard_concurrency: env.int_in(vars::FANOUT_SHARD_CONCURRENCY, 4usize, 1..=64)?,
-            enqueue_concurrency: env.int_in(vars::FANOUT_ENQUEUE_CONCURRENCY, 16usize, 1..=256)?,
             max_lateness_days: env.int_in(vars::FANOUT_MAX_LATENESS_DAYS, 7u32, 1..=60)?,
             lease,
             margin: core.margin,

@@ -1,17 +1,19 @@
 //! The work of a fan-out tick: for each due window, oldest first, every shard of the tenants
-//! index paged from its checkpoint, one queue item per tenant.
+//! index paged from its checkpoint, one queue item per page of tenants (a batch,
+//! [`tickwork::batch`]; its units are `<job>#<tenant>#<window>`).
 //!
 //! ## One window
 //! 1. The slot record, strongly consistent: recorded means an earlier run finished the window
 //!    (and perhaps crashed before its watermark, in the releases that wrote them apart): advance
 //!    the watermark and move on.
 //! 2. The window's checkpoint (one Query: a state per shard).
-//! 3. Per shard not done (bounded concurrency): page tenants by cursor; per page, enqueue
-//!    `<job>#<window>#<tenant>` for each (a conditional put: a repeat changes nothing); a tenant
-//!    whose item is refused (its own fault) is isolated and recorded in the same fenced
-//!    transaction that saves the shard's cursor. A crash repeats at most one page, harmlessly.
-//!    Every shard's result is collected before any error is returned: one shard's failure never
-//!    drops the pages the others have in flight.
+//! 3. Per shard not done (bounded concurrency): page tenants by cursor; per page, one batch item
+//!    (id `<job>#<window>#<shard>#<hash of its first tenant>`, a conditional put) and the shard's
+//!    new cursor in **one** fenced transaction: a crash repeats at most one page's reads, and a
+//!    retried transaction whose answer was lost finds its own item. A tenant whose item is
+//!    unreadable (its own fault) is isolated and recorded in the same transaction. Every shard's
+//!    result is collected before any error is returned: one shard's failure never drops the
+//!    pages the others have in flight.
 //! 4. Every shard done: the slot record and the watermark in **one** fenced transaction, so they
 //!    never disagree.
 
@@ -24,12 +26,11 @@ use tickwork::checkpoint::{Checkpoints, ShardState};
 use tickwork::clock::Millis;
 use tickwork::lease::{fenced_write, Fence, Fenced};
 use tickwork::pager::{PageError, PageRun};
-use tickwork::queue::{Enqueue, QueueError};
-use tickwork::tenants::Tenant;
+use tickwork::queue::{enqueue_item, QueueError};
 use tickwork::DbError;
 use tickwork_lambda::Outcome;
 
-use crate::window::item_for;
+use crate::window::batch_for;
 use crate::{Deps, FanoutError, Report};
 
 /// Live (fenced by the lease) or dry (nothing written).
@@ -43,7 +44,6 @@ pub(crate) enum Mode<'a> {
 struct ShardResult {
     tenants: u64,
     enqueued: u64,
-    existed: u64,
     failed: u64,
     done: bool,
     lost: bool,
@@ -110,7 +110,6 @@ pub(crate) async fn fan_out(
                 Ok(r) => {
                     report.tenants += r.tenants;
                     report.enqueued += r.enqueued;
-                    report.existed += r.existed;
                     report.failed_tenants += r.failed;
                     report.shards_left += u32::from(!r.done);
                     lost |= r.lost;
@@ -134,7 +133,7 @@ pub(crate) async fn fan_out(
         }
         match mode {
             Mode::Dry => {
-                tracing::info!(window = %window, tenants = report.tenants, "dry run: would enqueue one item per tenant");
+                tracing::info!(window = %window, tenants = report.tenants, "dry run: would enqueue one batch per page");
                 report.outcome = Outcome::DryRun;
                 return Ok(report);
             }
@@ -177,23 +176,56 @@ async fn shard(
         .for_each_page(k, state.cursor(), deps.cfg.page_size, budget, |tenants, next| {
             let (res, shard_name) = (&res, &shard_name);
             async move {
-                let failures = match mode {
-                    Mode::Dry => vec![],
-                    Mode::Live(_) => enqueue_page(deps, window, &tenants, now, res).await?,
-                };
-                res.lock().expect("res").tenants += tenants.len() as u64;
+                let mut ok = Vec::new();
+                let mut failures = Vec::new();
+                for t in tenants {
+                    match t {
+                        Ok(t) => ok.push(t),
+                        Err(bad) => {
+                            tracing::warn!(tenant = %bad.id, error = %bad, "tenant isolated: recorded and passed over");
+                            failures.push((bad.id.clone(), bad.to_string()));
+                        }
+                    }
+                }
+                let seen = ok.len() + failures.len();
+                if failures.len() > 1 && failures.len() * 2 > seen {
+                    return Err(PageStop::Failed(FanoutError::PageFailed {
+                        failed: failures.len(),
+                        of: seen,
+                        first: failures[0].1.clone(),
+                    }));
+                }
+                {
+                    let mut r = res.lock().expect("res");
+                    r.tenants += seen as u64;
+                    r.failed += failures.len() as u64;
+                }
                 let Mode::Live(fence) = mode else { return Ok(()) };
                 let at = deps.clock.now_ms();
-                let records = failures
-                    .iter()
-                    .map(|(t, e)| tickwork::failures::record(deps.leases.table(), &fence.job, window, t, e, at))
-                    .collect();
-                // Position after this page's effects; a crash before this repeats the page harmlessly.
-                let st = next.map(ShardState::Resume).unwrap_or(ShardState::Done);
-                match deps.checkpoints.save_with(fence, window, shard_name, &st, records).await? {
-                    Fenced::Written => Ok(()),
-                    Fenced::Stale | Fenced::ConditionFailed { .. } => Err(PageStop::Lost),
+                let mut writes = Vec::new();
+                if let Some(item) = batch_for(&deps.cfg.job, window, k, &ok, now) {
+                    writes.push(
+                        enqueue_item(deps.queue.table(), deps.queue.config(), &item, at)
+                            .map_err(|e| PageStop::Failed(QueueError::from(e).into()))?,
+                    );
                 }
+                let batches = writes.len();
+                // Position after this page's effects, in the same transaction.
+                let st = next.map(ShardState::Resume).unwrap_or(ShardState::Done);
+                writes.push(deps.checkpoints.save_item(&fence.job, window, shard_name, &st));
+                writes.extend(
+                    failures
+                        .iter()
+                        .map(|(t, e)| tickwork::failures::record(deps.leases.table(), &fence.job, window, t, e, at)),
+                );
+                match fenced_write(&deps.db, fence, writes).await? {
+                    Fenced::Written => {}
+                    // The batch exists: this transaction landed before and its answer was lost.
+                    Fenced::ConditionFailed { index, .. } if index < batches => {}
+                    Fenced::Stale | Fenced::ConditionFailed { .. } => return Err(PageStop::Lost),
+                }
+                res.lock().expect("res").enqueued += ok.len() as u64;
+                Ok(())
             }
         })
         .await;
@@ -207,53 +239,4 @@ async fn shard(
         Err(PageError::Cursor(c)) => return Err(c.into()),
     }
     Ok(res)
-}
-
-/// Enqueues one item per tenant; returns the tenants isolated (their item refused for a reason
-/// of its own), or stops the page when the failure is not theirs.
-async fn enqueue_page(
-    deps: &Deps,
-    window: &str,
-    tenants: &[Tenant],
-    now: Millis,
-    res: &Mutex<ShardResult>,
-) -> Result<Vec<(String, String)>, PageStop> {
-    let job = &deps.cfg.job;
-    let sends: Vec<BoxFuture<'_, (&Tenant, Result<Enqueue, QueueError>)>> = tenants
-        .iter()
-        .map(|t| {
-            Box::pin(async move { (t, deps.queue.enqueue(&item_for(job, window, t, now)).await) }) as BoxFuture<'_, _>
-        })
-        .collect();
-    let results: Vec<(&Tenant, Result<Enqueue, QueueError>)> =
-        stream::iter(sends).buffer_unordered(deps.cfg.enqueue_concurrency).collect().await;
-    let mut failures = Vec::new();
-    let mut stop = None;
-    {
-        let mut r = res.lock().expect("res");
-        for (t, out) in results {
-            match out {
-                Ok(Enqueue::Enqueued) => r.enqueued += 1,
-                Ok(Enqueue::Exists) => r.existed += 1,
-                Err(QueueError::Invalid(e)) => failures.push((t.id.clone(), e.to_string())),
-                Err(QueueError::Db(e)) if e.is_unit_specific() => failures.push((t.id.clone(), e.to_string())),
-                Err(QueueError::Db(e)) => stop = stop.or(Some(e)),
-            }
-        }
-        r.failed += failures.len() as u64;
-    }
-    if let Some(e) = stop {
-        return Err(e.into());
-    }
-    for (t, e) in &failures {
-        tracing::warn!(tenant = %t, error = %e, "tenant isolated: recorded and passed over");
-    }
-    if failures.len() > 1 && failures.len() * 2 > tenants.len() {
-        return Err(PageStop::Failed(FanoutError::PageFailed {
-            failed: failures.len(),
-            of: tenants.len(),
-            first: failures[0].1.clone(),
-        }));
-    }
-    Ok(failures)
 }

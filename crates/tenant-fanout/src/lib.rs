@@ -1,4 +1,5 @@
-//! Tenant fan-out: turn "every tenant" into one queue item per tenant per UTC day.
+//! Tenant fan-out: turn "every tenant" into one unit of work per tenant per UTC day, carried one
+//! page of tenants per queue item.
 //!
 //! Why (`000_*`): the tenant list behind a daily job stopped at one page with no cursor, and most
 //! tenants silently never got their daily work. Here every shard of the tenants index is paged by
@@ -45,7 +46,7 @@ use tickwork_lambda::{BadEvent, Base, JobCore, JobReport, LeasedJob, Tick};
 
 pub use config::FanoutConfig;
 pub use tickwork_lambda::Outcome;
-pub use window::{item_for, window_of};
+pub use window::{batch_for, window_of};
 
 /// The watermark group of the fan-out: one mark, the last window completed.
 pub const MARK_GROUP: &str = "all";
@@ -163,11 +164,9 @@ pub struct Report {
     pub windows_done: u32,
     /// Tenants visited in this invocation.
     pub tenants: u64,
-    /// Items newly enqueued.
+    /// Units enqueued (one per tenant, in one batch item per page).
     pub enqueued: u64,
-    /// Items that already existed (a repeated page).
-    pub existed: u64,
-    /// Tenants isolated as failed (their item refused; recorded).
+    /// Tenants isolated as failed (their item unreadable; recorded).
     pub failed_tenants: u64,
     /// Shards still to do (resumed next invocation).
     pub shards_left: u32,

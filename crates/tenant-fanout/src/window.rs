@@ -5,6 +5,8 @@
 //! outage, a run longer than a day) is caught up on later ticks rather than never visited again.
 //! Windows older than the lateness bound are not owed.
 
+use serde_json::{Map, Value};
+use tickwork::batch::Batch;
 use tickwork::clock::Millis;
 use tickwork::queue::NewItem;
 use tickwork::tenants::Tenant;
@@ -37,15 +39,24 @@ pub fn due_windows(mark: Option<&str>, time_ms: Millis, max_lateness_days: u32) 
     out
 }
 
-/// The queue item for one tenant in one window; its id is the idempotency key.
-pub fn item_for(job: &str, window: &str, tenant: &Tenant, due_ms: Millis) -> NewItem {
-    NewItem {
-        id: format!("{job}#{window}#{}", tenant.id),
+/// The batch item for a page of tenants in one window: one unit per tenant, key
+/// `<job>#<tenant>#<window>` (the handler's idempotency key), payload `{"tenant", "window"}`. The
+/// item's id names the window, the shard and the page's first tenant (hashed, so any id length
+/// fits the queue's key limit): one page, one id. `None` for a page with no tenant.
+pub fn batch_for(job: &str, window: &str, shard: u32, tenants: &[Tenant], due_ms: Millis) -> Option<NewItem> {
+    let first = tenants.first()?;
+    let mut b = Batch::new(Map::new());
+    b.add(
+        vec![Map::from_iter([("window".to_string(), Value::String(window.to_string()))])],
+        tenants.iter().map(|t| t.id.clone()),
+    );
+    Some(NewItem {
+        id: format!("{job}#{window}#{shard}#{:016x}", tickwork::shard::fnv1a(first.id.as_bytes())),
         kind: job.to_string(),
-        payload: serde_json::json!({"tenant": tenant.id, "window": window, "zone": tenant.zone}).to_string(),
-        tenant: Some(tenant.id.clone()),
+        payload: b.to_payload(),
+        tenant: None,
         due_ms,
-    }
+    })
 }
 
 #[cfg(test)]
@@ -70,11 +81,24 @@ mod tests {
     }
 
     #[test]
-    fn item_ids_are_the_idempotency_key() {
-        let t = Tenant { id: "t1".into(), zone: "Europe/Paris".into(), active: true, since_ms: None };
-        let i = item_for("utc-daily", "2026-11-29", &t, 5);
-        assert_eq!(i.id, "utc-daily#2026-11-29#t1");
-        assert_eq!(i.tenant.as_deref(), Some("t1"));
+    fn a_page_is_one_batch_whose_unit_keys_are_the_idempotency_keys() {
+        let t = |id: &str| Tenant::new(id, "Europe/Paris");
+        let i = batch_for("utc-daily", "2026-11-29", 3, &[t("t1"), t("t2")], 5).unwrap();
+        assert!(i.id.starts_with("utc-daily#2026-11-29#3#"), "{}", i.id);
         assert!(i.validate().is_ok());
+        let job = tickwork::queue::Job {
+            id: i.id.clone(),
+            kind: i.kind.clone(),
+            payload: i.payload.clone(),
+            tenant: None,
+            attempts: 1,
+            owner: "w".into(),
+            claim_until_ms: 0,
+        };
+        let units = Batch::of_job(&job).unwrap().unwrap().units(&i.kind);
+        let keys: Vec<&str> = units.iter().map(|u| u.key.as_str()).collect();
+        assert_eq!(keys, ["utc-daily#t1#2026-11-29", "utc-daily#t2#2026-11-29"]);
+        assert_eq!(units[0].payload, r#"{"tenant":"t1","window":"2026-11-29"}"#);
+        assert!(batch_for("utc-daily", "2026-11-29", 3, &[], 5).is_none());
     }
 }

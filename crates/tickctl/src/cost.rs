@@ -4,16 +4,19 @@
 //! tenants, zones, sweep workers and a tick interval, the requests every handler makes, operation
 //! by operation, by replaying the handlers' own decisions without any I/O:
 //!
-//! - which zone groups are due at each worker's tick ([`pulse_sweep::due_groups`]'s rule: local date
-//!   past the watermark),
-//! - what each tenant is owed ([`calendar::plan_tenant`], the function the sweep calls),
-//! - which tenant and queue shard every id lands on ([`tenants::shard_of`], [`queue::shard_of`]),
-//! - how many rounds of polls a queue drain makes ([`queue_worker::drain`]'s loop),
+//! - which zone groups are due at each worker's tick ([`pulse_sweep::group_due`]: local date past
+//!   the watermark),
+//! - what each tenant is owed ([`pulse_sweep::pulse::owed`], the function the sweep calls: a
+//!   tenant's first sight, then its group's periods),
+//! - which tenant shard every id lands on, in the index's order ([`tenants::shard_of`]), and when
+//!   the sweep flushes ([`pulse_sweep::FlushCounts`], the sweep's own rule),
+//! - the batch items those flushes write (built with [`tickwork::batch`] and the queue's own item
+//!   builder, then sized), their queue shards, and how many rounds of polls a drain makes
+//!   ([`queue_worker::drain`]'s loop),
 //!
 //! and multiplying by the requests each code path makes (the constants below, one per call site,
 //! checked against a live simulated run by `tests/it/cost.rs`). Capacity units follow DynamoDB's
-//! size rules as [`tickwork::capacity`] applies them, on the items the handlers build (pulse queue
-//! items are built by the sweep's own function and sized).
+//! size rules as [`tickwork::capacity`] applies them.
 //!
 //! Assumptions, stated: sweep invocations do not overlap (a boundary tick finishes before the next
 //! worker's tick, so the leader takes an expired lease and nobody else contends), no retries, no
@@ -74,6 +77,8 @@ pub struct JobCost {
     pub wcu: f64,
     /// Invocations.
     pub invocations: u64,
+    /// Units per table (`queue`, `queue/ready` for an index): (RCU, WCU).
+    pub tables: BTreeMap<String, (f64, f64)>,
 }
 
 impl JobCost {
@@ -81,18 +86,33 @@ impl JobCost {
         Self { job: job.into(), ..Default::default() }
     }
 
-    /// `n` requests of `op`, each costing `units` (RCU for a read, WCU for a write).
-    fn add(&mut self, op: &str, n: u64, units: f64) {
+    /// `n` requests of `op` on `table`, each costing `units` (RCU for a read, WCU for a write).
+    fn add_on(&mut self, table: &str, op: &str, n: u64, units: f64) {
         if n == 0 {
             return;
         }
         *self.ops.entry(op.into()).or_default() += n;
+        let e = self.tables.entry(table.into()).or_default();
         if tickwork::meter::is_read(op) {
             self.reads += n;
             self.rcu += units * n as f64;
+            e.0 += units * n as f64;
         } else {
             self.writes += n;
             self.wcu += units * n as f64;
+            e.1 += units * n as f64;
+        }
+    }
+
+    /// Write units an index bills for writes already counted as requests on its table.
+    fn add_index_units(&mut self, index: &str, wcu: f64) {
+        self.wcu += wcu;
+        self.tables.entry(index.into()).or_default().1 += wcu;
+    }
+
+    fn add_calls(&mut self, calls: &[Calls]) {
+        for c in calls {
+            self.add_on(c.table, c.op, c.n, c.units);
         }
     }
 
@@ -128,6 +148,11 @@ impl CostReport {
             t.rcu += j.rcu;
             t.wcu += j.wcu;
             t.invocations += j.invocations;
+            for (k, (r, w)) in &j.tables {
+                let e = t.tables.entry(k.clone()).or_default();
+                e.0 += r;
+                e.1 += w;
+            }
         }
         t
     }
@@ -138,31 +163,28 @@ impl CostReport {
     }
 }
 
-/// Requests per call site of the pulse sweep (crates/pulse-sweep/src/lib.rs).
-mod sweep_calls {
-    /// `run`: the watermark item (pause switch, zone registry, marks), every tick.
-    pub const WATERMARK_GET: u64 = 1;
-    /// `run_if_leader` → `LeaseStore::acquire`: one conditional UpdateItem when a group is due.
-    pub const LEASE_UPDATE: u64 = 1;
-    /// `sweep`: the group's checkpoint, one strongly consistent Query per due group (a state per
-    /// shard; empty when the run starts).
-    pub const CHECKPOINT_QUERY: u64 = 1;
-    /// `Watermarks::start_run`: when the group's run started, one UpdateItem per group run.
-    pub const RUN_START_UPDATE: u64 = 1;
-    /// `read_cursors`: one Query per tenant.
-    pub const CURSOR_QUERY: u64 = 1;
-    /// `pulse_tenant`: one TransactWriteItems per tenant owed anything (pulses + cursor moves).
-    pub const TENANT_TXN: u64 = 1;
-    /// `Checkpoints::save` after every page (fenced: a transaction).
-    pub const PAGE_CHECKPOINT_TXN: u64 = 1;
-    /// `Watermarks::advance` per completed group (fenced: a transaction).
-    pub const WATERMARK_TXN: u64 = 1;
+/// Tables as the model names them (logical; an index after a slash).
+pub mod table {
+    /// Leases, watermarks, checkpoints.
+    pub const CONTROL: &str = "control";
+    /// Tenants.
+    pub const TENANTS: &str = "tenants";
+    /// The zone index of the tenants.
+    pub const TENANTS_BY_ZONE: &str = "tenants/by_zone";
+    /// Queue items.
+    pub const QUEUE: &str = "queue";
+    /// The queue's ready index.
+    pub const QUEUE_READY: &str = "queue/ready";
+    /// Daily summaries (the shipped handler's effect).
+    pub const SUMMARIES: &str = "summaries";
 }
 
-/// Requests of one call site and the capacity units each costs (RCU for reads, WCU for writes),
-/// by DynamoDB's size rules as [`tickwork::capacity`] applies them.
+/// Requests of one call site, the table they go to, and the capacity units each costs (RCU for
+/// reads, WCU for writes), by DynamoDB's size rules as [`tickwork::capacity`] applies them.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Calls {
+    /// Table (logical).
+    pub table: &'static str,
     /// Operation.
     pub op: &'static str,
     /// Requests.
@@ -171,16 +193,15 @@ pub struct Calls {
     pub units: f64,
 }
 
-const fn calls(op: &'static str, n: u64, units: f64) -> Calls {
-    Calls { op, n, units }
+const fn calls(table: &'static str, op: &'static str, n: u64, units: f64) -> Calls {
+    Calls { table, op, n, units }
 }
 
 /// Units of a small item (< 1 KB): a write, an eventually and a strongly consistent read.
 const WRITE: f64 = 1.0;
 const READ_EC: f64 = 0.5;
-const READ_SC: f64 = 1.0;
-/// A fenced write: the lease's ConditionCheck plus the write, both at the transactional 2x.
-const FENCED_TXN: f64 = 4.0;
+/// A small item written in a transaction, and the lease's ConditionCheck there: 2 units each.
+const TXN_SMALL: f64 = 2.0;
 
 /// Tenant pages a sweep reads for shards holding `per_shard` tenants: every shard is paged to the
 /// end — full pages, then a short page, or an empty one after a full page (DynamoDB returns a
@@ -189,43 +210,12 @@ pub fn pages(per_shard: &[usize], page_size: usize) -> u64 {
     per_shard.iter().map(|n| (n / page_size.max(1)) as u64 + 1).sum()
 }
 
-/// The requests a sweep makes for one due zone group whose tenants sit `per_shard` in each
-/// enumeration shard (index items of `item_bytes`), with one transaction of `tenant_txn_wcu` per
-/// tenant when something is owed. Shared by the model and `tickctl plan`.
-pub fn group_calls(
-    per_shard: &[usize],
-    item_bytes: usize,
-    page_size: usize,
-    tenant_txn_wcu: Option<f64>,
-) -> Vec<Calls> {
-    let page_size = page_size.max(1);
-    let tenants: u64 = per_shard.iter().map(|n| *n as u64).sum();
-    let mut out = vec![
-        calls("UpdateItem", sweep_calls::RUN_START_UPDATE, WRITE),
-        calls("Query", sweep_calls::CHECKPOINT_QUERY, capacity::query_units(std::iter::empty(), Consistency::Strong)),
-    ];
-    for n in per_shard {
-        let page_units = capacity::query_units(std::iter::repeat_n(item_bytes, page_size), Consistency::Eventual);
-        let last_units = capacity::query_units(std::iter::repeat_n(item_bytes, n % page_size), Consistency::Eventual);
-        out.push(calls("Query", (n / page_size) as u64, page_units));
-        out.push(calls("Query", 1, last_units));
-    }
-    let pages = pages(per_shard, page_size);
-    out.push(calls("Query", tenants * sweep_calls::CURSOR_QUERY, READ_SC));
-    out.push(calls("TransactWriteItems", pages * sweep_calls::PAGE_CHECKPOINT_TXN, FENCED_TXN));
-    if let Some(wcu) = tenant_txn_wcu {
-        out.push(calls("TransactWriteItems", tenants * sweep_calls::TENANT_TXN, wcu));
-    }
-    out.push(calls("TransactWriteItems", sweep_calls::WATERMARK_TXN, FENCED_TXN));
-    out
-}
-
-/// The requests of a tick before any group's work: the watermark read, and the lease when
-/// something is due.
+/// The requests of a tick before any group's work (the watermark read, and the lease when
+/// something is due), per call site of `tickwork_lambda::job`.
 pub fn tick_calls(due: bool) -> Vec<Calls> {
-    let mut v = vec![calls("GetItem", sweep_calls::WATERMARK_GET, READ_EC)];
+    let mut v = vec![calls(table::CONTROL, "GetItem", 1, READ_EC)];
     if due {
-        v.push(calls("UpdateItem", sweep_calls::LEASE_UPDATE, WRITE));
+        v.push(calls(table::CONTROL, "UpdateItem", 1, WRITE));
     }
     v
 }
@@ -235,50 +225,159 @@ pub fn reads_writes(calls: &[Calls]) -> (u64, u64) {
     calls.iter().fold((0, 0), |(r, w), c| if tickwork::meter::is_read(c.op) { (r + c.n, w) } else { (r, w + c.n) })
 }
 
-/// The WCU of one tenant's pulse transaction: each pulse's queue item (sized) and each cursor
-/// move, at the transactional 2x — what `pulse_tenant` writes.
-fn tenant_txn_wcu(
-    tenant: &str,
-    zone: &str,
-    plans: &[calendar::GrainPlan],
-    cfg: &queue::QueueConfig,
+/// One tenant of a run as the model sees it: its id, and whether it carries a position of its own
+/// (a first sight).
+struct RunTenant<'a> {
+    id: &'a str,
+    explicit: bool,
+}
+
+/// A batch item a flush wrote: what the worker will claim, run and finish.
+#[derive(Debug, Clone)]
+struct QueuedBatch {
+    shard: u32,
+    bytes: usize,
+    day_units: u64,
+}
+
+/// One zone group's run, replayed: the sweep's pages, its flush decisions
+/// ([`pulse_sweep::FlushCounts`]) and the batch items it writes. Returns the calls, and the batch
+/// items for the queue worker. `per_shard` holds each shard's tenants in index order.
+fn run_calls(
+    per_shard: &[Vec<RunTenant<'_>>],
+    item_bytes: usize,
+    page_size: usize,
+    owed: &pulse_sweep::pulse::Owed,
+    run: &str,
+    qcfg: &queue::QueueConfig,
     now: i64,
-) -> Result<f64> {
-    let mut wcu = 0.0;
-    for plan in plans {
-        for p in &plan.pulse {
-            let item = pulse_sweep::pulse_item(tenant, zone, plan.grain, p, now);
-            let put = queue::enqueue_item("q", cfg, &item, now).map_err(|e| anyhow::anyhow!("{e}"))?;
-            let size = put.put().map(|p| capacity::item_size(p.item())).unwrap_or(0);
-            wcu += capacity::transactional(capacity::write_units(None, Some(size)));
+) -> Result<(Vec<Calls>, Vec<QueuedBatch>)> {
+    // The run's name is `<zone>@<local date>`.
+    let zone = run.split('@').next().unwrap_or_default();
+    use pulse_sweep::FlushCounts;
+    let page_size = page_size.max(1);
+    let mut out = vec![
+        calls(table::CONTROL, "UpdateItem", 1, WRITE), // Watermarks::start_run
+        calls(table::CONTROL, "Query", 1, capacity::query_units(std::iter::empty(), Consistency::Strong)), // Checkpoints::read
+    ];
+    let mut queued = Vec::new();
+    let entries = owed.entries();
+    let day_each = owed.pulses.iter().filter(|(g, _)| *g == Grain::Day).count() as u64;
+    let common = serde_json::Map::from_iter([("zone".to_string(), serde_json::Value::String(zone.to_string()))]);
+    // Pending, as the sweep keeps it: units, position writes, shards with a new checkpoint.
+    let mut batch = tickwork::batch::Batch::new(common);
+    let mut counts = FlushCounts::default();
+    let mut shards_pending = BTreeSet::new();
+    let flush = |batch: &mut tickwork::batch::Batch,
+                 counts: &mut FlushCounts,
+                 shards_pending: &mut BTreeSet<usize>,
+                 last: bool,
+                 out: &mut Vec<Calls>,
+                 queued: &mut Vec<QueuedBatch>|
+     -> Result<()> {
+        let mut wcu = TXN_SMALL; // the lease's ConditionCheck
+        for b in batch.clone().split() {
+            let first = b.units(pulse_sweep::PULSE_KIND).first().map(|u| u.key.clone()).unwrap_or_default();
+            let id = format!("{}#{run}#{:016x}", pulse_sweep::PULSE_KIND, tickwork::shard::fnv1a(first.as_bytes()));
+            let day_units = b.sets.iter().map(|s| s.tenants.len() as u64).sum::<u64>() * day_each;
+            let item = queue::NewItem {
+                id: id.clone(),
+                kind: pulse_sweep::PULSE_KIND.into(),
+                payload: b.to_payload(),
+                tenant: None,
+                due_ms: now,
+            };
+            let put = queue::enqueue_item("q", qcfg, &item, now).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let bytes = put.put().map(|p| capacity::item_size(p.item())).unwrap_or(0);
+            wcu += capacity::transactional(capacity::write_units(None, Some(bytes)));
+            out.push(calls(table::QUEUE_READY, "TransactWriteItems", 0, ready_entry_units(&id)));
+            queued.push(QueuedBatch { shard: queue::shard_of(&id, qcfg.shards), bytes, day_units });
         }
-        if plan.advance_to.is_some() {
-            wcu += capacity::transactional(WRITE);
+        wcu += TXN_SMALL * counts.repositions as f64;
+        wcu += TXN_SMALL * if last { 1 } else { shards_pending.len() } as f64;
+        out.push(calls(table::CONTROL, "TransactWriteItems", 1, wcu));
+        batch.sets.clear();
+        *counts = FlushCounts::default();
+        shards_pending.clear();
+        Ok(())
+    };
+    for (k, tenants) in per_shard.iter().enumerate() {
+        let n = tenants.len();
+        let full = capacity::query_units(std::iter::repeat_n(item_bytes, page_size), Consistency::Eventual);
+        let short = capacity::query_units(std::iter::repeat_n(item_bytes, n % page_size), Consistency::Eventual);
+        out.push(calls(table::TENANTS_BY_ZONE, "Query", (n / page_size) as u64, full));
+        out.push(calls(table::TENANTS_BY_ZONE, "Query", 1, short));
+        for page in tenants.chunks(page_size) {
+            for t in page {
+                if !entries.is_empty() {
+                    batch.add(entries.clone(), [t.id.to_string()]);
+                    counts.units += entries.len();
+                }
+                counts.repositions += usize::from(t.explicit);
+                if counts.full() {
+                    shards_pending.insert(k);
+                    counts.checkpoints = shards_pending.len();
+                    flush(&mut batch, &mut counts, &mut shards_pending, false, &mut out, &mut queued)?;
+                }
+            }
+            shards_pending.insert(k);
+            counts.checkpoints = shards_pending.len();
+            if counts.full() {
+                flush(&mut batch, &mut counts, &mut shards_pending, false, &mut out, &mut queued)?;
+            }
+        }
+        // A shard that is empty, or whose last page was full, ends with an empty page.
+        if n % page_size == 0 {
+            shards_pending.insert(k);
+            counts.checkpoints = shards_pending.len();
+            if counts.full() {
+                flush(&mut batch, &mut counts, &mut shards_pending, false, &mut out, &mut queued)?;
+            }
         }
     }
-    Ok(wcu)
+    flush(&mut batch, &mut counts, &mut shards_pending, true, &mut out, &mut queued)?;
+    Ok((out, queued))
+}
+
+/// The ready-index entry of a queue item (keys only: id, shard, visible time), in write units.
+fn ready_entry_units(id: &str) -> f64 {
+    let entry = tickwork::capacity::Item::from([
+        ("pk".to_string(), tickwork::schema::av_s(id)),
+        (queue::SHARD.to_string(), tickwork::schema::av_s(queue::shard_key(0))),
+        (queue::VISIBLE_AT.to_string(), tickwork::schema::av_n(1_774_742_400_000i64)),
+    ]);
+    capacity::write_units(None, Some(capacity::item_size(&entry)))
 }
 
 /// The index item of a tenant as the zone index projects it (keys and the included attributes).
-fn index_item_bytes(id: &str, zone: &str, shards: u32, since_ms: i64) -> usize {
-    let t = tenants::Tenant { id: id.into(), zone: zone.into(), active: true, since_ms: Some(since_ms) };
+fn index_item_bytes(t: &tenants::Tenant, shards: u32) -> usize {
     let mut item = t.to_item(shards);
     item.remove(tenants::TSHARD);
     capacity::item_size(&item)
 }
 
+/// Requests of one zone group's run for `tickctl plan`: (reads, writes), from tenant counts
+/// alone; `first_sight` when its tenants carry positions of their own.
+pub fn run_requests(per_shard: &[usize], page_size: usize, first_sight: bool) -> Result<(u64, u64)> {
+    let ids: Vec<Vec<String>> = per_shard.iter().map(|n| (0..*n).map(|i| format!("t{i:07}")).collect()).collect();
+    let shards: Vec<Vec<RunTenant<'_>>> =
+        ids.iter().map(|v| v.iter().map(|id| RunTenant { id, explicit: first_sight }).collect()).collect();
+    let owed = pulse_sweep::pulse::Owed::default();
+    let (c, _) = run_calls(&shards, 0, page_size, &owed, "UTC@2000-01-01", &queue::QueueConfig::default(), 0)?;
+    Ok(reads_writes(&c))
+}
+
 /// One zone's state in the replay: every tenant of a zone was added together, so they share
-/// cursors and are owed the same periods.
+/// their position and are owed the same periods.
 struct Zone {
     name: String,
     tz: jiff::tz::TimeZone,
     mark: Option<String>,
-    cursors: BTreeMap<Grain, String>,
-    tenants: Vec<String>,
-    /// Tenants per enumeration shard.
-    per_shard: Vec<usize>,
-    /// Size of one tenant's zone-index item.
+    /// Tenant ids per enumeration shard, in the index's order.
+    per_shard: Vec<Vec<String>>,
+    /// Size of one tenant's zone-index item (the largest).
     item_bytes: usize,
+    tenants: usize,
     /// The before design's cursor per grain (one per zone: its visited tenants share a zone's clock).
     before_cursors: BTreeMap<Grain, String>,
 }
@@ -297,44 +396,53 @@ pub fn model(input: &CostInput) -> Result<CostReport> {
             name: z.clone(),
             tz,
             mark: None,
-            cursors: BTreeMap::new(),
-            tenants: Vec::new(),
-            per_shard: vec![0; input.tenant_shards.max(1) as usize],
+            per_shard: vec![Vec::new(); input.tenant_shards.max(1) as usize],
             item_bytes: 0,
+            tenants: 0,
             before_cursors: BTreeMap::new(),
         });
     }
     for i in 0..input.tenants {
-        let t = tenants::sample_tenant(i, &names, Some(input.start_ms));
+        let mut t = tenants::sample_tenant(i, &names, Some(input.start_ms));
+        t.pos = tenants::Position::Fresh;
         let z = zones.iter_mut().find(|z| z.name == t.zone).expect("zone of a sample tenant");
-        z.per_shard[tenants::shard_of(&t.id, input.tenant_shards) as usize] += 1;
-        z.item_bytes = z.item_bytes.max(index_item_bytes(&t.id, &t.zone, input.tenant_shards, input.start_ms));
-        z.tenants.push(t.id);
+        z.item_bytes = z.item_bytes.max(index_item_bytes(&t, input.tenant_shards));
+        z.per_shard[tenants::shard_of(&t.id, input.tenant_shards) as usize].push(t.id);
+        z.tenants += 1;
+    }
+    for z in &mut zones {
+        for ids in &mut z.per_shard {
+            ids.sort();
+        }
     }
 
     let mut sweep = JobCost::new("pulse-sweep");
     let mut worker = JobCost::new("queue-worker");
     let mut pulses: BTreeMap<String, u64> = BTreeMap::new();
     let shards = input.queue_shards.max(1) as usize;
-    let mut ready = vec![0usize; shards];
-    let mut day_pulses_ready = 0u64;
+    let mut ready: Vec<Vec<QueuedBatch>> = vec![Vec::new(); shards];
     let phase = input.tick_ms / i64::from(input.workers);
     let qcfg = queue::QueueConfig { shards: input.queue_shards, ..Default::default() };
-    let drain = |ready: &mut Vec<usize>, day: &mut u64, worker: &mut JobCost| {
+    let drain = |ready: &mut Vec<Vec<QueuedBatch>>, worker: &mut JobCost| {
         // drain(): rounds over every shard until a round finds nothing; a round takes up to
-        // `batch` items from each shard; each item is a claim, maybe a summary put, a finish.
-        let rounds = ready.iter().map(|n| n.div_ceil(input.worker_batch.max(1))).max().unwrap_or(0) as u64;
-        let items: usize = ready.iter().sum();
+        // `batch` items from each shard; each item is a claim, its units, a finish.
+        let rounds = ready.iter().map(|q| q.len().div_ceil(input.worker_batch.max(1))).max().unwrap_or(0) as u64;
         // A poll reads at most `batch` keys-only index items: one minimum read.
-        worker.add("Query", (rounds + 1) * ready.len() as u64, READ_EC);
-        // A claim moves the item's ready-index sort key (an index delete + put), a finish takes
-        // it out of the index (a delete): 1 + 2 and 1 + 1 WCU.
-        worker.add("UpdateItem", items as u64, WRITE + 2.0);
-        worker.add("UpdateItem", items as u64, WRITE + 1.0);
-        worker.add("PutItem", *day, WRITE); // the daily summary row, day pulses only
+        worker.add_on(table::QUEUE_READY, "Query", (rounds + 1) * ready.len() as u64, READ_EC);
+        for b in ready.iter().flatten() {
+            // The claim grows the item by its owner and claim fields and moves its ready-index key
+            // (a delete and a put); the finish drops the payload (billed on the item before) and
+            // leaves the index (a delete).
+            let claimed = b.bytes + CLAIM_BYTES;
+            worker.add_on(table::QUEUE, "UpdateItem", 1, capacity::write_units(None, Some(claimed)));
+            worker.add_index_units(table::QUEUE_READY, 2.0 * WRITE);
+            worker.add_on(table::QUEUE, "UpdateItem", 1, capacity::write_units(Some(claimed), None));
+            worker.add_index_units(table::QUEUE_READY, WRITE);
+            // The daily summary row, one per day unit (a conditional put).
+            worker.add_on(table::SUMMARIES, "PutItem", b.day_units, WRITE);
+        }
         worker.invocations += 1;
-        ready.iter_mut().for_each(|n| *n = 0);
-        *day = 0;
+        ready.iter_mut().for_each(|q| q.clear());
     };
     for i in 0..input.ticks {
         for w in 0..input.workers {
@@ -347,48 +455,55 @@ pub fn model(input: &CostInput) -> Result<CostReport> {
                     due.push((zi, local));
                 }
             }
-            for c in tick_calls(!due.is_empty()) {
-                sweep.add(c.op, c.n, c.units);
-            }
+            sweep.add_calls(&tick_calls(!due.is_empty()));
             for (zi, local) in due {
                 let z = &mut zones[zi];
-                let plans = calendar::plan_tenant(&z.tz, t, Some(input.start_ms), &z.cursors, &input.policy)
+                let first_sight = z.mark.is_none();
+                let today: jiff::civil::Date = local.parse()?;
+                let target = pulse_sweep::pulse::Target {
+                    tz: &z.tz,
+                    today,
+                    late_at: t,
+                    mark: z.mark.as_deref().map(str::parse).transpose()?,
+                    policy: &input.policy,
+                };
+                let sample = tenants::Tenant {
+                    id: String::new(),
+                    zone: z.name.clone(),
+                    active: true,
+                    since_ms: Some(input.start_ms),
+                    pos: if first_sight { tenants::Position::Fresh } else { tenants::Position::Follows },
+                };
+                let owed = pulse_sweep::pulse::owed(&sample, &target, pulse_sweep::pulse::Visit::Run)
                     .map_err(|e| anyhow::anyhow!("{e}"))?;
-                let mut txn = None;
-                if !plans.is_empty() {
-                    let mut sum = 0.0;
-                    for id in &z.tenants {
-                        sum += tenant_txn_wcu(id, &z.name, &plans, &qcfg, t)?;
+                let explicit = owed.reposition.is_some();
+                let shards: Vec<Vec<RunTenant<'_>>> =
+                    z.per_shard.iter().map(|v| v.iter().map(|id| RunTenant { id, explicit }).collect()).collect();
+                let run = format!("{}@{local}", z.name);
+                let (c, queued) = run_calls(&shards, z.item_bytes, input.page_size, &owed, &run, &qcfg, t)?;
+                for call in &c {
+                    // Index entries ride on a base-table write (no request of their own); a
+                    // read call with no request is just a shard with no full page.
+                    if call.n == 0 && tickwork::meter::is_write(call.op) {
+                        sweep.add_index_units(call.table, call.units);
                     }
-                    txn = Some(sum / z.tenants.len().max(1) as f64);
                 }
-                for c in group_calls(&z.per_shard, z.item_bytes, input.page_size, txn) {
-                    sweep.add(c.op, c.n, c.units);
+                sweep.add_calls(&c);
+                for q in queued {
+                    ready[q.shard as usize].push(q);
                 }
-                for plan in &plans {
-                    for p in &plan.pulse {
-                        for id in &z.tenants {
-                            let pid = pulse_sweep::pulse_id(id, plan.grain, p);
-                            ready[queue::shard_of(&pid, input.queue_shards) as usize] += 1;
-                        }
-                        *pulses.entry(plan.grain.to_string()).or_default() += z.tenants.len() as u64;
-                        if plan.grain == Grain::Day {
-                            day_pulses_ready += z.tenants.len() as u64;
-                        }
-                    }
-                    if let Some(to) = plan.advance_to {
-                        z.cursors.insert(plan.grain, to.id());
-                    }
+                for (g, _) in &owed.pulses {
+                    *pulses.entry(g.to_string()).or_default() += z.tenants as u64;
                 }
                 z.mark = Some(local);
             }
         }
         if (i + 1) % u64::from(input.drain_every.max(1)) == 0 {
-            drain(&mut ready, &mut day_pulses_ready, &mut worker);
+            drain(&mut ready, &mut worker);
         }
     }
     // The simulator's last drain, after the final tick.
-    drain(&mut ready, &mut day_pulses_ready, &mut worker);
+    drain(&mut ready, &mut worker);
 
     let before = model_before(input, &mut zones)?;
     Ok(CostReport {
@@ -398,6 +513,11 @@ pub fn model(input: &CostInput) -> Result<CostReport> {
         pulses,
     })
 }
+
+/// Bytes a claim adds to a queue item over the enqueued one: the `owner` attribute holding the
+/// worker's id (`queue-worker-` and 16 hex digits, `tickwork_lambda::owner_id`); the state, the
+/// attempt count and the visible time change in place.
+const CLAIM_BYTES: usize = "owner".len() + "queue-worker-".len() + 16;
 
 /// The `000_*` sweep (reproduced in `crates/bench`): every worker tick takes the lock (released
 /// after the tick, so every tick takes it), Scans one page of 100 tenants with no cursor, reads
@@ -426,9 +546,9 @@ fn model_before(input: &CostInput, zones: &mut [Zone]) -> Result<JobCost> {
         for w in 0..input.workers {
             let t = input.start_ms + i as i64 * input.tick_ms + i64::from(w) * phase;
             c.invocations += 1;
-            c.add("PutItem", 1, WRITE);
-            c.add("Scan", 1, scan_units);
-            c.add("GetItem", 7 * visited as u64, READ_EC);
+            c.add_on(table::CONTROL, "PutItem", 1, WRITE);
+            c.add_on(table::TENANTS, "Scan", 1, scan_units);
+            c.add_on(table::CONTROL, "GetItem", 7 * visited as u64, READ_EC);
             for (zi, z) in zones.iter_mut().enumerate() {
                 if per_zone[zi] == 0 {
                     continue;
@@ -437,12 +557,17 @@ fn model_before(input: &CostInput, zones: &mut [Zone]) -> Result<JobCost> {
                     let id = before_period_id(grain, t, &z.tz)?;
                     if z.before_cursors.get(&grain) != Some(&id) {
                         // A pulse put and a cursor update, both at the transactional 2x.
-                        c.add("TransactWriteItems", per_zone[zi], 2.0 * capacity::transactional(WRITE));
+                        c.add_on(
+                            table::CONTROL,
+                            "TransactWriteItems",
+                            per_zone[zi],
+                            2.0 * capacity::transactional(WRITE),
+                        );
                         z.before_cursors.insert(grain, id);
                     }
                 }
             }
-            c.add("DeleteItem", 1, WRITE);
+            c.add_on(table::CONTROL, "DeleteItem", 1, WRITE);
         }
     }
     Ok(c)
@@ -525,10 +650,10 @@ mod tests {
         assert_eq!(s.ops["GetItem"], 4320);
         // The lease and the run's start.
         assert_eq!(s.ops["UpdateItem"], 2);
-        // 8 shard pages + 1 cursor query + 1 checkpoint query; 8 page checkpoints + 1 tenant txn
-        // + 1 watermark.
-        assert_eq!(s.ops["Query"], 10);
-        assert_eq!(s.ops["TransactWriteItems"], 10);
+        // 8 shard pages + 1 checkpoint query; one transaction (the tenant's first-sight pulses,
+        // its position write, the watermark): nothing per tenant.
+        assert_eq!(s.ops["Query"], 9);
+        assert_eq!(s.ops["TransactWriteItems"], 1);
         assert_eq!(r.pulses["day"], 1);
     }
 

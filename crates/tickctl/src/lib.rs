@@ -221,6 +221,7 @@ pub async fn invoke(env: &Env, function: &str, event: serde_json::Value) -> Resu
 }
 
 pub mod audit;
+pub mod bill;
 pub mod cost;
 
 /// The grains whose period ends when local day `d` begins: the day always, the week on a Monday,
@@ -350,9 +351,9 @@ pub async fn plan(deps: &pulse_sweep::Deps, job: &str, at_ms: i64, mut progress:
             done += 1;
             progress(done, total);
         }
-        // Units are not shown here (item sizes unknown without reading them); requests are exact.
-        let calls = cost::group_calls(&per_shard, 0, page_size, Some(0.0));
-        let (reads, writes) = cost::reads_writes(&calls);
+        // Units are not shown here (item sizes unknown without reading them); requests are exact
+        // for tenants that follow their group (a first sight or a bulk import adds position writes).
+        let (reads, writes) = cost::run_requests(&per_shard, page_size, mark.is_none())?;
         groups.push(GroupPlan {
             zone: zone.clone(),
             local_date: local.to_string(),

@@ -83,8 +83,8 @@ enum Cmd {
         /// Active tenants.
         #[arg(long, default_value_t = 1000)]
         tenants: usize,
-        /// Sweep tick interval (60s, 1m, 5m, ...).
-        #[arg(long, default_value = "1m")]
+        /// Sweep tick interval (60s, 1m, 15m, ...); the template's schedule is every quarter hour.
+        #[arg(long, default_value = "15m")]
         tick: String,
         /// Sweep workers (schedules or overlapping invocations) on phase-shifted ticks.
         #[arg(long, default_value_t = 1)]
@@ -104,9 +104,15 @@ enum Cmd {
         /// Start (RFC 3339); default 2026-03-29T00:00:00Z (Berlin DST, month and quarter end).
         #[arg(long)]
         start: Option<String>,
-        /// Queue worker schedule.
-        #[arg(long, default_value = "1m")]
+        /// Queue worker drains (the template's: on every enqueue, and a safety poll hourly).
+        #[arg(long, default_value = "1h")]
         worker_every: String,
+        /// Override a price: name=value in US dollars (repeat; names in `tickctl cost --json`).
+        #[arg(long = "price", value_parser = price_arg)]
+        price: Vec<String>,
+        /// Price the optional dashboard too (`CreateDashboard=true`).
+        #[arg(long)]
+        dashboard: bool,
     },
     /// Run a handler in-process on an event file against the configured endpoints.
     Invoke {
@@ -192,14 +198,15 @@ async fn run(cli: Cli) -> Result<i32> {
     // Commands that need no endpoint first: they work without any AWS configuration.
     match &cli.cmd {
         Cmd::Audit { log } => return audit(&env, cli.json, log),
-        Cmd::Cost { tenants, tick, workers, days, ticks, zones, zone, start, worker_every } => {
+        Cmd::Cost { tenants, tick, workers, days, ticks, zones, zone, start, worker_every, price, dashboard } => {
             let tick_ms = cost::parse_interval(tick)?;
             let every = cost::parse_interval(worker_every)?;
             let start_ms = match start {
                 Some(s) => s.parse::<jiff::Timestamp>().with_context(|| format!("--start `{s}`"))?.as_millisecond(),
                 None => 1_774_742_400_000,
             };
-            let q = QueueConfig::from_env(&env)?;
+            // Refuses a bad queue setting as every other command would.
+            QueueConfig::from_env(&env)?;
             let input = CostInput {
                 tenants: *tenants,
                 zones: cost::zones(zone, *zones)?,
@@ -209,7 +216,8 @@ async fn run(cli: Cli) -> Result<i32> {
                 start_ms,
                 drain_every: (every / tick_ms).max(1) as u32,
                 tenant_shards: env.parse_or("TICKWORK_TENANT_SHARDS", 8u32)?,
-                queue_shards: q.shards,
+                // The template's default (one shard: pages of pulses are few items).
+                queue_shards: env.parse_or("TICKWORK_QUEUE_SHARDS", 1u32)?,
                 page_size: env.parse_or("TICKWORK_PULSE_PAGE_SIZE", 100usize)?,
                 worker_batch: env.parse_or("TICKWORK_WORKER_BATCH", 10usize)?,
                 policy: Policy {
@@ -219,7 +227,26 @@ async fn run(cli: Cli) -> Result<i32> {
                 },
             };
             let r = cost::model(&input)?;
-            return print_cost(cli.json, &input, &r);
+            let mut prices = tickctl::bill::Prices::default();
+            for p in price {
+                prices.set(p)?;
+            }
+            let stack = tickctl::bill::Stack { dashboard: *dashboard, ..Default::default() };
+            // The before design ran every minute, whatever tickwork's tick: priced at its own.
+            let before = cost::model(&CostInput {
+                tick_ms: 60_000,
+                ticks: input.ticks * input.tick_ms as u64 / 60_000,
+                drain_every: 60,
+                policy: Policy { interval_ms: 60_000, ..input.policy },
+                ..input.clone()
+            })?;
+            let priced = Priced {
+                bill: tickctl::bill::bill(&r, input.tenants, input.zones.len(), &stack, &prices),
+                before_dynamodb_usd: tickctl::bill::before_dynamodb(&before, &prices),
+                scheduler_per_tenant: tickctl::bill::scheduler_per_tenant(input.tenants, &stack, &prices),
+                prices,
+            };
+            return print_cost(cli.json, &input, &r, &priced);
         }
         _ => {}
     }
@@ -417,9 +444,29 @@ fn print_plan(p: &tickctl::Plan) {
     println!("{t}\n(plan itself made {} requests and wrote nothing)", p.plan_requests);
 }
 
-fn print_cost(as_json: bool, input: &CostInput, r: &cost::CostReport) -> Result<i32> {
+/// A `--price` refused at parsing: a usage error (exit 2) naming the known prices.
+fn price_arg(spec: &str) -> std::result::Result<String, String> {
+    tickctl::bill::Prices::default().set(spec).map(|_| spec.to_string()).map_err(|e| e.to_string())
+}
+
+/// The model's answer in dollars a month.
+#[derive(serde::Serialize)]
+struct Priced {
+    bill: tickctl::bill::Bill,
+    before_dynamodb_usd: f64,
+    scheduler_per_tenant: tickctl::bill::Bill,
+    prices: tickctl::bill::Prices,
+}
+
+fn print_cost(as_json: bool, input: &CostInput, r: &cost::CostReport, priced: &Priced) -> Result<i32> {
     if as_json {
-        json(r)?;
+        #[derive(serde::Serialize)]
+        struct Out<'a> {
+            #[serde(flatten)]
+            model: &'a cost::CostReport,
+            usd_per_month: &'a Priced,
+        }
+        json(&Out { model: r, usd_per_month: priced })?;
         return Ok(0);
     }
     let month = 30.0 / r.days;
@@ -474,6 +521,33 @@ fn print_cost(as_json: bool, input: &CostInput, r: &cost::CostReport) -> Result<
             ))
             .collect::<Vec<_>>()
             .join("; ")
+    );
+    let mut t = table(&["service", "item", "quantity", "unit", "USD / month"]);
+    for l in &priced.bill.lines {
+        t.add_row(vec![
+            l.service.to_string(),
+            l.item.clone(),
+            format!("{:.2}", l.quantity),
+            l.unit.to_string(),
+            format!("{:.2}", l.usd),
+        ]);
+    }
+    println!("\nthe bill, a month (prices: `--json` lists them with their names; `--price name=value` overrides)\n{t}");
+    println!(
+        "tickwork, whole stack: ${:.2} a month (DynamoDB ${:.2}, Lambda ${:.2}, CloudWatch ${:.2}, of which monitoring ${:.2})",
+        priced.bill.total(),
+        priced.bill.service("DynamoDB"),
+        priced.bill.service("Lambda"),
+        priced.bill.service("CloudWatch"),
+        priced.bill.monitoring()
+    );
+    println!(
+        "000_* before design, its DynamoDB alone (sweep every minute): ${:.2} a month",
+        priced.before_dynamodb_usd
+    );
+    println!(
+        "one EventBridge Scheduler schedule per tenant, firing a Lambda a local day: ${:.2} a month",
+        priced.scheduler_per_tenant.total()
     );
     Ok(0)
 }

@@ -120,6 +120,15 @@ fn audit_exits_3_on_a_finding_and_cost_prints_json() {
     let c =
         json(&tickctl(&p, &["--json", "cost", "--tenants", "100", "--workers", "2", "--days", "2", "--zones", "2"]));
     let sweep = c["jobs"].as_array().unwrap().iter().find(|j| j["job"] == "pulse-sweep").unwrap();
-    assert_eq!(sweep["invocations"], 2 * 2 * 1440);
-    assert!(c["before"]["reads"].as_u64().unwrap() > 100 * sweep["reads"].as_u64().unwrap());
+    // Two workers on the template's quarter-hour schedule for two days.
+    assert_eq!(sweep["invocations"], 2 * 2 * 96);
+    assert!(c["before"]["reads"].as_u64().unwrap() > 10 * sweep["reads"].as_u64().unwrap());
+    // And in dollars: the whole stack's bill, the before design's DynamoDB, the prices used.
+    let usd = &c["usd_per_month"];
+    assert!(usd["bill"]["lines"].as_array().unwrap().iter().any(|l| l["service"] == "CloudWatch"));
+    assert!(usd["before_dynamodb_usd"].as_f64().unwrap() > 0.0);
+    assert_eq!(usd["prices"]["ddb_write_million"], 0.625);
+    let o = tickctl(&p, &["cost", "--days", "1", "--price", "ddb_write=1"]);
+    assert_eq!(o.status.code(), Some(2), "a bad price is a usage error");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no price named `ddb_write`"));
 }

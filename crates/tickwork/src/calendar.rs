@@ -287,7 +287,38 @@ pub fn plan_tenant_as_of(
     policy: &Policy,
 ) -> Result<Vec<GrainPlan>, CalendarError> {
     let late_at = run_ms.min(now_ms);
-    let today = local_date(now_ms, tz)?;
+    plan_through(tz, local_date(now_ms, tz)?, late_at, Some(since_ms.unwrap_or(now_ms)), cursors, policy)
+}
+
+/// The cursors of a tenant pulsed through local date `d`: in every grain, the period that ended
+/// last by the start of `d`. A zone group's watermark `d` stands for these cursors for every
+/// tenant that follows it, which is why no tenant needs cursor items of its own.
+pub fn cursors_through(d: Date) -> Result<std::collections::BTreeMap<Grain, String>, CalendarError> {
+    Grain::PULSED.into_iter().map(|g| Ok((g, Period::containing(g, d)?.pred()?.id()))).collect()
+}
+
+/// Whether a tenant added at `since_ms` and pulsed through everything owed by local date `d`
+/// stands exactly at [`cursors_through`]`(d)`. Not when it was added more than a day after `d`:
+/// then some periods that end before its first owed one are neither pulsed nor owed, and those
+/// cursors would owe them.
+pub fn settles_at(tz: &TimeZone, since_ms: Option<Millis>, d: Date) -> Result<bool, CalendarError> {
+    match since_ms {
+        None => Ok(true),
+        Some(s) => Ok(local_date(s, tz)? <= d.tomorrow().map_err(err)?),
+    }
+}
+
+/// [`plan_tenant_as_of`] decided at a local date rather than an instant: which periods are
+/// complete is decided at the start of `today` (every tenant of a zone group's run shares it),
+/// how late each is at `late_at`. `since_ms` `None` owes from `late_at`.
+pub fn plan_through(
+    tz: &TimeZone,
+    today: Date,
+    late_at: Millis,
+    since_ms: Option<Millis>,
+    cursors: &std::collections::BTreeMap<Grain, String>,
+    policy: &Policy,
+) -> Result<Vec<GrainPlan>, CalendarError> {
     let mut plans = Vec::new();
     for grain in Grain::PULSED {
         let latest_done = Period::containing(grain, today)?.pred()?;
@@ -296,7 +327,7 @@ pub fn plan_tenant_as_of(
             None => {
                 // Not clamped to `now_ms`: a tick whose clock is behind the one that added the
                 // tenant, across a midnight, would owe it a period before the one before its first.
-                let since = since_ms.unwrap_or(now_ms).max(late_at - policy.max_lateness_ms);
+                let since = since_ms.unwrap_or(late_at).max(late_at - policy.max_lateness_ms);
                 let mut p = Period::containing(grain, local_date(since, tz)?)?.pred()?;
                 while p <= latest_done {
                     if late_at - p.end_ms(tz)? <= policy.max_lateness_ms {
@@ -575,5 +606,52 @@ mod tests {
         let tight = day(&plan_tenant(&tz, now, None, &c, &Policy { max_lateness_ms: 86_400_000, ..ALL }).unwrap());
         assert_eq!(tight.pulse.iter().map(|p| p.id()).collect::<Vec<_>>(), ["2026-11-28"], "the 27th ended 24h10m ago");
         assert_eq!(tight.skipped, 1);
+    }
+}
+
+#[cfg(test)]
+mod quarter_hours {
+    /// The sweep ticks on UTC quarter hours (`cron(0/15 * * * ? *)`). That reaches every local
+    /// midnight on time only if each local day starts on a UTC quarter hour: every offset in use
+    /// is a whole number of quarter hours (UTC+05:45 and UTC+12:45 are; the LMT offsets of the
+    /// 1800s are not), and on the days a zone changes offset the day still starts on one (a
+    /// transition at midnight moves the start of the day to the transition). Checked over every
+    /// zone of the bundled tz database from 2020 to 2040. A transition off the quarter hour away
+    /// from midnight (Antarctica/Casey's at 03:01 local until 2022) does not matter; one that
+    /// moved a day's start would only make that day's pulses late (the catch-up sends them at the
+    /// next tick).
+    #[test]
+    fn every_local_day_in_use_starts_on_a_utc_quarter_hour() {
+        let from: jiff::Timestamp = "2020-01-01T00:00:00Z".parse().unwrap();
+        let to: jiff::Timestamp = "2040-01-01T00:00:00Z".parse().unwrap();
+        let db = jiff::tz::db();
+        let mut zones = 0;
+        let mut bad = Vec::new();
+        let day_start = |tz: &jiff::tz::TimeZone, t: jiff::Timestamp, bad: &mut Vec<String>, name: &str| {
+            for d in [-1i64, 0, 1] {
+                let at = t.checked_add(jiff::SignedDuration::from_hours(24 * d)).unwrap();
+                let start = at.to_zoned(tz.clone()).start_of_day().unwrap().timestamp();
+                if start.as_second() % 900 != 0 {
+                    bad.push(format!("{name}: the day of {at} starts at {start}"));
+                }
+            }
+        };
+        for name in db.available() {
+            let name = name.to_string();
+            let Ok(tz) = db.get(&name) else { continue };
+            zones += 1;
+            if tz.to_offset(from).seconds() % 900 != 0 {
+                bad.push(format!("{name}: offset {} in 2020", tz.to_offset(from)));
+            }
+            day_start(&tz, from, &mut bad, &name);
+            for t in tz.following(from).take_while(|t| t.timestamp() < to) {
+                if t.offset().seconds() % 900 != 0 {
+                    bad.push(format!("{name}: offset {} from {}", t.offset(), t.timestamp()));
+                }
+                day_start(&tz, t.timestamp(), &mut bad, &name);
+            }
+        }
+        assert!(zones > 300, "the bundled database has every zone: {zones}");
+        assert!(bad.is_empty(), "{} off the quarter hour: {:?}", bad.len(), &bad[..bad.len().min(20)]);
     }
 }

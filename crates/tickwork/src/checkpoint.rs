@@ -163,10 +163,17 @@ impl Checkpoints {
         state: &ShardState,
         extra: Vec<TransactWriteItem>,
     ) -> Result<Fenced, DbError> {
+        let mut writes = vec![self.save_item(&fence.job, run, shard, state)];
+        writes.extend(extra);
+        fenced_write(&self.db, fence, writes).await
+    }
+
+    /// One shard's state as a transaction item, for a caller's fenced transaction.
+    pub fn save_item(&self, job: &str, run: &str, shard: &str, state: &ShardState) -> TransactWriteItem {
         let now = self.clock.now_ms();
         let mut update = Update::builder()
             .table_name(&self.table)
-            .set_key(Some(checkpoint_key(&fence.job, run, shard)))
+            .set_key(Some(checkpoint_key(job, run, shard)))
             .expression_attribute_names("#s", STATE)
             .expression_attribute_names("#at", "updated_at")
             .expression_attribute_names("#ttl", TTL)
@@ -182,9 +189,6 @@ impl Checkpoints {
                 .update_expression("SET #s = :v, #at = :now, #ttl = :ttl")
                 .expression_attribute_values(":v", av_s(DONE)),
         };
-        let update = update.build().expect("update has table, key and expression");
-        let mut writes = vec![TransactWriteItem::builder().update(update).build()];
-        writes.extend(extra);
-        fenced_write(&self.db, fence, writes).await
+        TransactWriteItem::builder().update(update.build().expect("update has table, key and expression")).build()
     }
 }

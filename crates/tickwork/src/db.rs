@@ -243,27 +243,41 @@ impl Db {
         table: &str,
         old: Option<&Item>,
         new: Option<&Item>,
-        gsi_key_touched: Option<&HashSet<String>>,
+        gsi_key_touched: Option<(&HashSet<String>, &HashSet<String>)>,
     ) {
         let size = |i: Option<&Item>| i.map(capacity::item_size);
         let wcu = capacity::write_units(size(old), size(new));
         self.meter.record(table, None, op, Tally { requests: 1, items_written: 1, wcu, ..Default::default() });
         for shape in self.shapes(table) {
             let units = match gsi_key_touched {
-                // Update: old unknown. Count a key change (delete + put) when the expression names
-                // an index key, else one write of the new entry when the item is in the index.
-                Some(names) => match new.and_then(|n| shape.entry(n)) {
-                    Some(e) => {
-                        let u = capacity::write_units(None, Some(capacity::item_size(&e)));
-                        if names.iter().any(|n| shape.is_key(n)) {
-                            2.0 * u
-                        } else {
-                            u
+                // Update, one image known. With the new image: a key change is a delete and a put,
+                // else one write of the new entry. With the old image (the update shrinks the
+                // item): a removed key is one delete, a changed key a delete and a put.
+                Some((names, removed)) => {
+                    let touches_key = names.iter().any(|n| shape.is_key(n));
+                    let removes_key = removed.iter().any(|n| shape.is_key(n));
+                    match (new.and_then(|n| shape.entry(n)), old.and_then(|o| shape.entry(o))) {
+                        (Some(e), _) => {
+                            let u = capacity::write_units(None, Some(capacity::item_size(&e)));
+                            if touches_key {
+                                2.0 * u
+                            } else {
+                                u
+                            }
                         }
+                        (None, Some(e)) => {
+                            let u = capacity::write_units(None, Some(capacity::item_size(&e)));
+                            match (touches_key, removes_key) {
+                                (_, true) => u,
+                                (true, false) => 2.0 * u,
+                                (false, false) => u,
+                            }
+                        }
+                        (None, None) if touches_key && new.is_some() => 1.0,
+                        (None, None) if touches_key && !removes_key => 1.0,
+                        (None, None) => 0.0,
                     }
-                    None if names.iter().any(|n| shape.is_key(n)) => 1.0,
-                    None => 0.0,
-                },
+                }
                 None => shape.write_units(old, new),
             };
             if units > 0.0 {
@@ -316,18 +330,32 @@ impl Db {
             req.get_expression_attribute_names().as_ref(),
         );
         let asked_new = matches!(req.get_return_values(), Some(ReturnValue::AllNew));
+        // DynamoDB bills an update on the larger of the item before and after. An update that
+        // removes attributes (a finished queue item dropping its payload) shrinks the item: size
+        // it by the old image; any other grows it or keeps it: the new one.
+        let expr = req.get_update_expression().clone().unwrap_or_default();
+        let shrinks = expr.contains("REMOVE");
+        let removed: HashSet<String> = match expr.split_once("REMOVE") {
+            Some((_, tail)) => referenced_names(
+                tail.split(" SET ").next().unwrap_or(tail),
+                req.get_expression_attribute_names().as_ref(),
+            ),
+            None => HashSet::new(),
+        };
         if est && req.get_return_values().is_none() {
-            req = req.return_values(ReturnValue::AllNew);
+            req = req.return_values(if shrinks { ReturnValue::AllOld } else { ReturnValue::AllNew });
         }
         if est && req.get_return_values_on_condition_check_failure().is_none() {
             req = req.return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
         }
         let est_new = est && (asked_new || matches!(req.get_return_values(), Some(ReturnValue::AllNew)));
+        let req_return_old = matches!(req.get_return_values(), Some(ReturnValue::AllOld));
         match req.return_consumed_capacity(ReturnConsumedCapacity::Indexes).send().await {
             Ok(out) => {
                 if est {
                     let new = if est_new { out.attributes().cloned() } else { None };
-                    self.record_write("UpdateItem", &table, None, new.as_ref(), Some(&names));
+                    let old = if req_return_old { out.attributes().cloned() } else { None };
+                    self.record_write("UpdateItem", &table, old.as_ref(), new.as_ref(), Some((&names, &removed)));
                 } else {
                     let base = Tally { requests: 1, items_written: 1, ..Default::default() };
                     self.record_server("UpdateItem", out.consumed_capacity(), false, base);
@@ -472,9 +500,20 @@ impl Db {
                 items.len()
             )));
         }
-        // Estimated cost per table: 2 x each item's write units (puts are sized, the rest minimum).
+        // Estimated cost per table: 2 x each item's write units (puts are sized, the rest minimum);
+        // a put's index entries at the standard rate (index upkeep is not part of the two-phase
+        // commit).
         let mut per_table: Vec<(String, f64, u64)> = Vec::new();
+        let mut per_index: Vec<(String, String, f64)> = Vec::new();
         for it in &items {
+            if let Some(p) = it.put() {
+                for shape in self.shapes(p.table_name()) {
+                    let u = shape.write_units(None, Some(p.item()));
+                    if u > 0.0 {
+                        per_index.push((p.table_name().to_string(), shape.name.clone(), u));
+                    }
+                }
+            }
             let (table, units, writes) = if let Some(p) = it.put() {
                 (p.table_name(), capacity::write_units(None, Some(capacity::item_size(p.item()))), 1)
             } else if let Some(u) = it.update() {
@@ -513,6 +552,10 @@ impl Db {
                             ..Default::default()
                         };
                         self.meter.record(table, None, "TransactWriteItems", t);
+                    }
+                    for (table, index, wcu) in &per_index {
+                        let t = Tally { wcu: *wcu, ..Default::default() };
+                        self.meter.record(table, Some(index), "TransactWriteItems", t);
                     }
                 } else {
                     for (i, cc) in out.consumed_capacity().iter().enumerate() {

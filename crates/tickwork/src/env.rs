@@ -113,22 +113,20 @@ vars! {
         "`all`, `latest` or `skip` for periods missed during an outage";
     PULSE_MAX_LATENESS_SECS = "TICKWORK_PULSE_MAX_LATENESS_SECS", "3456000", "pulse-sweep",
         "older periods are skipped (above 0, at most 60 days)";
-    PULSE_PAGE_SIZE = "TICKWORK_PULSE_PAGE_SIZE", "100", "pulse-sweep",
-        "tenants per page (1..=1000)";
+    PULSE_PAGE_SIZE = "TICKWORK_PULSE_PAGE_SIZE", "1000", "pulse-sweep",
+        "tenants per page of the zone index (1..=1000)";
     PULSE_TENANT_CONCURRENCY = "TICKWORK_PULSE_TENANT_CONCURRENCY", "8", "pulse-sweep",
-        "tenants processed at once (1..=256)";
+        "woken tenants read at once (1..=256)";
     FANOUT_JOB = "TICKWORK_FANOUT_JOB", "utc-daily", "tenant-fanout",
         "the job fanned out per tenant per UTC day (its queue item kind)";
     FANOUT_INTERVAL_SECS = "TICKWORK_FANOUT_INTERVAL_SECS", "300", "tenant-fanout",
         "the fan-out's schedule interval";
     FANOUT_LEASE_SECS = "TICKWORK_FANOUT_LEASE_SECS", "290", "tenant-fanout",
         "the fan-out's lease: above its timeout, below its interval";
-    FANOUT_PAGE_SIZE = "TICKWORK_FANOUT_PAGE_SIZE", "100", "tenant-fanout",
-        "tenants per page (1..=1000)";
+    FANOUT_PAGE_SIZE = "TICKWORK_FANOUT_PAGE_SIZE", "1000", "tenant-fanout",
+        "tenants per page, and per queue item (1..=1000)";
     FANOUT_SHARD_CONCURRENCY = "TICKWORK_FANOUT_SHARD_CONCURRENCY", "4", "tenant-fanout",
         "shards paged at once (1..=64)";
-    FANOUT_ENQUEUE_CONCURRENCY = "TICKWORK_FANOUT_ENQUEUE_CONCURRENCY", "16", "tenant-fanout",
-        "enqueue requests in flight per page (1..=256)";
     FANOUT_MAX_LATENESS_DAYS = "TICKWORK_FANOUT_MAX_LATENESS_DAYS", "7", "tenant-fanout",
         "an unfinished window is caught up for this many days (1..=60)";
     ARCHIVE_BUCKET = "TICKWORK_ARCHIVE_BUCKET", "(required)", "archiver",

@@ -21,6 +21,7 @@
 //!
 //! No Lambda types appear here: the Lambda crates translate their events and deadlines into these.
 
+pub mod batch;
 pub mod budget;
 pub mod calendar;
 pub mod capacity;

@@ -236,17 +236,17 @@ pub const INVOCATION_MESSAGE: &str = "tickwork invocation";
 /// CloudWatch concepts), so the set is closed and small, each metric is something an alarm
 /// watches, and everything else (per-table, per-operation, per-grain detail) travels as
 /// properties of the same line, readable by `tickctl audit` and Logs Insights at no metric cost.
-pub const METRICS: [&str; 5] = [
+pub const METRICS: [&str; 4] = [
     // 1 when a tick found its job paused (every job): the paused alarm.
     "Paused",
     // Zone groups still due after the tick (pulse sweep): the watermark-lag alarm.
     "GroupsDue",
-    // Units isolated as bad and skipped (tenants, zones): the failed-units alarm.
+    // Units of work failed for good: isolated as bad and skipped (tenants, zones; sweep and
+    // fan-out), or dead-lettered (queue items; worker). One metric and one alarm: both ask an
+    // operator to look at `tickctl status`, and each metric is billed every month.
     "FailedUnits",
     // Shards left for the next tick (archiver, fan-out): the backlog alarm.
     "ShardsLeft",
-    // Queue items dead-lettered (queue worker): the dead-letter alarm.
-    "DeadLettered",
 ];
 
 /// What one invocation reports beside the meter's totals.
@@ -294,7 +294,7 @@ mod tests {
         let line = InvocationLine {
             job: "queue-worker".into(),
             outcome: "completed".into(),
-            metrics: vec![("DeadLettered", 2.0), ("Paused", 0.0)],
+            metrics: vec![("FailedUnits", 2.0), ("Paused", 0.0)],
             ..Default::default()
         };
         let v: serde_json::Value =
@@ -303,8 +303,8 @@ mod tests {
         assert_eq!(v["level"], "WARN");
         let cw = &v["_aws"]["CloudWatchMetrics"][0];
         assert_eq!((cw["Namespace"].as_str(), cw["Dimensions"].to_string()), (Some("tickwork/dev"), "[[]]".into()));
-        assert_eq!(cw["Metrics"][0]["Name"], "DeadLettered");
-        assert_eq!((v["DeadLettered"].as_f64(), v["Paused"].as_f64()), (Some(2.0), Some(0.0)));
+        assert_eq!(cw["Metrics"][0]["Name"], "FailedUnits");
+        assert_eq!((v["FailedUnits"].as_f64(), v["Paused"].as_f64()), (Some(2.0), Some(0.0)));
         // The detail adds up to the totals.
         let calls = v["calls"].as_array().unwrap();
         assert_eq!(calls.len(), 3);

@@ -174,6 +174,17 @@ pub enum PageError<E> {
     Handler(#[source] E),
 }
 
+impl<E> PageError<E> {
+    /// A handler-free paging error ([`fetch_page`]'s) as any caller's.
+    pub fn widen(e: PageError<std::convert::Infallible>) -> Self {
+        match e {
+            PageError::Db(d) => PageError::Db(d),
+            PageError::Cursor(c) => PageError::Cursor(c),
+            PageError::Handler(never) => match never {},
+        }
+    }
+}
+
 /// Runs `query` page by page (`page_size` items each) from `start`, calling `on_page` with each
 /// page, until exhausted or `budget` says stop (checked between pages).
 pub async fn for_each_page<E, F, Fut>(
@@ -192,34 +203,45 @@ where
     if page_size < 1 {
         return Err(DbError::Invalid(format!("{label}: page size {page_size} must be at least 1")).into());
     }
-    let mut next = match start {
-        Some(c) => Some(c.decode()?),
-        None => None,
-    };
+    let mut next = start.cloned();
     let mut pages = 0u64;
     let mut items = 0u64;
     loop {
-        let out = db.query(query.clone().limit(page_size).set_exclusive_start_key(next.take())).await?;
+        let page = fetch_page(db, &query, next.as_ref(), page_size).await.map_err(PageError::widen)?;
         pages += 1;
-        let n = out.items().len() as u64;
+        let n = page.items.len() as u64;
         items += n;
-        let lek = out.last_evaluated_key().filter(|k| !k.is_empty()).cloned();
-        tracing::info!(label, page = pages, page_items = n, total = items, more = lek.is_some(), "page");
-        let cursor = lek.as_ref().map(Cursor::encode).transpose()?;
-        on_page(Page { items: out.items.unwrap_or_default(), next: cursor.clone() })
-            .await
-            .map_err(PageError::Handler)?;
-        match (lek, cursor) {
-            (Some(k), Some(cursor)) => {
+        tracing::info!(label, page = pages, page_items = n, total = items, more = page.next.is_some(), "page");
+        let cursor = page.next.clone();
+        on_page(page).await.map_err(PageError::Handler)?;
+        match cursor {
+            Some(cursor) => {
                 if budget.exhausted() {
                     tracing::info!(label, pages, total = items, "budget spent; stopping with a cursor");
                     return Ok(PageRun::Stopped { cursor, pages, items });
                 }
-                next = Some(k);
+                next = Some(cursor);
             }
-            _ => return Ok(PageRun::Exhausted { pages, items }),
+            None => return Ok(PageRun::Exhausted { pages, items }),
         }
     }
+}
+
+/// One page of `query` from `start`: the loop's step, for callers that keep their own loop (and
+/// persist `next` themselves, as the pulse sweep does with its checkpoints).
+pub async fn fetch_page(
+    db: &Db,
+    query: &QueryFluentBuilder,
+    start: Option<&Cursor>,
+    page_size: i32,
+) -> Result<Page, PageError<std::convert::Infallible>> {
+    if page_size < 1 {
+        return Err(DbError::Invalid(format!("page size {page_size} must be at least 1")).into());
+    }
+    let key = start.map(Cursor::decode).transpose()?;
+    let out = db.query(query.clone().limit(page_size).set_exclusive_start_key(key)).await?;
+    let next = out.last_evaluated_key().filter(|k| !k.is_empty()).map(Cursor::encode).transpose()?;
+    Ok(Page { items: out.items.unwrap_or_default(), next })
 }
 
 #[cfg(test)]

@@ -665,6 +665,134 @@ impl Queue {
         settle(self.db.update(req).await, Settle::DeadLettered)
     }
 
+    /// Settles a batch ([`crate::batch`]) of which only some units completed, in one transaction
+    /// conditional on our claim: `remaining` (the units still to run, as a smaller batch payload)
+    /// goes back to pending — after the backoff when some failed (`error`), at once when only the
+    /// deadline stopped them (that claim then does not count as an attempt); `dead` units (a
+    /// payload and why) become a dead letter of their own, `<id>#dead#<attempt>`. Out of attempts
+    /// with failures left, the remaining units are dead-lettered in the item itself.
+    pub async fn settle_batch(
+        &self,
+        job: &Job,
+        remaining: Option<&str>,
+        error: Option<&str>,
+        dead: Option<(&str, &str)>,
+    ) -> Result<Settle, QueueError> {
+        let now = self.clock.now_ms();
+        let mut items = Vec::new();
+        let outcome = match remaining {
+            None => {
+                let ttl = now / 1000 + self.cfg.retention.as_secs() as i64;
+                items.push(self.mine_update(
+                    job,
+                    "SET #state = :done, #ttl = :ttl REMOVE #shard, #vis, #payload",
+                    &[("#ttl", TTL), ("#shard", SHARD), ("#vis", VISIBLE_AT), ("#payload", PAYLOAD)],
+                    vec![(":done", av_s(DONE)), (":ttl", av_n(ttl))],
+                ));
+                Settle::Settled
+            }
+            Some(rest) if error.is_some() && job.attempts >= self.cfg.max_attempts => {
+                let msg: String = error.unwrap_or_default().chars().take(2000).collect();
+                items.push(self.mine_update(
+                    job,
+                    "SET #state = :dead, #dlq = :dlq, #failed = :now, #err = :err, #payload = :p REMOVE #shard, #owner",
+                    &[
+                        ("#dlq", DLQ),
+                        ("#failed", FAILED_AT),
+                        ("#err", LAST_ERROR),
+                        ("#shard", SHARD),
+                        ("#payload", PAYLOAD),
+                    ],
+                    vec![
+                        (":dead", av_s(DEAD)),
+                        (":dlq", av_s(DLQ_PARTITION)),
+                        (":now", av_n(now)),
+                        (":err", av_s(msg)),
+                        (":p", av_s(rest)),
+                    ],
+                ));
+                Settle::DeadLettered
+            }
+            Some(rest) => {
+                let (at, expr, msg) = match error {
+                    Some(e) => (
+                        now + self.cfg.backoff(job.attempts).as_millis() as i64,
+                        "SET #state = :pending, #vis = :at, #err = :err, #payload = :p REMOVE #owner",
+                        e.chars().take(2000).collect::<String>(),
+                    ),
+                    None => (
+                        now,
+                        "SET #state = :pending, #vis = :at, #err = :err, #payload = :p, #attempts = #attempts - :one REMOVE #owner",
+                        "stopped by the deadline; the rest continues".to_string(),
+                    ),
+                };
+                let mut values =
+                    vec![(":pending", av_s(PENDING)), (":at", av_n(at)), (":err", av_s(msg)), (":p", av_s(rest))];
+                let names = [("#vis", VISIBLE_AT), ("#err", LAST_ERROR), ("#payload", PAYLOAD)];
+                if error.is_none() {
+                    values.push((":one", av_n(1)));
+                }
+                items.push(self.mine_update(job, expr, &names, values));
+                Settle::Retrying { at_ms: at }
+            }
+        };
+        if let Some((payload, why)) = dead {
+            let id = format!("{}#dead#{}", job.id, job.attempts);
+            let mut item = Item::from([
+                (PK.to_string(), av_s(&id)),
+                (KIND.to_string(), av_s(&job.kind)),
+                (PAYLOAD.to_string(), av_s(payload)),
+                (ATTEMPTS.to_string(), av_n(job.attempts)),
+                (STATE.to_string(), av_s(DEAD)),
+                (DLQ.to_string(), av_s(DLQ_PARTITION)),
+                (FAILED_AT.to_string(), av_n(now)),
+                (LAST_ERROR.to_string(), av_s(why.chars().take(2000).collect::<String>())),
+                (CREATED_AT.to_string(), av_n(now)),
+            ]);
+            if let Some(t) = &job.tenant {
+                item.insert(TENANT.to_string(), av_s(t));
+            }
+            let put =
+                Put::builder().table_name(&self.table).set_item(Some(item)).build().expect("put has table and item");
+            items.push(TransactWriteItem::builder().put(put).build());
+        }
+        match self.db.transact_write(items).await {
+            Ok(_) => Ok(outcome),
+            Err(DbError::TransactionCanceled { reasons }) if reasons.first().is_some_and(|r| r.condition_failed()) => {
+                Ok(Settle::NotOwner)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// An update of our claimed item for a transaction, conditional as [`Queue::mine`] is.
+    fn mine_update(
+        &self,
+        job: &Job,
+        expr: &str,
+        names: &[(&str, &str)],
+        values: Vec<(&str, AttributeValue)>,
+    ) -> TransactWriteItem {
+        let mut u = aws_sdk_dynamodb::types::Update::builder()
+            .table_name(&self.table)
+            .key(PK, av_s(&job.id))
+            .update_expression(expr)
+            .condition_expression(MINE)
+            .expression_attribute_names("#owner", OWNER)
+            .expression_attribute_names("#attempts", ATTEMPTS)
+            .expression_attribute_names("#state", STATE)
+            .expression_attribute_values(":owner", av_s(&job.owner))
+            .expression_attribute_values(":gen", av_n(job.attempts))
+            .expression_attribute_values(":claimed", av_s(CLAIMED));
+        for (k, v) in names {
+            u = u.expression_attribute_names(*k, *v);
+        }
+        for (k, v) in values {
+            u = u.expression_attribute_values(k, v);
+        }
+        TransactWriteItem::builder().update(u.build().expect("update has table, key and expression")).build()
+    }
+
     /// Every dead letter, following the index cursor to exhaustion.
     pub async fn dead_letters(&self) -> Result<Vec<DeadLetter>, QueueError> {
         let mut out = Vec::new();

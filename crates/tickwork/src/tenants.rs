@@ -16,6 +16,7 @@
 
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
+use futures::{StreamExt, TryStreamExt};
 use std::future::Future;
 
 use crate::budget::Budget;
@@ -32,6 +33,9 @@ pub const ZONE: &str = "zone";
 pub const STATUS: &str = "status";
 /// Attribute: when the tenant was added (ms); calendar work owed starts there.
 pub const SINCE: &str = "since";
+/// Attribute: where the tenant stands in its zone group's calendar ([`Position`]); absent while it
+/// follows the group.
+pub const POS: &str = "pos";
 /// Attribute: enumeration shard, only while active.
 pub const TSHARD: &str = "tshard";
 /// Attribute: zone enumeration shard, only while active.
@@ -43,7 +47,7 @@ pub const BY_ZONE: &str = "by_zone";
 
 /// The tenants table definition.
 pub fn tenants_table() -> TableDef {
-    let include = Projection::Include(vec![ZONE.into(), STATUS.into(), SINCE.into()]);
+    let include = Projection::Include(vec![ZONE.into(), STATUS.into(), SINCE.into(), POS.into()]);
     TableDef {
         logical: "tenants",
         pk: s(PK),
@@ -73,7 +77,56 @@ pub const SAMPLE_ZONES: [&str; 8] = [
 /// The `i`-th sample tenant: id `tenant-00042`, zone round-robin over `zones`, active, added at
 /// `since_ms`. The cost model places the same ids on the same shards as the simulator seeds.
 pub fn sample_tenant(i: usize, zones: &[&str], since_ms: Option<i64>) -> Tenant {
-    Tenant { id: format!("tenant-{i:05}"), zone: zones[i % zones.len().max(1)].to_string(), active: true, since_ms }
+    Tenant {
+        id: format!("tenant-{i:05}"),
+        zone: zones[i % zones.len().max(1)].to_string(),
+        active: true,
+        since_ms,
+        pos: Position::Follows,
+    }
+}
+
+/// Where a tenant stands in its zone group's calendar: which periods it has been pulsed through.
+///
+/// Why: a per-tenant cursor costs a write per tenant per day, more than the work it guards. Nearly
+/// every tenant is where its zone group is — pulsed through the group's watermark, or through the
+/// run's date once its page is done — so only tenants that are not ([`Position::Fresh`] after an
+/// add, [`Position::Through`] after a suspension, a move or an isolated failure) carry a position,
+/// and the sweep writes them once to bring them back to the group ([`Position::Follows`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Position {
+    /// Where its zone group is (attribute absent).
+    #[default]
+    Follows,
+    /// Never visited: owed from the period before the one it was added in (`-`).
+    Fresh,
+    /// Pulsed through local date `d`: every period that ended by the start of `d` (`YYYY-MM-DD`).
+    Through(jiff::civil::Date),
+}
+
+impl Position {
+    /// The stored attribute value; `None` for [`Position::Follows`] (no attribute).
+    pub fn to_attr(self) -> Option<String> {
+        match self {
+            Position::Follows => None,
+            Position::Fresh => Some("-".into()),
+            Position::Through(d) => Some(d.to_string()),
+        }
+    }
+
+    /// Reads the stored attribute; an unreadable one is an error naming it (the tenant is
+    /// isolated, never guessed at).
+    pub fn from_attr(v: Option<&str>) -> Result<Self, String> {
+        match v {
+            None => Ok(Position::Follows),
+            Some("-") => Ok(Position::Fresh),
+            Some(d) => match d.parse::<jiff::civil::Date>() {
+                Ok(x) if x.to_string() == d => Ok(Position::Through(x)),
+                _ => Err(format!("position `{d}` is neither `-` nor a date (YYYY-MM-DD)")),
+            },
+        }
+    }
 }
 
 pub use crate::shard::shard_of;
@@ -110,6 +163,9 @@ pub struct Tenant {
     pub active: bool,
     /// When the tenant was added (ms); `None` when unknown.
     pub since_ms: Option<i64>,
+    /// Where it stands in its zone group's calendar.
+    #[serde(default)]
+    pub pos: Position,
 }
 
 impl Tenant {
@@ -151,6 +207,9 @@ impl Tenant {
         if let Some(s) = self.since_ms {
             item.insert(SINCE.into(), crate::schema::av_n(s));
         }
+        if let Some(p) = self.pos.to_attr() {
+            item.insert(POS.into(), av_s(p));
+        }
         if self.active {
             item.insert(TSHARD.into(), av_s(format!("tenants#{k}")));
             item.insert(ZSHARD.into(), av_s(format!("{}#{k}", self.zone)));
@@ -158,13 +217,22 @@ impl Tenant {
         item
     }
 
-    fn from_item(i: &Item) -> Option<Self> {
-        Some(Tenant {
-            id: get_s(i, PK)?.to_string(),
-            zone: get_s(i, ZONE)?.to_string(),
+    /// The tenant an item holds; `Err` names what is unreadable (a corrupt position).
+    pub fn from_item(i: &Item) -> Result<Self, InvalidTenant> {
+        let id = get_s(i, PK).unwrap_or_default().to_string();
+        let bad = |problem: String| InvalidTenant { id: id.clone(), problem };
+        Ok(Tenant {
+            zone: get_s(i, ZONE).ok_or_else(|| bad("no zone".into()))?.to_string(),
             active: get_s(i, STATUS) == Some("active"),
             since_ms: crate::schema::get_i64(i, SINCE),
+            pos: Position::from_attr(get_s(i, POS)).map_err(bad)?,
+            id: id.clone(),
         })
+    }
+
+    /// A new active tenant of `zone`, never visited.
+    pub fn new(id: impl Into<String>, zone: impl Into<String>) -> Self {
+        Tenant { id: id.into(), zone: zone.into(), active: true, since_ms: None, pos: Position::Fresh }
     }
 }
 
@@ -176,6 +244,15 @@ pub struct Tenants {
     write_count: u32,
     read_count: u32,
     registry: Option<(Watermarks, String)>,
+}
+
+/// What [`Tenants::add`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct AddReport {
+    /// Tenants written.
+    pub added: u64,
+    /// Ids that existed and were left as they are.
+    pub existing: u64,
 }
 
 /// Why tenants could not be added.
@@ -220,10 +297,11 @@ impl Tenants {
     /// Adds tenants, the supported way: every tenant validated first (one bad one refuses the
     /// call and nothing is written), their zones registered before they are written (a
     /// registered zone with no tenants costs nothing; the reverse is a tenant never visited),
-    /// and `since` stamped with `now_ms` where unset, so calendar work is owed from the day a
-    /// tenant is added even if its first visit comes late. Idempotent: adding again rewrites the
-    /// same items.
-    pub async fn add(&self, tenants: &[Tenant], now_ms: i64) -> Result<(), AddError> {
+    /// `since` stamped with `now_ms` where unset (calendar work is owed from the day a tenant is
+    /// added, even if its first visit comes late), and the position [`Position::Fresh`].
+    /// Idempotent: an id that exists is left as it is (its position and history kept) and
+    /// counted as existing.
+    pub async fn add(&self, tenants: &[Tenant], now_ms: i64) -> Result<AddReport, AddError> {
         for t in tenants {
             t.validate()?;
         }
@@ -233,17 +311,40 @@ impl Tenants {
         zones.sort();
         zones.dedup();
         marks.register_groups(job, &zones).await?;
-        let stamped: Vec<Tenant> =
-            tenants.iter().map(|t| Tenant { since_ms: t.since_ms.or(Some(now_ms)), ..t.clone() }).collect();
-        self.put_all(&stamped).await?;
+        let stamped: Vec<Tenant> = tenants
+            .iter()
+            .map(|t| Tenant { since_ms: t.since_ms.or(Some(now_ms)), pos: Position::Fresh, ..t.clone() })
+            .collect();
+        let puts = stamped.iter().map(|t| async move {
+            let req = self
+                .db
+                .client()
+                .put_item()
+                .table_name(&self.table)
+                .set_item(Some(t.to_item(self.write_count)))
+                .condition_expression("attribute_not_exists(#pk)")
+                .expression_attribute_names("#pk", PK);
+            match self.db.put(req).await {
+                Ok(_) => Ok(true),
+                Err(DbError::ConditionFailed { .. }) => Ok(false),
+                Err(e) => Err(e),
+            }
+        });
+        let added: Vec<bool> = futures::stream::iter(puts).buffered(8).try_collect().await?;
+        let report = AddReport {
+            added: added.iter().filter(|a| **a).count() as u64,
+            existing: added.iter().filter(|a| !**a).count() as u64,
+        };
         // A few tenants are visited at the sweep's next tick; a bulk import waits for each zone's
         // next midnight (a wake set is bounded; see `Watermarks::wake`).
         if stamped.len() <= WAKE_BULK_LIMIT {
-            for t in stamped.iter().filter(|t| t.active) {
-                marks.wake(job, &t.zone, &t.id).await?;
+            for (t, new) in stamped.iter().zip(&added) {
+                if *new && t.active {
+                    marks.wake(job, &t.zone, &t.id).await?;
+                }
             }
         }
-        Ok(())
+        Ok(report)
     }
 
     /// Shards to enumerate (every shard any tenant was written to).
@@ -254,84 +355,223 @@ impl Tenants {
     /// The stored tenant (strongly consistent), for operators and the lifecycle operations below.
     pub async fn get(&self, id: &str) -> Result<Option<Tenant>, DbError> {
         let item = self.db.get_strong(&self.table, Item::from([(PK.to_string(), av_s(id))])).await?;
-        Ok(item.as_ref().and_then(Tenant::from_item))
+        item.as_ref().map(Tenant::from_item).transpose().map_err(|e| DbError::Invalid(e.to_string()))
     }
 
-    /// Suspends a tenant: out of both enumeration indexes (never visited), everything else kept
-    /// (its zone, its `since`, its cursors). Returns `false` when there is no such tenant.
-    pub async fn suspend(&self, id: &str) -> Result<bool, DbError> {
-        let req = self
+    /// Where a tenant that follows its group stands, for an operator's change that takes it out
+    /// of the group: the group's completed watermark, or [`Position::Fresh`] when the group never
+    /// completed a run. Conservative: during a run, a tenant whose page is already done stands a
+    /// day further, and that day is delivered again later (handlers are idempotent per pulse);
+    /// never the other way round, which would lose it.
+    async fn position_leaving(&self, t: &Tenant) -> Result<Position, DbError> {
+        if t.pos != Position::Follows {
+            return Ok(t.pos);
+        }
+        let Some((marks, job)) = &self.registry else { return Ok(Position::Follows) };
+        let state = marks.read_strong(job).await?;
+        Ok(match state.marks.get(&t.zone).and_then(|m| m.parse::<jiff::civil::Date>().ok()) {
+            Some(d) => Position::Through(d),
+            None => Position::Fresh,
+        })
+    }
+
+    /// A conditional update of one tenant, applied only if its zone and position are still the
+    /// ones read (an operator's change and the sweep's never overwrite each other).
+    async fn update_if_unchanged(
+        &self,
+        t: &Tenant,
+        set: &[(&str, Option<String>)],
+        extra_condition: Option<&str>,
+    ) -> Result<bool, DbError> {
+        let mut req = self
             .db
             .client()
             .update_item()
             .table_name(&self.table)
-            .key(PK, av_s(id))
-            .update_expression("SET #st = :s REMOVE #t, #z")
-            .condition_expression("attribute_exists(#pk)")
-            .expression_attribute_names("#pk", PK)
-            .expression_attribute_names("#st", STATUS)
-            .expression_attribute_names("#t", TSHARD)
-            .expression_attribute_names("#z", ZSHARD)
-            .expression_attribute_values(":s", av_s("suspended"));
-        match self.db.update(req).await {
+            .key(PK, av_s(&t.id))
+            .expression_attribute_names("#zone", ZONE)
+            .expression_attribute_names("#pos", POS)
+            .expression_attribute_values(":oldzone", av_s(&t.zone));
+        // Every name given must be used ("Value provided in ExpressionAttributeNames unused in
+        // expressions" otherwise): the status name only when a change or condition uses it.
+        if set.iter().any(|(a, _)| *a == STATUS) || extra_condition.is_some_and(|c| c.contains("#st")) {
+            req = req.expression_attribute_names("#st", STATUS);
+        }
+        let mut cond = "#zone = :oldzone".to_string();
+        match t.pos.to_attr() {
+            None => cond.push_str(" AND attribute_not_exists(#pos)"),
+            Some(p) => {
+                cond.push_str(" AND #pos = :oldpos");
+                req = req.expression_attribute_values(":oldpos", av_s(p));
+            }
+        }
+        if let Some(c) = extra_condition {
+            cond.push_str(" AND ");
+            cond.push_str(c);
+        }
+        let (mut sets, mut removes) = (Vec::new(), Vec::new());
+        for (i, (attr, value)) in set.iter().enumerate() {
+            let name = match *attr {
+                ZONE => "#zone".to_string(),
+                POS => "#pos".to_string(),
+                STATUS => "#st".to_string(),
+                other => {
+                    let n = format!("#a{i}");
+                    req = req.expression_attribute_names(&n, other);
+                    n
+                }
+            };
+            match value {
+                Some(v) => {
+                    req = req.expression_attribute_values(format!(":v{i}"), av_s(v));
+                    sets.push(format!("{name} = :v{i}"));
+                }
+                None => removes.push(name),
+            }
+        }
+        let mut expr = String::new();
+        if !sets.is_empty() {
+            expr.push_str(&format!("SET {}", sets.join(", ")));
+        }
+        if !removes.is_empty() {
+            expr.push_str(&format!(" REMOVE {}", removes.join(", ")));
+        }
+        match self.db.update(req.update_expression(expr.trim()).condition_expression(cond)).await {
             Ok(_) => Ok(true),
             Err(DbError::ConditionFailed { .. }) => Ok(false),
             Err(e) => Err(e),
         }
     }
 
-    /// Resumes a suspended tenant in its zone: back in both indexes, and visited at the sweep's
-    /// next tick; that visit owes every period since its cursors (the catch-up policy decides
-    /// what a long suspension pulses).
-    pub async fn resume(&self, id: &str) -> Result<bool, DbError> {
-        let Some(t) = self.get(id).await? else { return Ok(false) };
-        let placed = self.place(&t.id, &t.zone).await?;
-        if let (true, Some((marks, job))) = (placed, &self.registry) {
-            marks.wake(job, &t.zone, &t.id).await?;
+    /// Reads, decides and conditionally writes, again if the tenant changed in between (the sweep
+    /// brought it back to its group, another operator moved it): at most a few rounds.
+    async fn change<F>(&self, id: &str, decide: F) -> Result<Option<Tenant>, DbError>
+    where
+        F: Fn(&Tenant, Position) -> Option<Vec<(&'static str, Option<String>)>>,
+    {
+        for _ in 0..5 {
+            let Some(t) = self.get(id).await? else { return Ok(None) };
+            let leaving = self.position_leaving(&t).await?;
+            let Some(set) = decide(&t, leaving) else { return Ok(Some(t)) };
+            if self.update_if_unchanged(&t, &set, None).await? {
+                return Ok(Some(t));
+            }
         }
-        Ok(placed)
+        Err(DbError::Invalid(format!("tenant `{id}` kept changing under five attempts; try again")))
     }
 
-    /// Moves a tenant to another zone, keeping `since` and its cursors: periods are local dates,
+    /// Suspends a tenant: out of both enumeration indexes (never visited), its zone and `since`
+    /// kept, its position recorded ([`Tenants::position_leaving`]) so that resuming owes every
+    /// period since. Returns `false` when there is no such tenant.
+    pub async fn suspend(&self, id: &str) -> Result<bool, DbError> {
+        let done = self
+            .change(id, |t, leaving| {
+                t.active.then(|| {
+                    vec![
+                        (STATUS, Some("suspended".to_string())),
+                        (POS, leaving.to_attr()),
+                        (TSHARD, None),
+                        (ZSHARD, None),
+                    ]
+                })
+            })
+            .await?;
+        Ok(done.is_some())
+    }
+
+    /// Resumes a suspended tenant in its zone: back in both indexes with the position it left
+    /// with, and visited at the sweep's next tick; that visit owes every period since (the
+    /// catch-up policy decides what a long suspension pulses).
+    pub async fn resume(&self, id: &str) -> Result<bool, DbError> {
+        let k = shard_of(id, self.write_count);
+        let done = self
+            .change(id, |t, _| {
+                (!t.active).then(|| {
+                    vec![
+                        (STATUS, Some("active".to_string())),
+                        (TSHARD, Some(format!("tenants#{k}"))),
+                        (ZSHARD, Some(format!("{}#{k}", t.zone))),
+                    ]
+                })
+            })
+            .await?;
+        match (done, &self.registry) {
+            (Some(t), Some((marks, job))) => {
+                marks.wake(job, &t.zone, &t.id).await?;
+                Ok(true)
+            }
+            (done, _) => Ok(done.is_some()),
+        }
+    }
+
+    /// Moves a tenant to another zone, carrying its position: periods are named by local dates,
     /// so each is pulsed once whatever the move (a day already pulsed in the old zone is not
     /// pulsed again; one not yet pulsed is owed in the new). The new zone is registered first.
     pub async fn move_zone(&self, id: &str, zone: &str) -> Result<bool, AddError> {
-        let probe = Tenant { id: id.to_string(), zone: zone.to_string(), active: true, since_ms: None };
-        probe.validate()?;
+        Tenant::new(id, zone).validate()?;
         let (marks, job) = self.registry.as_ref().ok_or(AddError::NoRegistry)?;
         marks.register_groups(job, &[zone.to_string()]).await?;
-        let placed = self.place(id, zone).await?;
-        if placed {
-            marks.wake(job, zone, id).await?;
+        let k = shard_of(id, self.write_count);
+        let done = self
+            .change(id, |t, leaving| {
+                (t.zone != zone).then(|| {
+                    let mut set = vec![(ZONE, Some(zone.to_string())), (POS, leaving.to_attr())];
+                    if t.active {
+                        set.push((ZSHARD, Some(format!("{zone}#{k}"))));
+                    }
+                    set
+                })
+            })
+            .await?;
+        if let Some(t) = &done {
+            if t.active {
+                marks.wake(job, zone, id).await?;
+            }
         }
-        Ok(placed)
+        Ok(done.is_some())
     }
 
-    /// Sets `zone` and, active again, both index keys; only if the tenant exists.
-    async fn place(&self, id: &str, zone: &str) -> Result<bool, DbError> {
-        let k = shard_of(id, self.write_count);
+    /// Removes a tenant; `false` when there was none. Its queued work still runs (handlers find
+    /// no tenant and decide); its archived history stays.
+    pub async fn remove(&self, id: &str) -> Result<bool, DbError> {
         let req = self
             .db
             .client()
-            .update_item()
+            .delete_item()
             .table_name(&self.table)
             .key(PK, av_s(id))
-            .update_expression("SET #zone = :zone, #st = :a, #t = :t, #z = :z")
             .condition_expression("attribute_exists(#pk)")
-            .expression_attribute_names("#pk", PK)
-            .expression_attribute_names("#zone", ZONE)
-            .expression_attribute_names("#st", STATUS)
-            .expression_attribute_names("#t", TSHARD)
-            .expression_attribute_names("#z", ZSHARD)
-            .expression_attribute_values(":zone", av_s(zone))
-            .expression_attribute_values(":a", av_s("active"))
-            .expression_attribute_values(":t", av_s(format!("tenants#{k}")))
-            .expression_attribute_values(":z", av_s(format!("{zone}#{k}")));
-        match self.db.update(req).await {
+            .expression_attribute_names("#pk", PK);
+        match self.db.delete(req).await {
             Ok(_) => Ok(true),
             Err(DbError::ConditionFailed { .. }) => Ok(false),
             Err(e) => Err(e),
         }
+    }
+
+    /// The sweep's write that brings a visited tenant to `to`, as a transaction item: applied only
+    /// if the tenant's zone and position are still the ones the sweep read.
+    pub fn reposition_item(&self, t: &Tenant, to: Position) -> aws_sdk_dynamodb::types::TransactWriteItem {
+        let mut u = aws_sdk_dynamodb::types::Update::builder()
+            .table_name(&self.table)
+            .key(PK, av_s(&t.id))
+            .expression_attribute_names("#zone", ZONE)
+            .expression_attribute_names("#pos", POS)
+            .expression_attribute_values(":zone", av_s(&t.zone));
+        let mut cond = "#zone = :zone".to_string();
+        match t.pos.to_attr() {
+            None => cond.push_str(" AND attribute_not_exists(#pos)"),
+            Some(p) => {
+                cond.push_str(" AND #pos = :old");
+                u = u.expression_attribute_values(":old", av_s(p));
+            }
+        }
+        u = match to.to_attr() {
+            None => u.update_expression("REMOVE #pos"),
+            Some(p) => u.update_expression("SET #pos = :new").expression_attribute_values(":new", av_s(p)),
+        };
+        let u = u.condition_expression(cond).build().expect("update has table, key and expression");
+        aws_sdk_dynamodb::types::TransactWriteItem::builder().update(u).build()
     }
 
     /// Writes tenants as they are, 25 per batch, unprocessed items retried. Registers no zone:
@@ -407,11 +647,31 @@ impl Tenants {
         on_page: F,
     ) -> Result<PageRun, PageError<E>>
     where
-        F: FnMut(Vec<Tenant>, Option<Cursor>) -> Fut,
+        F: FnMut(Vec<Result<Tenant, InvalidTenant>>, Option<Cursor>) -> Fut,
         Fut: Future<Output = Result<(), E>>,
     {
         let label = format!("tenants shard {k}");
         self.page(self.shard_query(k), &label, start, page_size, budget, on_page).await
+    }
+
+    /// One page of the active tenants of `zone` in shard `k` from `start`, and the cursor after
+    /// it (`None`: the shard is exhausted). For callers that persist the cursor themselves.
+    pub async fn zone_page(
+        &self,
+        zone: &str,
+        k: u32,
+        start: Option<&Cursor>,
+        page_size: i32,
+    ) -> Result<(Vec<Result<Tenant, InvalidTenant>>, Option<Cursor>), PageError<std::convert::Infallible>> {
+        let page = crate::pager::fetch_page(&self.db, &self.zone_query(zone, k), start, page_size).await?;
+        Ok((page.items.iter().map(Tenant::from_item).collect(), page.next))
+    }
+
+    /// The zone index's cursor just after tenant `id` of `zone`'s shard `k` (the key DynamoDB
+    /// returns as `LastEvaluatedKey` for a page ending there): lets a caller checkpoint in the
+    /// middle of a page.
+    pub fn zone_cursor_at(&self, zone: &str, k: u32, id: &str) -> Result<Cursor, crate::pager::CursorError> {
+        Cursor::encode(&Item::from([(ZSHARD.to_string(), av_s(format!("{zone}#{k}"))), (PK.to_string(), av_s(id))]))
     }
 
     /// Like [`Tenants::for_each_page`] for the active tenants of one zone.
@@ -425,7 +685,7 @@ impl Tenants {
         on_page: F,
     ) -> Result<PageRun, PageError<E>>
     where
-        F: FnMut(Vec<Tenant>, Option<Cursor>) -> Fut,
+        F: FnMut(Vec<Result<Tenant, InvalidTenant>>, Option<Cursor>) -> Fut,
         Fut: Future<Output = Result<(), E>>,
     {
         let label = format!("tenants zone {zone} shard {k}");
@@ -442,11 +702,11 @@ impl Tenants {
         mut on_page: F,
     ) -> Result<PageRun, PageError<E>>
     where
-        F: FnMut(Vec<Tenant>, Option<Cursor>) -> Fut,
+        F: FnMut(Vec<Result<Tenant, InvalidTenant>>, Option<Cursor>) -> Fut,
         Fut: Future<Output = Result<(), E>>,
     {
         for_each_page(&self.db, query, start, page_size, budget, label, |page: Page| {
-            on_page(page.items.iter().filter_map(Tenant::from_item).collect(), page.next)
+            on_page(page.items.iter().map(Tenant::from_item).collect(), page.next)
         })
         .await
     }

@@ -114,8 +114,27 @@ impl Watermarks {
 
     /// One eventually consistent GetItem: marks and pause switch.
     pub async fn read(&self, job: &str) -> Result<WatermarkState, DbError> {
-        let out =
-            self.db.get(self.db.client().get_item().table_name(&self.table).set_key(Some(watermark_key(job)))).await?;
+        self.read_with(job, false).await
+    }
+
+    /// [`Watermarks::read`], strongly consistent: for operators' changes that must not act on a
+    /// state a moment old (a tenant's position taken from its group's mark).
+    pub async fn read_strong(&self, job: &str) -> Result<WatermarkState, DbError> {
+        self.read_with(job, true).await
+    }
+
+    async fn read_with(&self, job: &str, consistent: bool) -> Result<WatermarkState, DbError> {
+        let out = self
+            .db
+            .get(
+                self.db
+                    .client()
+                    .get_item()
+                    .table_name(&self.table)
+                    .set_key(Some(watermark_key(job)))
+                    .consistent_read(consistent),
+            )
+            .await?;
         let Some(item) = out.item() else {
             return Ok(WatermarkState::default());
         };
@@ -163,21 +182,66 @@ impl Watermarks {
 
     /// The forward-only mark move as a transaction item, for a caller's fenced transaction.
     pub fn advance_item(&self, job: &str, group: &str, value: &str) -> TransactWriteItem {
-        let update = Update::builder()
+        self.mark_item(job, group, Some(value), &[]).expect("an advance is a write")
+    }
+
+    /// One write to the job's mark item: the forward-only move of `group`'s mark (when `advance`),
+    /// and the removal of visited units from its wake set. One write, because a transaction may
+    /// touch an item once ("Transaction request cannot include multiple operations on one item",
+    /// TransactWriteItems, DynamoDB API reference). `None` when there is nothing to write.
+    pub fn mark_item(
+        &self,
+        job: &str,
+        group: &str,
+        advance: Option<&str>,
+        unwake: &[String],
+    ) -> Option<TransactWriteItem> {
+        let mut b = Update::builder().table_name(&self.table).set_key(Some(watermark_key(job)));
+        let mut expr = String::new();
+        if let Some(value) = advance {
+            expr.push_str("SET #m = :v, #at = :now");
+            b = b
+                .condition_expression("attribute_not_exists(#m) OR #m < :v")
+                .expression_attribute_names("#m", format!("{MARK_PREFIX}{group}"))
+                .expression_attribute_names("#at", "updated_at")
+                .expression_attribute_values(":v", av_s(value))
+                .expression_attribute_values(":now", av_n(self.clock.now_ms()))
+                .return_values_on_condition_check_failure(
+                    aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld,
+                );
+        }
+        if !unwake.is_empty() {
+            expr.push_str(if expr.is_empty() { "DELETE #w :u" } else { " DELETE #w :u" });
+            b = b
+                .expression_attribute_names("#w", format!("{WAKE_PREFIX}{group}"))
+                .expression_attribute_values(":u", aws_sdk_dynamodb::types::AttributeValue::Ss(unwake.to_vec()));
+        }
+        if expr.is_empty() {
+            return None;
+        }
+        let update = b.update_expression(expr).build().expect("update has table, key and expression");
+        Some(TransactWriteItem::builder().update(update).build())
+    }
+
+    /// Asks the job to visit `unit` of `group` at its next tick (a string-set `ADD`, idempotent),
+    /// unless the group's wake set is full: then the unit waits for the group's next run.
+    pub async fn wake(&self, job: &str, group: &str, unit: &str) -> Result<bool, DbError> {
+        let req = self
+            .db
+            .client()
+            .update_item()
             .table_name(&self.table)
             .set_key(Some(watermark_key(job)))
-            .update_expression("SET #m = :v, #at = :now")
-            .condition_expression("attribute_not_exists(#m) OR #m < :v")
-            .expression_attribute_names("#m", format!("{MARK_PREFIX}{group}"))
-            .expression_attribute_names("#at", "updated_at")
-            .expression_attribute_values(":v", av_s(value))
-            .expression_attribute_values(":now", av_n(self.clock.now_ms()))
-            .return_values_on_condition_check_failure(
-                aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld,
-            )
-            .build()
-            .expect("update has table, key and expression");
-        TransactWriteItem::builder().update(update).build()
+            .update_expression("ADD #w :u")
+            .condition_expression("attribute_not_exists(#w) OR size(#w) < :max")
+            .expression_attribute_names("#w", format!("{WAKE_PREFIX}{group}"))
+            .expression_attribute_values(":u", aws_sdk_dynamodb::types::AttributeValue::Ss(vec![unit.to_string()]))
+            .expression_attribute_values(":max", av_n(MAX_WAKE));
+        match self.db.update(req).await {
+            Ok(_) => Ok(true),
+            Err(DbError::ConditionFailed { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Sets marks unconditionally and unfenced: for hints a job keeps about itself (the
@@ -217,40 +281,6 @@ impl Watermarks {
             Ok(_) | Err(DbError::ConditionFailed { .. }) => Ok(()),
             Err(e) => Err(e),
         }
-    }
-
-    /// Asks the job to visit `unit` of `group` at its next tick (a string-set `ADD`, idempotent),
-    /// unless the group's wake set is full: then the unit waits for the group's next run.
-    pub async fn wake(&self, job: &str, group: &str, unit: &str) -> Result<bool, DbError> {
-        let req = self
-            .db
-            .client()
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(watermark_key(job)))
-            .update_expression("ADD #w :u")
-            .condition_expression("attribute_not_exists(#w) OR size(#w) < :max")
-            .expression_attribute_names("#w", format!("{WAKE_PREFIX}{group}"))
-            .expression_attribute_values(":u", aws_sdk_dynamodb::types::AttributeValue::Ss(vec![unit.to_string()]))
-            .expression_attribute_values(":max", av_n(MAX_WAKE));
-        match self.db.update(req).await {
-            Ok(_) => Ok(true),
-            Err(DbError::ConditionFailed { .. }) => Ok(false),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Removes visited units from `group`'s wake set, for a fenced transaction.
-    pub fn unwake_item(&self, job: &str, group: &str, units: &[String]) -> TransactWriteItem {
-        let update = Update::builder()
-            .table_name(&self.table)
-            .set_key(Some(watermark_key(job)))
-            .update_expression("DELETE #w :u")
-            .expression_attribute_names("#w", format!("{WAKE_PREFIX}{group}"))
-            .expression_attribute_values(":u", aws_sdk_dynamodb::types::AttributeValue::Ss(units.to_vec()))
-            .build()
-            .expect("update has table, key and expression");
-        TransactWriteItem::builder().update(update).build()
     }
 
     /// Adds groups to the job's registry (idempotent: a string-set `ADD`).

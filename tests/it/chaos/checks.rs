@@ -40,15 +40,19 @@ fn fail(w: &mut World, v: String) {
 pub async fn check(w: &mut World, end: Millis) {
     let queue = scan(w, &w.queue.clone()).await;
     let control = scan(w, &w.control.clone()).await;
+    let summaries = scan(w, &w.summaries.clone()).await;
+    let tenant_items = scan(w, &w.tenants_table.clone()).await;
+    let deliveries = w.deliveries.lock().expect("deliveries").clone();
 
-    // 1. Every owed (tenant, grain, period) pulsed exactly once, and nothing else pulsed.
+    // 1. Every owed (tenant, grain, period) has its effect, once (the ledger's conditional put),
+    //    and nothing else has one.
     let mut got: BTreeMap<String, BTreeSet<(String, String)>> = BTreeMap::new();
-    for item in &queue {
-        let id = get_s(item, "pk").unwrap_or_default();
-        if let Some(rest) = id.strip_prefix("pulse#") {
-            let parts: Vec<&str> = rest.rsplitn(3, '#').collect();
-            let (period, grain, tenant) = (parts[0], parts[1], parts[2]);
-            got.entry(tenant.to_string()).or_default().insert((grain.to_string(), period.to_string()));
+    for item in &summaries {
+        if let Some(rest) = get_s(item, "sk").and_then(|sk| sk.strip_prefix("ledger#")) {
+            let (grain, period) = rest.split_once('#').unwrap_or_default();
+            got.entry(get_s(item, "pk").unwrap_or_default().to_string())
+                .or_default()
+                .insert((grain.to_string(), period.to_string()));
         }
     }
     for (id, life) in w.tenants.clone() {
@@ -71,9 +75,15 @@ pub async fn check(w: &mut World, end: Millis) {
     for (id, _) in got {
         fail(w, format!("pulses for unknown tenant {id}"));
     }
+    // A unit run more than once (a batch run again after a worker crashed, a lost finish) is the
+    // handlers' idempotency at work; counted, not a violation.
+    let again = deliveries.values().filter(|n| **n > 1).count() as u64;
+    if again > 0 {
+        *w.report.events.entry("units run again (idempotent effect)".into()).or_default() += again;
+    }
 
-    // 2. No watermark ahead of a tenant: a group marked done for D has every tenant of the zone
-    //    pulsed through D - 1.
+    // 2. No watermark ahead of a tenant: a group marked done for D has every tenant that follows
+    //    it pulsed through D - 1.
     let marks: BTreeMap<String, String> = control
         .iter()
         .filter(|i| get_s(i, "pk") == Some("wm#pulse-sweep"))
@@ -83,69 +93,98 @@ pub async fn check(w: &mut World, end: Millis) {
                 .collect::<Vec<_>>()
         })
         .collect();
-    let cursors: BTreeMap<String, String> = control
+    let day_done: BTreeMap<String, String> = summaries
         .iter()
-        .filter(|i| get_s(i, "sk") == Some("day"))
-        .filter_map(|i| Some((get_s(i, "pk")?.strip_prefix("cursor#")?.to_string(), get_s(i, "period")?.to_string())))
-        .collect();
-    for (id, life) in w.tenants.clone() {
-        let Some(mark) = marks.get(&life.zone) else { continue };
+        .filter_map(|i| {
+            let day = get_s(i, "sk")?.strip_prefix("ledger#day#")?;
+            Some((get_s(i, "pk")?.to_string(), day.to_string()))
+        })
+        .fold(BTreeMap::new(), |mut m, (t, d)| {
+            let e = m.entry(t).or_insert_with(String::new);
+            if d > *e {
+                *e = d;
+            }
+            m
+        });
+    for item in &tenant_items {
+        let id = get_s(item, "pk").unwrap_or_default().to_string();
+        if get_s(item, "pos").is_some() || get_s(item, "status") != Some("active") {
+            continue;
+        }
+        let zone = get_s(item, "zone").unwrap_or_default();
+        let Some(mark) = marks.get(zone) else { continue };
         let d: jiff::civil::Date = mark.parse().expect("a date mark");
         let want = d.yesterday().expect("a date").to_string();
         w.report.checks += 1;
-        if cursors.get(&id).is_none_or(|c| *c < want) {
-            fail(
-                w,
-                format!("watermark {}={mark} is ahead of tenant {id} (day cursor {:?})", life.zone, cursors.get(&id)),
-            );
+        if day_done.get(&id).is_none_or(|c| *c < want) {
+            fail(w, format!("watermark {zone}={mark} is ahead of tenant {id} (last day {:?})", day_done.get(&id)));
         }
     }
 
-    // 3. Every queue item finished once or dead-lettered; every summary written once.
-    let summaries = scan(w, &w.summaries.clone()).await;
-    let rows: BTreeSet<(String, String)> =
-        summaries.iter().filter_map(|i| Some((get_s(i, "pk")?.to_string(), get_s(i, "sk")?.to_string()))).collect();
-    let mut done_rows = BTreeSet::new();
+    // 3. Every queue item finished or dead-lettered; every summary row from a completed unit and
+    //    every completed unit with its row.
     for item in &queue {
         let id = get_s(item, "pk").unwrap_or_default().to_string();
         if id.starts_with(tickwork::queue::PAUSE_PREFIX) {
             continue;
         }
-        let state = get_s(item, "state").unwrap_or_default();
         w.report.checks += 1;
-        match state {
-            "done" => {
-                let tenant = get_s(item, "tenant").unwrap_or_default().to_string();
-                if let Some(rest) = id.strip_prefix("pulse#") {
-                    let parts: Vec<&str> = rest.rsplitn(3, '#').collect();
-                    if parts[1] == "day" {
-                        done_rows.insert((tenant, format!("day#{}", parts[0])));
-                    }
-                } else if let Some(rest) = id.strip_prefix("utc-daily#") {
-                    let window = rest.split('#').next().unwrap_or_default();
-                    done_rows.insert((tenant, format!("utc#{window}")));
-                }
-            }
+        match get_s(item, "state").unwrap_or_default() {
+            "done" => {}
             "dead" => *w.report.events.entry("items dead-lettered (workers died)".into()).or_default() += 1,
             other => fail(w, format!("queue item {id} left `{other}` after the stack settled")),
         }
     }
+    let rows: BTreeSet<(String, String)> = summaries
+        .iter()
+        .filter_map(|i| Some((get_s(i, "pk")?.to_string(), get_s(i, "sk")?.to_string())))
+        .filter(|(_, sk)| !sk.starts_with("ledger#"))
+        .collect();
+    let mut done_rows = BTreeSet::new();
+    for key in deliveries.keys() {
+        match key.split('#').collect::<Vec<_>>()[..] {
+            ["pulse", tenant, "day", period] => {
+                done_rows.insert((tenant.to_string(), format!("day#{period}")));
+            }
+            ["utc-daily", tenant, window] => {
+                done_rows.insert((tenant.to_string(), format!("utc#{window}")));
+            }
+            _ => {}
+        }
+    }
     w.report.checks += done_rows.len() as u64;
     for r in done_rows.difference(&rows).collect::<Vec<_>>() {
-        fail(w, format!("finished item without its summary row {r:?}"));
+        fail(w, format!("completed unit without its summary row {r:?}"));
     }
-    for r in rows.difference(&done_rows).collect::<Vec<_>>() {
-        // A row whose item is not `done`: written by a run whose finish was lost, and the item is
-        // dead now. Legitimate only for dead items.
-        let dead = queue.iter().any(|i| {
-            get_s(i, "state") == Some("dead") && get_s(i, "tenant") == Some(r.0.as_str()) && {
-                let id = get_s(i, "pk").unwrap_or_default();
-                id.ends_with(r.1.trim_start_matches("day#").trim_start_matches("utc#"))
-                    || id.contains(r.1.trim_start_matches("utc#"))
+    let dead_units: BTreeSet<String> = queue
+        .iter()
+        .filter(|i| get_s(i, "state") == Some("dead"))
+        .flat_map(|i| {
+            let job = tickwork::queue::Job {
+                id: get_s(i, "pk").unwrap_or_default().to_string(),
+                kind: get_s(i, "kind").unwrap_or_default().to_string(),
+                payload: get_s(i, "payload").unwrap_or_default().to_string(),
+                tenant: None,
+                attempts: 0,
+                owner: String::new(),
+                claim_until_ms: 0,
+            };
+            match tickwork::batch::Batch::of_job(&job) {
+                Some(Ok(b)) => b.units(&job.kind).into_iter().map(|u| u.key).collect::<Vec<_>>(),
+                _ => vec![],
             }
-        });
-        if !dead {
-            fail(w, format!("summary row {r:?} with no finished item"));
+        })
+        .collect();
+    for r in rows.difference(&done_rows).collect::<Vec<_>>() {
+        // A row whose unit never completed: written by a run whose item then died. Legitimate only
+        // for dead units.
+        let key = match r.1.split_once('#') {
+            Some(("day", d)) => format!("pulse#{}#day#{d}", r.0),
+            Some(("utc", d)) => format!("utc-daily#{}#{d}", r.0),
+            _ => String::new(),
+        };
+        if !dead_units.contains(&key) {
+            fail(w, format!("summary row {r:?} with no completed unit"));
         }
     }
 
@@ -153,13 +192,12 @@ pub async fn check(w: &mut World, end: Millis) {
     //    archived, never a newer one.
     check_archive(w).await;
 
-    // 5. Every stable tenant has its fan-out item for every window the fan-out completed.
+    // 5. Every stable tenant has its fan-out row for every window the fan-out completed.
     let fan_mark = control
         .iter()
         .find(|i| get_s(i, "pk") == Some("wm#fanout-utc-daily"))
         .and_then(|i| get_s(i, "mark:all").map(str::to_string));
     if let (Some(first), Some(last)) = (w.first_window.clone(), fan_mark) {
-        let ids: BTreeSet<String> = queue.iter().filter_map(|i| get_s(i, "pk").map(str::to_string)).collect();
         let mut d: jiff::civil::Date = first.parse().expect("date");
         let last: jiff::civil::Date = last.parse().expect("date");
         while d <= last {
@@ -168,7 +206,7 @@ pub async fn check(w: &mut World, end: Millis) {
                     continue;
                 }
                 w.report.checks += 1;
-                if !ids.contains(&format!("utc-daily#{d}#{id}")) {
+                if !rows.contains(&(id.clone(), format!("utc#{d}"))) {
                     fail(w, format!("fan-out window {d} completed without tenant {id}"));
                 }
             }

@@ -192,6 +192,8 @@ pub struct World {
     pub last_archive_at: Millis,
     /// A leader has stalled (once per seed).
     stalled: bool,
+    /// Every unit key the worker's handlers completed, and how often (all drains).
+    pub deliveries: queue_worker::registry::Deliveries,
 }
 
 fn ev(at: Millis) -> Tick {
@@ -225,6 +227,7 @@ impl World {
             first_window: None,
             last_archive_at: 0,
             stalled: false,
+            deliveries: Default::default(),
         }
     }
 
@@ -402,7 +405,16 @@ impl World {
                 let zone = ZONES[self.rng.usize(..ZONES.len())].to_string();
                 let now = self.clock.now_ms();
                 admin
-                    .add(&[Tenant { id: id.clone(), zone: zone.clone(), active: true, since_ms: None }], now)
+                    .add(
+                        &[Tenant {
+                            id: id.clone(),
+                            zone: zone.clone(),
+                            active: true,
+                            since_ms: None,
+                            pos: Default::default(),
+                        }],
+                        now,
+                    )
                     .await
                     .expect("add");
                 self.tenants.insert(
@@ -425,10 +437,12 @@ impl World {
             }
             _ => {
                 // Moved only once visited (a first visit's owed history depends on its zone).
-                let visited = !pulse_sweep::cursors::read_cursors(&self.local.db, &self.control, &pick)
+                let visited = self
+                    .admin_tenants()
+                    .get(&pick)
                     .await
-                    .expect("cursors")
-                    .is_empty();
+                    .expect("tenant")
+                    .is_some_and(|t| t.pos != tickwork::tenants::Position::Fresh);
                 if visited {
                     let zone = ZONES[self.rng.usize(..ZONES.len())].to_string();
                     admin.move_zone(&pick, &zone).await.expect("move");
@@ -586,7 +600,7 @@ impl World {
         let (wf, wc) = self.process(faulty);
         let wdb = self.db(&wf);
         let queue = Queue::new(wdb.clone(), &self.queue, queue_cfg(), wc.clone());
-        let handlers = queue_worker::summary::registry(wdb, &self.summaries, wc);
+        let handlers = handlers(wdb, &self.summaries, wc, &self.deliveries);
         let (fb, ab, wb) = (self.budget(faulty), self.budget(faulty), self.budget(faulty));
         let tick = ev(at);
         let t1 = tokio::spawn({
@@ -632,6 +646,57 @@ impl World {
     }
 }
 
+/// The shipped handlers, with every pulse's effect also recorded once in a ledger row
+/// (`ledger#<grain>#<period>`, a conditional put: the effect the checks hold to exactly once),
+/// and every completion counted into [`World::deliveries`] (a unit run again after a crash counts
+/// twice there, never in the ledger).
+fn handlers(
+    db: tickwork::Db,
+    summaries: &str,
+    clock: SharedClock,
+    deliveries: &queue_worker::registry::Deliveries,
+) -> queue_worker::registry::Registry {
+    let shipped = queue_worker::summary::registry(db.clone(), summaries, clock);
+    let inner = shipped.get("pulse").expect("the pulse handler").clone();
+    shipped.with("pulse", Arc::new(Ledger { db, table: summaries.to_string(), inner })).counted_into(deliveries)
+}
+
+/// Records a pulse's effect (once: a conditional put), then runs the shipped handler.
+struct Ledger {
+    db: tickwork::Db,
+    table: String,
+    inner: Arc<dyn queue_worker::registry::Handler>,
+}
+
+impl queue_worker::registry::Handler for Ledger {
+    fn handle<'a>(
+        &'a self,
+        job: &'a tickwork::queue::Job,
+    ) -> futures::future::BoxFuture<'a, Result<(), queue_worker::registry::HandlerError>> {
+        Box::pin(async move {
+            use queue_worker::registry::HandlerError;
+            let v: serde_json::Value =
+                serde_json::from_str(&job.payload).map_err(|e| HandlerError::Permanent(e.to_string()))?;
+            let (Some(t), Some(g), Some(p)) = (v["tenant"].as_str(), v["grain"].as_str(), v["period"].as_str()) else {
+                return Err(HandlerError::Permanent(format!("not a pulse: {}", job.payload)));
+            };
+            let req = self
+                .db
+                .client()
+                .put_item()
+                .table_name(&self.table)
+                .item("pk", tickwork::schema::av_s(t))
+                .item("sk", tickwork::schema::av_s(format!("ledger#{g}#{p}")))
+                .condition_expression("attribute_not_exists(pk)");
+            match self.db.put(req).await {
+                Ok(_) | Err(tickwork::DbError::ConditionFailed { .. }) => {}
+                Err(e) => return Err(HandlerError::Retry(e.to_string())),
+            }
+            self.inner.handle(job).await
+        })
+    }
+}
+
 /// The queue settings of the whole deployment.
 pub fn queue_cfg() -> QueueConfig {
     QueueConfig {
@@ -654,6 +719,7 @@ pub async fn run(cfg: Config) -> Report {
             zone: ZONES[i % ZONES.len()].to_string(),
             active: true,
             since_ms: None,
+            pos: Default::default(),
         })
         .collect();
     admin.add(&initial, START).await.expect("tenants");

@@ -1,0 +1,395 @@
+//! The monthly bill in US dollars: the request model of [`crate::cost`] priced, with every other
+//! service the stack runs on (Lambda, CloudWatch metrics, alarms and logs, S3, EventBridge).
+//!
+//! Why a bill and not request counts: a design that saves DynamoDB requests can still cost more
+//! than it saves in metrics and logs (each distinct custom metric is billed every month, whether
+//! or not it moves). Pricing the whole stack is how that shows.
+//!
+//! Prices are [`Prices`], each with its source and the date it was read; any of them can be
+//! overridden (`tickctl cost --price name=value`). The figures were read from third-party copies
+//! of the AWS pricing pages on 2026-11-30 (the official pages render their tables client-side and
+//! were not retrievable here): check them against <https://aws.amazon.com/pricing/> before
+//! relying on a cent.
+
+use anyhow::{bail, Result};
+use serde::Serialize;
+
+use crate::cost::{CostReport, JobCost};
+
+/// Prices in US dollars, us-east-1.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Prices {
+    /// DynamoDB on-demand, per million write request units (after the 2024-11-01 cut;
+    /// third-party copies of aws.amazon.com/dynamodb/pricing/on-demand, read 2026-11-30).
+    pub ddb_write_million: f64,
+    /// DynamoDB on-demand, per million read request units (same source).
+    pub ddb_read_million: f64,
+    /// DynamoDB Standard table storage, per GB-month (same source).
+    pub ddb_storage_gb_month: f64,
+    /// Lambda requests, per million (aws.amazon.com/lambda/pricing, third-party copy, 2026-11-30).
+    pub lambda_requests_million: f64,
+    /// Lambda arm64 duration, per GB-second (first 7.5 billion GB-s a month; same source).
+    pub lambda_arm_gb_second: f64,
+    /// CloudWatch custom metric, per metric-month (first 10,000; aws.amazon.com/cloudwatch/pricing,
+    /// third-party copy, 2026-11-30).
+    pub cw_metric_month: f64,
+    /// CloudWatch standard-resolution alarm, per metric it reads per month (same source).
+    pub cw_alarm_metric_month: f64,
+    /// CloudWatch dashboard, per month beyond an account's three free ones (same source).
+    pub cw_dashboard_month: f64,
+    /// CloudWatch Logs ingestion (Standard class), per GB (same source).
+    pub cw_logs_ingest_gb: f64,
+    /// CloudWatch Logs storage, per GB-month (same source).
+    pub cw_logs_storage_gb_month: f64,
+    /// S3 Standard PUT, per 1,000 requests (aws.amazon.com/s3/pricing, widely quoted, 2026-11-30).
+    pub s3_put_thousand: f64,
+    /// S3 Standard storage, per GB-month (first 50 TB; same source).
+    pub s3_storage_gb_month: f64,
+    /// EventBridge Scheduler, per million invocations beyond the free ones
+    /// (aws.amazon.com/eventbridge/pricing, third-party copies, 2026-11-30).
+    pub scheduler_million: f64,
+    /// EventBridge Scheduler invocations free each month (same source).
+    pub scheduler_free_millions: f64,
+    /// EventBridge scheduled rules (what SAM's `Schedule` event creates), per million events.
+    /// Taken as free: no per-event charge for scheduled rules was found in the copies read
+    /// (unconfirmed; at 3,600 events a month it is cents either way).
+    pub rule_event_million: f64,
+}
+
+impl Default for Prices {
+    fn default() -> Self {
+        Prices {
+            ddb_write_million: 0.625,
+            ddb_read_million: 0.125,
+            ddb_storage_gb_month: 0.25,
+            lambda_requests_million: 0.20,
+            lambda_arm_gb_second: 0.000_013_333_4,
+            cw_metric_month: 0.30,
+            cw_alarm_metric_month: 0.10,
+            cw_dashboard_month: 3.00,
+            cw_logs_ingest_gb: 0.50,
+            cw_logs_storage_gb_month: 0.03,
+            s3_put_thousand: 0.005,
+            s3_storage_gb_month: 0.023,
+            scheduler_million: 1.00,
+            scheduler_free_millions: 14.0,
+            rule_event_million: 0.0,
+        }
+    }
+}
+
+impl Prices {
+    /// Overrides one price: `name=value`, `name` a field of [`Prices`].
+    pub fn set(&mut self, spec: &str) -> Result<()> {
+        let Some((name, value)) = spec.split_once('=') else {
+            bail!("--price `{spec}`: expected name=value (e.g. ddb_write_million=1.25)")
+        };
+        let v: f64 =
+            value.trim().parse().map_err(|_| anyhow::anyhow!("--price `{spec}`: `{value}` is not a number"))?;
+        if !v.is_finite() || v < 0.0 {
+            bail!("--price `{spec}`: a price is a finite amount of at least 0");
+        }
+        let mut all = serde_json::to_value(&*self)?;
+        match all.get_mut(name.trim()) {
+            Some(slot) => *slot = serde_json::json!(v),
+            None => {
+                let names: Vec<String> = all.as_object().into_iter().flatten().map(|(k, _)| k.clone()).collect();
+                bail!("--price `{spec}`: no price named `{name}`; known: {}", names.join(", "))
+            }
+        }
+        *self = Prices::from_value(all)?;
+        Ok(())
+    }
+
+    fn from_value(v: serde_json::Value) -> Result<Self> {
+        let f = |k: &str| v[k].as_f64().ok_or_else(|| anyhow::anyhow!("price {k}"));
+        Ok(Prices {
+            ddb_write_million: f("ddb_write_million")?,
+            ddb_read_million: f("ddb_read_million")?,
+            ddb_storage_gb_month: f("ddb_storage_gb_month")?,
+            lambda_requests_million: f("lambda_requests_million")?,
+            lambda_arm_gb_second: f("lambda_arm_gb_second")?,
+            cw_metric_month: f("cw_metric_month")?,
+            cw_alarm_metric_month: f("cw_alarm_metric_month")?,
+            cw_dashboard_month: f("cw_dashboard_month")?,
+            cw_logs_ingest_gb: f("cw_logs_ingest_gb")?,
+            cw_logs_storage_gb_month: f("cw_logs_storage_gb_month")?,
+            s3_put_thousand: f("s3_put_thousand")?,
+            s3_storage_gb_month: f("s3_storage_gb_month")?,
+            scheduler_million: f("scheduler_million")?,
+            scheduler_free_millions: f("scheduler_free_millions")?,
+            rule_event_million: f("rule_event_million")?,
+        })
+    }
+}
+
+/// What the deployed stack is, as `template.yaml` has it (a test reads the template and checks
+/// these).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Stack {
+    /// `MemorySize` of every function (MB).
+    pub memory_mb: u32,
+    /// Scheduled invocations a day per function: sweep every quarter hour; fan-out, archiver and
+    /// the worker's safety poll hourly.
+    pub scheduled_per_day: [(&'static str, u32); 4],
+    /// Alarms reading one metric.
+    pub single_metric_alarms: u32,
+    /// Metric-math alarms and the metrics each reads (the throttle alarms: read + write events of
+    /// 10 tables and indexes, off unless `ThrottleAlarms=true`).
+    pub math_alarms: (u32, u32),
+    /// The dashboard (`CreateDashboard`, off by default).
+    pub dashboard: bool,
+    /// Log retention (`LogRetentionDays`).
+    pub log_retention_days: u32,
+}
+
+impl Default for Stack {
+    fn default() -> Self {
+        Stack {
+            memory_mb: 256,
+            scheduled_per_day: [("pulse-sweep", 96), ("tenant-fanout", 24), ("archiver", 24), ("queue-worker", 24)],
+            single_metric_alarms: 13,
+            math_alarms: (0, 2),
+            dashboard: false,
+            log_retention_days: 30,
+        }
+    }
+}
+
+/// Custom metrics the stack publishes: [`tickwork::meter::METRICS`], no dimensions, one namespace
+/// per stack (a test counts them in the functions' real output).
+pub fn custom_metrics() -> usize {
+    tickwork::meter::METRICS.len()
+}
+
+/// Bytes of log a function prints per invocation at the default `INFO` level: the metrics line
+/// (EMF with its per-table detail) and the report line, as counted from the release-shaped
+/// binaries' output (a test runs them and checks these within a fifth), plus the platform's
+/// START/END/REPORT lines Lambda writes at `SystemLogLevel: WARN` (none).
+pub fn log_bytes_per_invocation(function: &str) -> u64 {
+    match function {
+        "pulse-sweep" => 1_200,
+        "tenant-fanout" => 1_250,
+        "archiver" => 1_200,
+        "queue-worker" => 1_200,
+        _ => 1_200,
+    }
+}
+
+/// Lambda run time per invocation, modelled: a fixed part (the runtime's loop, the metrics line)
+/// and a part per DynamoDB request (a round trip in the same region). An assumption, named here,
+/// not a measurement: Lambda bills duration in 1 ms steps.
+pub const BASE_MS: f64 = 20.0;
+/// See [`BASE_MS`].
+pub const PER_REQUEST_MS: f64 = 6.0;
+
+/// One line of the bill.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Line {
+    /// AWS service.
+    pub service: &'static str,
+    /// What is billed.
+    pub item: String,
+    /// How much of it a month.
+    pub quantity: f64,
+    /// Its unit.
+    pub unit: &'static str,
+    /// US dollars a month.
+    pub usd: f64,
+}
+
+/// A month's bill.
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct Bill {
+    /// Every line.
+    pub lines: Vec<Line>,
+}
+
+impl Bill {
+    fn add(&mut self, service: &'static str, item: impl Into<String>, quantity: f64, unit: &'static str, usd: f64) {
+        self.lines.push(Line { service, item: item.into(), quantity, unit, usd });
+    }
+
+    /// Dollars a month.
+    pub fn total(&self) -> f64 {
+        self.lines.iter().map(|l| l.usd).sum()
+    }
+
+    /// Dollars a month for one service.
+    pub fn service(&self, service: &str) -> f64 {
+        self.lines.iter().filter(|l| l.service == service).map(|l| l.usd).sum()
+    }
+
+    /// The monitoring part (custom metrics, alarms, the dashboard), logs excluded.
+    pub fn monitoring(&self) -> f64 {
+        self.lines.iter().filter(|l| l.service == "CloudWatch" && !l.item.starts_with("logs")).map(|l| l.usd).sum()
+    }
+}
+
+/// Requests and units of the two modelled jobs over a month, and the fan-out's and archiver's,
+/// which have a closed form: the fan-out reads each tenant once a day (one index page per 1,000
+/// per shard) and writes one batch item per page, which the worker claims and finishes, and the
+/// handler writes one summary row per tenant (the user's effect); an idle archiver tick is one
+/// read.
+fn dynamodb(bill: &mut Bill, r: &CostReport, tenants: usize, stack: &Stack, p: &Prices) {
+    let month = 30.0 / r.days.max(1e-9);
+    for j in &r.jobs {
+        bill.add(
+            "DynamoDB",
+            format!("{}: {:.0} RRU, {:.0} WRU", j.job, j.rcu * month, j.wcu * month),
+            j.requests() as f64 * month,
+            "requests",
+            j.rcu * month * p.ddb_read_million / 1e6 + j.wcu * month * p.ddb_write_million / 1e6,
+        );
+    }
+    // The fan-out, a day: its idle ticks' reads; one index page per 1,000 tenants per shard (about
+    // 100 B a tenant, eventually consistent: 1 RRU per 8 KB); per page a fenced transaction (the
+    // batch item of about 20 B a tenant, twice, the checkpoint and the lease check) and the
+    // worker's claim and finish of that item (its size again, each); one summary row a tenant.
+    let pages = (tenants as f64 / 1000.0).ceil().max(1.0) * 8.0;
+    let per_tenant_kb = 20.0 / 1024.0;
+    let fan_rru = 30.0 * (24.0 * 0.5 + pages * 0.5 + tenants as f64 * 100.0 / 8192.0);
+    let fan_wru = 30.0 * (pages * 2.0 * 2.0 + tenants as f64 * per_tenant_kb * 4.0 + tenants as f64);
+    bill.add(
+        "DynamoDB",
+        format!(
+            "tenant-fanout + its worker drains: {fan_rru:.0} RRU, {fan_wru:.0} WRU (summaries: 1 WRU a tenant-day)"
+        ),
+        30.0 * (24.0 + pages * 4.0 + tenants as f64),
+        "requests",
+        fan_rru * p.ddb_read_million / 1e6 + fan_wru * p.ddb_write_million / 1e6,
+    );
+    let arch = stack.scheduled_per_day[2].1 as f64 * 30.0;
+    bill.add(
+        "DynamoDB",
+        "archiver: idle ticks, one read each",
+        arch,
+        "requests",
+        arch * 0.5 * p.ddb_read_million / 1e6,
+    );
+    // Tenants (about 150 B each with both index entries) and the control items; queue items expire.
+    let gb = tenants as f64 * 150.0 * 3.0 / 1e9;
+    bill.add("DynamoDB", "storage: tenants and their index entries", gb, "GB-month", gb * p.ddb_storage_gb_month);
+}
+
+/// Invocations a month per function, and the requests each makes on average.
+fn invocations(r: &CostReport, stack: &Stack, zones: usize) -> Vec<(&'static str, f64, f64)> {
+    let month = 30.0 / r.days.max(1e-9);
+    let job = |n: &str| r.jobs.iter().find(|j| j.job == n).cloned().unwrap_or_else(JobCost::default);
+    let sweep = job("pulse-sweep");
+    let worker = job("queue-worker");
+    let sweep_n = f64::from(stack.scheduled_per_day[0].1) * 30.0;
+    // The worker: its safety polls, and one drain per zone run and fan-out window (the stream).
+    let worker_n = f64::from(stack.scheduled_per_day[3].1) * 30.0 + (zones as f64 + 1.0) * 30.0;
+    vec![
+        ("pulse-sweep", sweep_n, sweep.requests() as f64 * month / sweep_n),
+        ("tenant-fanout", f64::from(stack.scheduled_per_day[1].1) * 30.0, 1.5),
+        ("archiver", f64::from(stack.scheduled_per_day[2].1) * 30.0, 1.0),
+        ("queue-worker", worker_n, worker.requests() as f64 * month / worker_n),
+    ]
+}
+
+/// The month's bill of the whole stack for the model's answer `r` at `tenants` tenants in
+/// `zones` zones.
+pub fn bill(r: &CostReport, tenants: usize, zones: usize, stack: &Stack, p: &Prices) -> Bill {
+    let mut b = Bill::default();
+    dynamodb(&mut b, r, tenants, stack, p);
+    let gb = f64::from(stack.memory_mb) / 1024.0;
+    let mut log_gb = 0.0;
+    for (f, n, req) in invocations(r, stack, zones) {
+        let secs = (BASE_MS + PER_REQUEST_MS * req) / 1000.0;
+        b.add(
+            "Lambda",
+            format!("{f}: {n:.0} invocations, ~{:.0} ms at {} MB arm64", secs * 1000.0, stack.memory_mb),
+            n,
+            "invocations",
+            n * p.lambda_requests_million / 1e6 + n * secs * gb * p.lambda_arm_gb_second,
+        );
+        log_gb += n * log_bytes_per_invocation(f) as f64 / 1e9;
+    }
+    let metrics = custom_metrics() as f64;
+    b.add("CloudWatch", "custom metrics (no dimensions)", metrics, "metrics", metrics * p.cw_metric_month);
+    let alarm_metrics = f64::from(stack.single_metric_alarms + stack.math_alarms.0 * stack.math_alarms.1);
+    b.add(
+        "CloudWatch",
+        format!(
+            "alarms: {} on one metric, {} metric-math reading {} each",
+            stack.single_metric_alarms, stack.math_alarms.0, stack.math_alarms.1
+        ),
+        alarm_metrics,
+        "alarm metrics",
+        alarm_metrics * p.cw_alarm_metric_month,
+    );
+    if stack.dashboard {
+        b.add("CloudWatch", "dashboard", 1.0, "dashboards", p.cw_dashboard_month);
+    }
+    b.add("CloudWatch", "logs ingested", log_gb, "GB", log_gb * p.cw_logs_ingest_gb);
+    let stored = log_gb * f64::from(stack.log_retention_days) / 30.0;
+    b.add("CloudWatch", "logs stored", stored, "GB-month", stored * p.cw_logs_storage_gb_month);
+    // The archive: nothing to move in this model (no change feed); the bucket's own requests.
+    b.add("S3", "archive objects (no change feed in this model)", 0.0, "PUT", 0.0);
+    let events: f64 = stack.scheduled_per_day.iter().map(|(_, n)| f64::from(*n) * 30.0).sum();
+    b.add("EventBridge", "scheduled rule events", events, "events", events * p.rule_event_million / 1e6);
+    b
+}
+
+/// The `000_*` before design's DynamoDB bill: its sweep's request units (as [`crate::cost`]
+/// models it, every minute), priced.
+pub fn before_dynamodb(r: &CostReport, p: &Prices) -> f64 {
+    let month = 30.0 / r.days.max(1e-9);
+    r.before.rcu * month * p.ddb_read_million / 1e6 + r.before.wcu * month * p.ddb_write_million / 1e6
+}
+
+/// One EventBridge Scheduler schedule per tenant (time zones built in), each firing a Lambda
+/// invocation once a local day: what a team would build instead. Scheduler invocations beyond
+/// the free ones, plus the Lambda requests and a minimal run (the effect's own write is the
+/// user's, in both designs).
+pub fn scheduler_per_tenant(tenants: usize, stack: &Stack, p: &Prices) -> Bill {
+    let mut b = Bill::default();
+    let n = tenants as f64 * 30.0;
+    let paid = (n / 1e6 - p.scheduler_free_millions).max(0.0);
+    b.add("EventBridge", "Scheduler invocations (one schedule a tenant)", n, "invocations", paid * p.scheduler_million);
+    let secs = (BASE_MS + PER_REQUEST_MS) / 1000.0;
+    let gb = f64::from(stack.memory_mb) / 1024.0;
+    b.add(
+        "Lambda",
+        "one invocation a tenant-day",
+        n,
+        "invocations",
+        n * p.lambda_requests_million / 1e6 + n * secs * gb * p.lambda_arm_gb_second,
+    );
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_price_is_overridden_by_name_and_a_bad_one_is_named() {
+        let mut p = Prices::default();
+        p.set("ddb_write_million=1.25").unwrap();
+        assert_eq!(p.ddb_write_million, 1.25);
+        assert_eq!(p.ddb_read_million, Prices::default().ddb_read_million);
+        let e = p.set("ddb_writes=1").unwrap_err().to_string();
+        assert!(e.contains("no price named `ddb_writes`") && e.contains("ddb_write_million"), "{e}");
+        assert!(p.set("ddb_write_million=-1").is_err());
+        assert!(p.set("ddb_write_million").unwrap_err().to_string().contains("name=value"));
+    }
+
+    #[test]
+    fn monitoring_stays_under_five_dollars_and_the_scheduler_gets_its_free_tier() {
+        let r = CostReport { days: 30.0, jobs: vec![], before: JobCost::default(), pulses: Default::default() };
+        let b = bill(&r, 1000, 8, &Stack::default(), &Prices::default());
+        // 4 metrics at $0.30, 13 single-metric alarms at $0.10.
+        assert!((b.monitoring() - (4.0 * 0.30 + 13.0 * 0.10)).abs() < 1e-9, "{}", b.monitoring());
+        assert!(b.monitoring() <= 5.0);
+        let with_dash = bill(&r, 1000, 8, &Stack { dashboard: true, ..Stack::default() }, &Prices::default());
+        assert!((with_dash.monitoring() - b.monitoring() - 3.0).abs() < 1e-9);
+        // 1,000 tenants: 30,000 invocations, inside the 14 million free.
+        let s = scheduler_per_tenant(1000, &Stack::default(), &Prices::default());
+        assert_eq!(s.service("EventBridge"), 0.0);
+        let s = scheduler_per_tenant(10_000_000, &Stack::default(), &Prices::default());
+        assert!((s.service("EventBridge") - (300.0 - 14.0)).abs() < 1e-6);
+    }
+}

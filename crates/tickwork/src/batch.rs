@@ -1,0 +1,298 @@
+//! Work for many tenants in one queue item.
+//!
+//! Why: a queue item per tenant per day costs a put, a claim and a finish (with their index
+//! moves) per tenant — about 7 write units a tenant-day, more than the work it carries. A batch
+//! carries the units of a page or a whole zone group in one item, claimed and finished once; what
+//! stays per tenant is the unit's **key**, which the handler's effect is idempotent on (a batch
+//! that runs again after a crash repeats units whose effect already happened, and they change
+//! nothing).
+//!
+//! ## Shape (the item's `payload`, JSON)
+//! `{"batch": {"common": {...}, "sets": [{"each": [{...}, ...], "tenants": ["t1", ...]}, ...]}}`:
+//! every tenant of a set gets one unit per entry of `each`. A unit's payload is `common`, its
+//! `each` entry and `"tenant"` merged; its key is `<kind>#<tenant>#<the each entry's values in key
+//! order>`, so whatever identifies a unit must be in `each` (a pulse: `{"grain", "period"}` gives
+//! `pulse#<tenant>#<grain>#<period>`, the same key whichever zone or batch carries it).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::queue::Job;
+
+/// Payloads above this are split into several batches (the queue's payload limit is 256 KB; a
+/// claim and a finish are billed on the item's size, so a smaller item retries cheaper too).
+pub const MAX_BATCH_BYTES: usize = 128 * 1024;
+
+/// Units in one batch at most: a worker runs a batch within one invocation's time.
+pub const MAX_BATCH_UNITS: usize = 2000;
+
+/// Tenants that share their units.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct UnitSet {
+    /// One unit per entry, for every tenant of the set.
+    pub each: Vec<Map<String, Value>>,
+    /// Tenant ids.
+    pub tenants: Vec<String>,
+}
+
+/// A batch of units.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Batch {
+    /// Fields every unit has (not part of a unit's key).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub common: Map<String, Value>,
+    /// The units, by set.
+    pub sets: Vec<UnitSet>,
+}
+
+/// One unit of a batch: what a handler runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unit {
+    /// Idempotency key.
+    pub key: String,
+    /// Tenant.
+    pub tenant: String,
+    /// Payload (JSON object text).
+    pub payload: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Envelope {
+    batch: Batch,
+}
+
+impl Batch {
+    /// A batch with `common` fields.
+    pub fn new(common: Map<String, Value>) -> Self {
+        Batch { common, sets: Vec::new() }
+    }
+
+    /// Adds `tenants`, each getting one unit per entry of `each`; merges into an existing set with
+    /// the same entries.
+    pub fn add(&mut self, each: Vec<Map<String, Value>>, tenants: impl IntoIterator<Item = String>) {
+        match self.sets.iter_mut().find(|s| s.each == each) {
+            Some(s) => s.tenants.extend(tenants),
+            None => self.sets.push(UnitSet { each, tenants: tenants.into_iter().collect() }),
+        }
+    }
+
+    /// Units in the batch.
+    pub fn len(&self) -> usize {
+        self.sets.iter().map(|s| s.each.len() * s.tenants.len()).sum()
+    }
+
+    /// No units.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Tenants in the batch (a tenant in two sets counts twice).
+    pub fn tenants(&self) -> usize {
+        self.sets.iter().map(|s| s.tenants.len()).sum()
+    }
+
+    /// The item payload.
+    pub fn to_payload(&self) -> String {
+        serde_json::to_string(&Envelope { batch: self.clone() }).expect("a batch serialises")
+    }
+
+    /// The batch a job carries: `None` for a job of one unit, `Some(Err)` naming what is wrong with
+    /// a payload that says it is a batch and is not.
+    pub fn of_job(job: &Job) -> Option<Result<Batch, String>> {
+        if !job.payload.trim_start().starts_with("{\"batch\"") {
+            return None;
+        }
+        Some(
+            serde_json::from_str::<Envelope>(&job.payload)
+                .map(|e| e.batch)
+                .map_err(|e| format!("batch payload of `{}` does not decode: {e}", job.id)),
+        )
+    }
+
+    /// Every unit, in order.
+    pub fn units(&self, kind: &str) -> Vec<Unit> {
+        let mut out = Vec::with_capacity(self.len());
+        for set in &self.sets {
+            for t in &set.tenants {
+                for e in &set.each {
+                    out.push(self.unit(kind, t, e));
+                }
+            }
+        }
+        out
+    }
+
+    fn unit(&self, kind: &str, tenant: &str, each: &Map<String, Value>) -> Unit {
+        let mut key = format!("{kind}#{tenant}");
+        // serde_json's map keeps keys sorted: the key's parts are in key order.
+        for v in each.values() {
+            key.push('#');
+            match v {
+                Value::String(s) => key.push_str(s),
+                other => key.push_str(&other.to_string()),
+            }
+        }
+        let mut payload = self.common.clone();
+        payload.extend(each.clone());
+        payload.insert("tenant".into(), Value::String(tenant.to_string()));
+        Unit { key, tenant: tenant.to_string(), payload: Value::Object(payload).to_string() }
+    }
+
+    /// The units whose keys `keep` accepts, as a batch of their own (what is left to do, or what
+    /// goes to the dead letters).
+    pub fn subset(&self, kind: &str, keep: impl Fn(&str) -> bool) -> Batch {
+        let mut out = Batch::new(self.common.clone());
+        for set in &self.sets {
+            // Per entry, the tenants whose unit is kept; entries kept by the same tenants regroup.
+            let mut by_tenants: BTreeMap<Vec<String>, Vec<Map<String, Value>>> = BTreeMap::new();
+            for e in &set.each {
+                let ts: Vec<String> =
+                    set.tenants.iter().filter(|t| keep(&self.unit(kind, t, e).key)).cloned().collect();
+                if !ts.is_empty() {
+                    by_tenants.entry(ts).or_default().push(e.clone());
+                }
+            }
+            for (ts, each) in by_tenants {
+                out.add(each, ts);
+            }
+        }
+        out
+    }
+
+    /// Splits into batches whose payloads stay under [`MAX_BATCH_BYTES`] and [`MAX_BATCH_UNITS`],
+    /// cutting between tenants.
+    pub fn split(self) -> Vec<Batch> {
+        // No unit, no item: an empty batch would be written under the same id by every flush.
+        if self.is_empty() {
+            return Vec::new();
+        }
+        if self.to_payload().len() <= MAX_BATCH_BYTES && self.len() <= MAX_BATCH_UNITS {
+            return vec![self];
+        }
+        let mut out = Vec::new();
+        let base = Batch::new(self.common.clone()).to_payload().len();
+        let mut cur = Batch::new(self.common.clone());
+        let (mut bytes, mut units) = (base, 0usize);
+        for set in self.sets {
+            let each_bytes = serde_json::to_string(&set.each).map(|s| s.len()).unwrap_or(0) + 32;
+            let mut set_in_cur = false;
+            for t in set.tenants {
+                let mut add = t.len() + 3 + if set_in_cur { 0 } else { each_bytes };
+                if units > 0 && (bytes + add > MAX_BATCH_BYTES || units + set.each.len() > MAX_BATCH_UNITS) {
+                    out.push(std::mem::replace(&mut cur, Batch::new(self.common.clone())));
+                    (bytes, units) = (base, 0);
+                    add = t.len() + 3 + each_bytes;
+                }
+                bytes += add;
+                units += set.each.len();
+                set_in_cur = true;
+                cur.add(set.each.clone(), [t]);
+            }
+        }
+        if !cur.is_empty() {
+            out.push(cur);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(pairs: &[(&str, &str)]) -> Map<String, Value> {
+        pairs.iter().map(|(k, v)| (k.to_string(), Value::String(v.to_string()))).collect()
+    }
+
+    #[test]
+    fn an_empty_batch_splits_into_no_item() {
+        assert!(Batch::new(entry(&[("zone", "UTC")])).split().is_empty());
+    }
+
+    fn pulses() -> Batch {
+        let mut b = Batch::new(entry(&[("zone", "Europe/Berlin")]));
+        b.add(
+            vec![
+                entry(&[("grain", "day"), ("period", "2026-03-30")]),
+                entry(&[("period", "2026-W14"), ("grain", "week")]),
+            ],
+            ["t1".to_string(), "t2".to_string()],
+        );
+        b.add(vec![entry(&[("grain", "day"), ("period", "2026-03-29")])], ["t3".to_string()]);
+        b
+    }
+
+    #[test]
+    fn units_are_the_cross_product_with_stable_keys() {
+        let b = pulses();
+        let keys: Vec<String> = b.units("pulse").into_iter().map(|u| u.key).collect();
+        assert_eq!(
+            keys,
+            [
+                "pulse#t1#day#2026-03-30",
+                "pulse#t1#week#2026-W14",
+                "pulse#t2#day#2026-03-30",
+                "pulse#t2#week#2026-W14",
+                "pulse#t3#day#2026-03-29"
+            ],
+            "keys in the entry's key order whatever order it was built in"
+        );
+        let u = &b.units("pulse")[0];
+        let v: Value = serde_json::from_str(&u.payload).unwrap();
+        assert_eq!(v["tenant"], "t1");
+        assert_eq!(v["zone"], "Europe/Berlin");
+        assert_eq!((b.len(), b.tenants()), (5, 3));
+    }
+
+    #[test]
+    fn payload_round_trips_through_a_job_and_a_single_job_is_not_a_batch() {
+        let b = pulses();
+        let job = Job {
+            id: "x".into(),
+            kind: "pulse".into(),
+            payload: b.to_payload(),
+            tenant: None,
+            attempts: 1,
+            owner: "w".into(),
+            claim_until_ms: 0,
+        };
+        assert_eq!(Batch::of_job(&job), Some(Ok(b)));
+        let single = Job { payload: r#"{"tenant":"t1"}"#.into(), ..job.clone() };
+        assert_eq!(Batch::of_job(&single), None);
+        let broken = Job { payload: r#"{"batch": 3}"#.into(), ..job };
+        assert!(Batch::of_job(&broken).unwrap().unwrap_err().contains("does not decode"));
+    }
+
+    #[test]
+    fn a_subset_keeps_exactly_the_chosen_units() {
+        let b = pulses();
+        let keep = ["pulse#t2#week#2026-W14", "pulse#t3#day#2026-03-29", "pulse#t1#week#2026-W14"];
+        let s = b.subset("pulse", |k| keep.contains(&k));
+        let mut got: Vec<String> = s.units("pulse").into_iter().map(|u| u.key).collect();
+        got.sort();
+        let mut want: Vec<String> = keep.iter().map(|s| s.to_string()).collect();
+        want.sort();
+        assert_eq!(got, want);
+        assert!(b.subset("pulse", |_| false).is_empty());
+    }
+
+    #[test]
+    fn split_keeps_every_unit_once_and_each_part_under_the_limits() {
+        let mut b = Batch::new(entry(&[("zone", "UTC")]));
+        let ids: Vec<String> = (0..5000).map(|i| format!("tenant-with-a-longish-id-{i:06}")).collect();
+        b.add(vec![entry(&[("grain", "day"), ("period", "2026-03-30")])], ids.clone());
+        b.add(vec![entry(&[("grain", "month"), ("period", "2026-03")])], ids[..100].to_vec());
+        let all: Vec<String> = b.units("pulse").into_iter().map(|u| u.key).collect();
+        let parts = b.split();
+        assert!(parts.len() >= 3, "{} parts", parts.len());
+        let mut got = Vec::new();
+        for p in &parts {
+            assert!(p.to_payload().len() <= MAX_BATCH_BYTES, "{} bytes", p.to_payload().len());
+            assert!(p.len() <= MAX_BATCH_UNITS);
+            got.extend(p.units("pulse").into_iter().map(|u| u.key));
+        }
+        assert_eq!(got, all);
+    }
+}

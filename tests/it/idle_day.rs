@@ -1,0 +1,130 @@
+//! An idle day of the whole stack, by the meter: all four functions on the template's schedules
+//! (the sweep every quarter hour, the fan-out, the archiver and the worker's safety poll hourly;
+//! the worker's stream signal never fires, nothing being enqueued), no tenant, no change row,
+//! nothing queued. The first simulated day puts every state item in place; the second is counted.
+use std::time::Duration;
+
+use tickwork::budget::Unlimited;
+use tickwork::changes::changes_table;
+use tickwork::config::Env;
+use tickwork::queue::{queue_table, Queue, QueueConfig};
+use tickwork::tenants::tenants_table;
+use tickwork_lambda::Tick;
+use tickwork_tests::{unique, Local};
+
+const DAY: i64 = 86_400_000;
+const START: i64 = 1_795_910_400_000; // 2026-11-29T00:00Z
+
+fn tick(ms: i64) -> Tick {
+    Tick::parse(&Tick::envelope(ms, false)).unwrap()
+}
+
+/// The schedules and settings this test assumes, as the template has them.
+#[test]
+fn the_template_schedules_are_the_ones_counted() {
+    let t = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
+    for want in [
+        "Schedule: cron(0/15 * * * ? *)",
+        "TICKWORK_PULSE_INTERVAL_SECS: \"900\"",
+        "TICKWORK_FANOUT_INTERVAL_SECS: \"3600\"",
+        "TICKWORK_ARCHIVE_INTERVAL_SECS: \"3600\"",
+        "TICKWORK_WORKER_INTERVAL_SECS: \"3600\"",
+        "TICKWORK_ARCHIVE_PROBE_EVERY_SECS: \"86400\"",
+        "Pattern: '{\"eventName\": [\"INSERT\"]}'",
+    ] {
+        assert!(t.contains(want), "template.yaml no longer has `{want}`");
+    }
+    assert_eq!(t.matches("Schedule: rate(1 hour)").count(), 3, "fan-out, archiver, worker safety poll");
+    let shards = t.split("QueueShards:").nth(1).unwrap();
+    assert!(shards.trim_start().starts_with("Type: Number\n    Default: 1\n"), "one queue shard by default");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_day_of_the_whole_stack_is_at_most_200_requests() {
+    let local = Local::new().await;
+    local.clock.set(START);
+    let control = local.control().await;
+    let tenants = local.table(&tenants_table()).await;
+    let queue = local.table(&queue_table()).await;
+    let changes = local.table(&changes_table()).await;
+    let bucket = unique("idle").to_lowercase();
+    let s3 = archiver::s3_client(&local.sdk);
+    s3.create_bucket().bucket(&bucket).send().await.unwrap();
+    // The declared clock-skew bound.
+    let skew = Duration::from_secs(1);
+
+    let sweep_cfg = pulse_sweep::PulseConfig::from_env(
+        &Env::from_pairs([("TICKWORK_PULSE_INTERVAL_SECS", "900"), ("TICKWORK_PULSE_LEASE_SECS", "600")]),
+        skew,
+    )
+    .unwrap();
+    let sweep_tables = pulse_sweep::Tables { control: control.clone(), tenants: tenants.clone(), queue: queue.clone() };
+    let qcfg = QueueConfig { shards: 1, ..Default::default() };
+    let sweep = pulse_sweep::Deps::new(local.fresh_db(), local.clock(), sweep_cfg, sweep_tables, 8, qcfg.clone())
+        .resolve_shards()
+        .await;
+
+    let fan_cfg = tenant_fanout::FanoutConfig::from_env(
+        &Env::from_pairs([("TICKWORK_FANOUT_INTERVAL_SECS", "3600"), ("TICKWORK_FANOUT_LEASE_SECS", "600")]),
+        skew,
+    )
+    .unwrap();
+    let fan_tables = tenant_fanout::Tables { control: control.clone(), tenants: tenants.clone(), queue: queue.clone() };
+    let fanout = tenant_fanout::Deps::new(local.fresh_db(), local.clock(), fan_cfg, &fan_tables, 8, qcfg.clone())
+        .resolve_shards()
+        .await;
+
+    let arch_cfg = archiver::ArchiverConfig::from_env(
+        &Env::from_pairs([
+            ("TICKWORK_ARCHIVE_BUCKET", bucket.as_str()),
+            ("TICKWORK_ARCHIVE_INTERVAL_SECS", "3600"),
+            ("TICKWORK_ARCHIVE_LEASE_SECS", "600"),
+            ("TICKWORK_ARCHIVE_PROBE_EVERY_SECS", "86400"),
+        ]),
+        skew,
+    )
+    .unwrap();
+    let arch = archiver::Deps::new(local.fresh_db(), s3, local.clock(), arch_cfg, &control, changes);
+
+    let worker_db = local.fresh_db();
+    let shards = tickwork::shard::ShardRegistry::new(worker_db.clone(), &control).resolve("queue", 1).await;
+    let q = Queue::new(worker_db.clone(), &queue, qcfg, local.clock()).with_poll_shards(shards);
+    let handlers = queue_worker::summary::registry(worker_db.clone(), &unique("summaries"), local.clock());
+    let wcfg = queue_worker::WorkerConfig::default();
+
+    let mut counted = [0u64; 4];
+    for day in 0..2 {
+        for m in [sweep.db.meter(), fanout.db.meter(), arch.db.meter(), worker_db.meter()] {
+            m.reset();
+        }
+        for quarter in 0..96 {
+            let t = START + day * DAY + quarter * 900_000;
+            local.clock.set(t);
+            pulse_sweep::run(&sweep, &tick(t), &Unlimited, "sweep").await.unwrap();
+            if quarter % 4 == 0 {
+                tenant_fanout::run(&fanout, &tick(t), &Unlimited, "fanout").await.unwrap();
+                archiver::run(&arch, &tick(t), &Unlimited, "archiver").await.unwrap();
+                queue_worker::drain(&q, &handlers, "worker", &Unlimited, &wcfg).await.unwrap();
+            }
+        }
+        counted = [
+            sweep.db.meter().total().requests,
+            fanout.db.meter().total().requests,
+            arch.db.meter().total().requests,
+            worker_db.meter().total().requests,
+        ];
+        println!(
+            "day {}: pulse sweep {}, tenant fan-out {}, archiver {}, queue worker {}: {} requests",
+            day + 1,
+            counted[0],
+            counted[1],
+            counted[2],
+            counted[3],
+            counted.iter().sum::<u64>()
+        );
+    }
+    // An idle sweep tick is one read, an idle fan-out, archiver or worker tick one read or Query.
+    assert_eq!(counted[0], 96, "the sweep: one read per quarter-hour tick");
+    assert_eq!(counted[3], 24, "the worker: one Query per hourly safety poll, nothing else");
+    assert!(counted.iter().sum::<u64>() <= 200, "an idle day: {counted:?}");
+}
