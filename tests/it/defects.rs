@@ -10,7 +10,6 @@ use tickwork::budget::{Steps, Unlimited};
 use tickwork::calendar::CatchUp;
 use tickwork::config::Env;
 use tickwork::queue::{queue_table, Claim, NewItem, Queue, QueueConfig};
-use tickwork::schema::av_s;
 use tickwork::tenants::{tenants_table, Tenant, Tenants};
 use tickwork_lambda::{Outcome, Tick};
 use tickwork_sim::queued_units;
@@ -26,15 +25,7 @@ fn tick(at: &str) -> Tick {
 }
 
 fn tenants(n: usize, zone: &str) -> Vec<Tenant> {
-    (0..n)
-        .map(|i| Tenant {
-            id: format!("t{i:02}"),
-            zone: zone.into(),
-            active: true,
-            since_ms: None,
-            pos: Default::default(),
-        })
-        .collect()
+    tickwork_tests::tenants(n, zone, 2)
 }
 
 struct Sweep {
@@ -77,16 +68,7 @@ impl Sweep {
 
     /// Sets `tenant`'s stored position as is (a corrupt one: a value no position parses from).
     async fn set_position(&self, tenant: &str, pos: &str) {
-        let req = self
-            .local
-            .db
-            .client()
-            .update_item()
-            .table_name(&self.deps.tables.tenants)
-            .key("pk", av_s(tenant))
-            .update_expression("SET pos = :p")
-            .expression_attribute_values(":p", av_s(pos));
-        self.local.db.update(req).await.unwrap();
+        tickwork_tests::set_stored_position(&self.local.db, &self.deps.tables.tenants, tenant, pos).await;
     }
 }
 
@@ -134,15 +116,7 @@ async fn one_bad_tenant_in_the_fanout_is_isolated_and_no_shard_is_dropped() {
     };
     Tenants::new(local.fresh_db(), &t.tenants, 4).put_all(&tenants(51, "UTC")).await.unwrap();
     // One tenant item no reader can make sense of (a position in no format we write).
-    let corrupt = local
-        .db
-        .client()
-        .update_item()
-        .table_name(&t.tenants)
-        .key("pk", av_s("t17"))
-        .update_expression("SET pos = :p")
-        .expression_attribute_values(":p", av_s("29/11/2026"));
-    local.db.update(corrupt).await.unwrap();
+    tickwork_tests::set_stored_position(&local.db, &t.tenants, "t17", "29/11/2026").await;
     let env = Env::from_pairs([("TICKWORK_FANOUT_PAGE_SIZE", "5")]);
     let cfg = tenant_fanout::FanoutConfig::from_env(&env, Duration::from_secs(1)).unwrap();
     let d = tenant_fanout::Deps::new(local.fresh_db(), local.clock(), cfg, &t, 4, QueueConfig::default());
@@ -315,7 +289,7 @@ async fn a_crash_looping_item_is_dead_lettered_and_takes_no_batch_mate_down() {
 async fn an_unknown_zone_in_the_registry_blocks_no_other_zone() {
     let s = sweep(&[], 2, "2026-11-29T00:05:00Z", None).await;
     pulse_sweep::add_tenants(&s.deps, &tenants(5, "UTC")).await.unwrap();
-    s.deps.marks.register_groups("pulse-sweep", &["Nowhere/Atlantis".to_string()]).await.unwrap();
+    s.deps.marks.register_groups("pulse-sweep", &["Nowhere/Atlantis".to_string()], 2).await.unwrap();
     let r = s.tick("2026-11-29T00:05:00Z").await;
     assert_eq!((r.outcome, r.pulses["day"]), (Outcome::Completed, 5));
     assert_eq!(r.unknown_zones, vec!["Nowhere/Atlantis".to_string()]);
@@ -359,6 +333,28 @@ async fn a_tenant_moved_to_another_zone_gets_each_day_exactly_once() {
         .collect();
     // Added on Tokyo's 29th: owed from the 28th.
     assert_eq!(days, want, "each local date exactly once across both moves");
+}
+
+/// Defect (adversarial read): a warm sweep resolved its shard count once, at start-up; tenants
+/// written later by a writer with more shards sat in shards it never paged, and its run still
+/// completed. Writers record their count in the state item the sweep reads every tick.
+#[tokio::test]
+async fn a_warm_sweep_pages_the_shards_a_later_writer_used() {
+    let s = sweep(&[], 2, "2026-11-29T00:05:00Z", None).await;
+    let s = Sweep { deps: s.deps.clone().resolve_shards().await, local: s.local };
+    assert_eq!(s.deps.tenants.shards(), 2, "started before any writer with more shards");
+    // An operator's tool configured with 8 shards adds the tenants afterwards.
+    let admin = pulse_sweep::Deps {
+        tenants: Tenants::new(s.local.fresh_db(), &s.deps.tables.tenants, 8).with_registry(
+            tickwork::watermark::Watermarks::new(s.local.fresh_db(), &s.deps.tables.control, s.local.clock()),
+            "pulse-sweep",
+        ),
+        ..s.deps.clone()
+    };
+    pulse_sweep::add_tenants(&admin, &tenants(40, "UTC")).await.unwrap();
+    let r = s.tick("2026-11-29T00:05:00Z").await;
+    assert_eq!((r.outcome, r.pulses.get("day").copied()), (Outcome::Completed, Some(40)), "{r:?}");
+    assert_eq!(s.day_pulses().await, BTreeMap::from([("2026-11-28".to_string(), 40)]));
 }
 
 /// Defect: shard counts are baked into stored keys, so lowering one stranded whatever sat in the

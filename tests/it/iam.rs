@@ -19,7 +19,6 @@ use tickwork::clock::Clock;
 use tickwork::config::Env;
 use tickwork::iam::{Access, Recorder, Resource};
 use tickwork::queue::{queue_table, NewItem, Queue, QueueConfig};
-use tickwork::schema::av_s;
 use tickwork::tenants::{tenants_table, Tenant, Tenants};
 use tickwork_lambda::Tick;
 use tickwork_tests::faults::{Fault, Faults, Planned};
@@ -68,15 +67,7 @@ async fn sweep_scenarios(local: &Local) -> (Recorder, Tables) {
         .collect();
     pulse_sweep::add_tenants(&admin, &list).await.unwrap();
     // One tenant's position is corrupt: it is isolated and recorded as a failure.
-    let bad = local
-        .db
-        .client()
-        .update_item()
-        .table_name(&t.tenants)
-        .key("pk", av_s("t3"))
-        .update_expression("SET pos = :p")
-        .expression_attribute_values(":p", av_s("not-a-date"));
-    local.db.update(bad).await.unwrap();
+    tickwork_tests::set_stored_position(&local.db, &t.tenants, "t3", "not-a-date").await;
     // The boundary tick stopped by its budget (a checkpoint), its resumption, then idle ticks.
     local.clock.set(ms("2026-11-29T10:00:00Z"));
     let r = pulse_sweep::run(&d, &tick(ms("2026-11-29T10:00:00Z")), &tickwork::budget::Steps::new(2), &unique("w"))
@@ -117,15 +108,7 @@ async fn fanout_scenarios(local: &Local) -> (Recorder, Tables) {
     Tenants::new(local.fresh_db(), &t.tenants, 4).put_all(&list).await.unwrap();
     // A tenant item written around the checks (a position in no format we write): isolated and
     // recorded.
-    let bad = local
-        .db
-        .client()
-        .update_item()
-        .table_name(&t.tenants)
-        .key("pk", av_s("t7"))
-        .update_expression("SET pos = :p")
-        .expression_attribute_values(":p", av_s("not-a-date"));
-    local.db.update(bad).await.unwrap();
+    tickwork_tests::set_stored_position(&local.db, &t.tenants, "t7", "not-a-date").await;
     for at in ["2026-11-29T06:00:00Z", "2026-11-29T06:05:00Z", "2026-11-30T00:05:00Z"] {
         local.clock.set(ms(at));
         tenant_fanout::run(&d, &tick(ms(at)), &Unlimited, &unique("f")).await.unwrap();

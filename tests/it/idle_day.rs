@@ -123,8 +123,14 @@ async fn an_idle_day_of_the_whole_stack_is_at_most_200_requests() {
             counted.iter().sum::<u64>()
         );
     }
-    // An idle sweep tick is one read, an idle fan-out, archiver or worker tick one read or Query.
-    assert_eq!(counted[0], 96, "the sweep: one read per quarter-hour tick");
-    assert_eq!(counted[3], 24, "the worker: one Query per hourly safety poll, nothing else");
+    // An idle sweep tick is one read; the fan-out's ticks are one read each but the one of its
+    // day's window (empty here); the archiver probes its shards once a day; the worker's safety
+    // poll is one Query. The bill prices these very figures.
+    let by_function: Vec<(&str, u64)> =
+        ["pulse-sweep", "tenant-fanout", "archiver", "queue-worker"].into_iter().zip(counted).collect();
+    assert_eq!(by_function, tickctl::bill::IDLE_DAY_REQUESTS.to_vec(), "requests of an idle day, by function");
+    let (_, rru, wru) = tickctl::bill::ARCHIVER_IDLE_DAY;
+    let a = arch.db.meter().total();
+    assert_eq!((a.rcu, a.wcu), (rru, wru), "the archiver's idle day in units");
     assert!(counted.iter().sum::<u64>() <= 200, "an idle day: {counted:?}");
 }

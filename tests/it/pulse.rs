@@ -31,15 +31,7 @@ async fn deps(local: &Local, env: &[(&str, &str)], at: &str) -> Deps {
 }
 
 fn tenants(n: usize, zone: &str) -> Vec<Tenant> {
-    (0..n)
-        .map(|i| Tenant {
-            id: format!("t{i:05}"),
-            zone: zone.into(),
-            active: true,
-            since_ms: None,
-            pos: Default::default(),
-        })
-        .collect()
+    tickwork_tests::tenants(n, zone, 5)
 }
 
 async fn tick(local: &Local, d: &Deps, at: &str) -> pulse_sweep::Report {

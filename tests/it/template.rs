@@ -357,3 +357,39 @@ fn template_and_code_settings_agree() {
         tenant_fanout::FanoutConfig::from_env(&tickwork::config::Env::from_pairs([]), Duration::from_secs(1)).unwrap();
     assert_eq!((d.lease.interval, d.lease.ttl), (Duration::from_secs(300), Duration::from_secs(290)));
 }
+
+/// The bill's picture of the stack ([`tickctl::bill::Stack::default`]) is the template's: every
+/// alarm priced (the single-metric ones always deployed; the metric-math throttle alarms behind
+/// `ThrottleAlarms`, off by default, each reading its metrics), the functions' memory, the log
+/// retention, the dashboard off by default.
+#[test]
+fn the_bill_prices_the_stack_the_template_deploys() {
+    let t = template();
+    let stack = tickctl::bill::Stack::default();
+    let params = &t["Parameters"];
+    let (mut single, mut math, mut math_metrics) = (0u32, 0u32, BTreeSet::new());
+    for (name, r) in t["Resources"].as_mapping().unwrap() {
+        if s(&r["Type"]) != "AWS::CloudWatch::Alarm" {
+            continue;
+        }
+        match r["Properties"].get("Metrics") {
+            None => {
+                assert!(r.get("Condition").is_none(), "{}: a single-metric alarm behind a condition", s(name));
+                single += 1;
+            }
+            Some(m) => {
+                assert_eq!(s(&r["Condition"]), "HasThrottleAlarms", "{}", s(name));
+                math += 1;
+                let read = m.as_sequence().unwrap().iter().filter(|q| q.get("MetricStat").is_some()).count();
+                math_metrics.insert(read as u32);
+            }
+        }
+    }
+    assert_eq!(single, stack.single_metric_alarms, "single-metric alarms");
+    assert_eq!(s(&params["ThrottleAlarms"]["Default"]), "false");
+    assert_eq!(stack.math_alarms.0, 0, "no metric-math alarm by default");
+    assert_eq!((math, math_metrics.into_iter().collect::<Vec<_>>()), (10, vec![stack.math_alarms.1]));
+    assert_eq!(s(&t["Globals"]["Function"]["MemorySize"]), stack.memory_mb.to_string());
+    assert_eq!(s(&params["LogRetentionDays"]["Default"]), stack.log_retention_days.to_string());
+    assert_eq!(s(&params["CreateDashboard"]["Default"]) == "true", stack.dashboard);
+}

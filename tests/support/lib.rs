@@ -187,29 +187,40 @@ pub fn quick_retry() -> RetryPolicy {
     }
 }
 
+/// Writes a tenant's stored position as is, around every check (a corrupt value no reader
+/// parses, or a repair): how the isolation tests make a bad tenant.
+pub async fn set_stored_position(db: &Db, tenants_table: &str, tenant: &str, pos: &str) {
+    let req = db
+        .client()
+        .update_item()
+        .table_name(tenants_table)
+        .key(schema::PK, schema::av_s(tenant))
+        .update_expression("SET #pos = :p")
+        .expression_attribute_names("#pos", tickwork::tenants::POS)
+        .expression_attribute_values(":p", schema::av_s(pos));
+    db.update(req).await.expect("set the stored position");
+}
+
+/// `n` active tenants of `zone`, ids `t` and `i` padded to `width` digits.
+pub fn tenants(n: usize, zone: &str, width: usize) -> Vec<tickwork::tenants::Tenant> {
+    (0..n)
+        .map(|i| tickwork::tenants::Tenant {
+            id: format!("t{i:0width$}"),
+            zone: zone.into(),
+            active: true,
+            since_ms: None,
+            pos: Default::default(),
+        })
+        .collect()
+}
+
 /// Counts the items of `table` whose `attr` equals `value`, by a paginated Scan (test-only: the
 /// product code never scans).
 pub async fn count_where(db: &Db, table: &str, attr: &str, value: &str) -> usize {
-    let mut n = 0;
-    let mut start = None;
-    loop {
-        let out = db
-            .client()
-            .scan()
-            .table_name(table)
-            .set_exclusive_start_key(start.take())
-            .consistent_read(true)
-            .send()
-            .await
-            .expect("scan");
-        n += out
-            .items()
-            .iter()
-            .filter(|i| i.get(attr).and_then(|v| v.as_s().ok()).map(String::as_str) == Some(value))
-            .count();
-        match out.last_evaluated_key() {
-            Some(k) if !k.is_empty() => start = Some(k.clone()),
-            _ => return n,
-        }
-    }
+    tickwork_sim::scan_all(db, table)
+        .await
+        .expect("scan")
+        .iter()
+        .filter(|i| i.get(attr).and_then(|v| v.as_s().ok()).map(String::as_str) == Some(value))
+        .count()
 }

@@ -225,7 +225,7 @@ pub enum PulseError {
     /// A tenant refused before writing.
     #[error(transparent)]
     Tenant(#[from] AddError),
-    /// More than half a page failed: not a bad tenant but a bad run.
+    /// Most of a page failed ([`tickwork::failures::systemic`]): not a bad tenant but a bad run.
     #[error("{failed} of {of} tenants of a page failed (first: {first}); stopping rather than isolating them all")]
     PageFailed {
         /// Tenants that failed.
@@ -263,6 +263,9 @@ pub struct DueGroup {
     pub started_ms: Option<Millis>,
     /// The group's watermark (the last local date completed), `None` before its first run.
     pub mark: Option<String>,
+    /// The largest tenant shard count any writer recorded in the state item: the run pages at
+    /// least that many shards, even when this process's start-up registry read is older.
+    pub recorded_shards: u32,
 }
 
 /// Tenants woken in one group (added, resumed or moved since its run), visited at this tick.
@@ -324,7 +327,13 @@ pub fn due_groups(state: &WatermarkState, time_ms: Millis) -> Due {
         let mark = state.marks.get(g).cloned();
         if group_due(mark.as_deref(), &local) {
             let started_ms = state.run_started(g, &local);
-            due.groups.push(DueGroup { group: g.clone(), local, started_ms, mark: mark.clone() });
+            due.groups.push(DueGroup {
+                group: g.clone(),
+                local,
+                started_ms,
+                mark: mark.clone(),
+                recorded_shards: state.unit_shards,
+            });
         }
         if let Some(w) = state.wake.get(g).filter(|w| !w.is_empty()) {
             let run_in_progress =
@@ -392,6 +401,8 @@ mod tests {
         s.groups.insert("America/Los_Angeles".into());
         s.marks.insert("Europe/Berlin".into(), "2026-11-29".into());
         s.marks.insert("America/Los_Angeles".into(), "2026-11-28".into());
+        // A writer with 16 shards recorded itself in the state item: the run pages them all.
+        s.unit_shards = 16;
         // 2026-11-29T12:00Z: Berlin 13:00 on the 29th (done), Los Angeles 04:00 on the 29th (due).
         let t = "2026-11-29T12:00:00Z".parse::<jiff::Timestamp>().unwrap().as_millisecond();
         let want = DueGroup {
@@ -399,6 +410,7 @@ mod tests {
             local: "2026-11-29".into(),
             started_ms: None,
             mark: Some("2026-11-28".into()),
+            recorded_shards: 16,
         };
         assert_eq!(due_groups(&s, t), Due { groups: vec![want.clone()], wake: vec![], unknown: vec![] });
         s.groups.insert("Nowhere/Atlantis".into());

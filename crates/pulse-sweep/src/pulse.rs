@@ -24,6 +24,18 @@ use tickwork::tenants::{Position, Tenant};
 /// Queue item kind of pulses (and of a pulse unit's key).
 pub const PULSE_KIND: &str = "pulse";
 
+/// The queue item of one batch of a run's pulses: id `<prefix>#<fingerprint of its units>`, so
+/// that the same units under the same prefix are one item, and an existing id means they landed.
+pub fn batch_item(prefix: &str, b: &tickwork::batch::Batch, now: Millis) -> tickwork::queue::NewItem {
+    tickwork::queue::NewItem {
+        id: format!("{prefix}#{:016x}", b.fingerprint(PULSE_KIND)),
+        kind: PULSE_KIND.into(),
+        payload: b.to_payload(),
+        tenant: None,
+        due_ms: now,
+    }
+}
+
 /// A pulse's unit key: its idempotency key.
 pub fn pulse_id(tenant: &str, grain: Grain, period: &Period) -> String {
     format!("{PULSE_KIND}#{tenant}#{grain}#{}", period.id())

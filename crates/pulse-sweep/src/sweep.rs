@@ -9,7 +9,7 @@
 //!    periods (computed once); one with a position of its own is planned from it and gets a
 //!    conditional write bringing it back to the group. Its pulses join the run's batch.
 //! 4. **Flush**, in one fenced transaction: the batch (one or a few queue items, ids derived from
-//!    their first unit, so a retried flush finds its own items), the position writes, the shards'
+//!    a digest of their units, so a retried flush finds its own items), the position writes, the shards'
 //!    checkpoints, the failure records — when the batch is large, before the budget ends, and at
 //!    the end of the run, when the watermark advance replaces the checkpoints. A crash before a
 //!    flush loses nothing but reads: the pages are read again from the last checkpoint.
@@ -31,7 +31,7 @@ use tickwork::budget::Budget;
 use tickwork::calendar;
 use tickwork::checkpoint::{Checkpoints, ShardState};
 use tickwork::lease::{fenced_write, Fence, Fenced};
-use tickwork::queue::{enqueue_item, NewItem};
+use tickwork::queue::enqueue_item;
 use tickwork::tenants::{Position, Tenant};
 use tickwork_lambda::{Outcome, Tick};
 
@@ -48,8 +48,10 @@ pub(crate) enum Mode<'a> {
 /// When a run flushes, decided from counts alone, so that `tickctl cost` replays the sweep's own
 /// decisions ([`FlushCounts::full`]).
 ///
-/// A transaction holds at most 100 items: position writes, checkpoints and failure records are
-/// each bounded here, and batch items are at most 128 KB and 2,000 units each. A flush can come
+/// A transaction holds at most 100 items and 4 MB ("TransactWriteItems", DynamoDB API reference):
+/// position writes, checkpoints and failure records are each bounded here, and the batch by its
+/// units and its bytes, so it splits into a few items of at most 128 KB and 2,000 units each
+/// whatever the tenant ids' length (up to 900 bytes). A flush can come
 /// in the middle of a page: its checkpoint is then the cursor just after the last tenant taken
 /// (the index key of that tenant), so a page read again after a crash starts after it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -62,6 +64,8 @@ pub struct FlushCounts {
     pub failures: usize,
     /// Units waiting.
     pub units: usize,
+    /// Bytes the waiting units take in batch payloads, over-estimated ([`FlushCounts::unit_bytes`]).
+    pub bytes: usize,
 }
 
 impl FlushCounts {
@@ -73,6 +77,14 @@ impl FlushCounts {
     pub const MAX_FAILURES: usize = 10;
     /// Units pending at most (a few batch items).
     pub const MAX_UNITS: usize = 4 * tickwork::batch::MAX_BATCH_UNITS;
+    /// Batch bytes pending at most (a few batch items, far under the 4 MB of a transaction).
+    pub const MAX_BYTES: usize = 4 * tickwork::batch::MAX_BATCH_BYTES;
+
+    /// What one tenant's pulses add to a batch payload, at most: its id, quoted, and its entries
+    /// as if it were the only tenant of its set.
+    pub fn unit_bytes(tenant: &str, entries: &[serde_json::Map<String, serde_json::Value>]) -> usize {
+        tenant.len() + 3 + serde_json::to_string(entries).map(|e| e.len()).unwrap_or(0)
+    }
 
     /// Flush now?
     pub fn full(&self) -> bool {
@@ -80,6 +92,7 @@ impl FlushCounts {
             || self.checkpoints >= Self::MAX_CHECKPOINTS
             || self.failures >= Self::MAX_FAILURES
             || self.units >= Self::MAX_UNITS
+            || self.bytes >= Self::MAX_BYTES
     }
 }
 
@@ -96,6 +109,8 @@ struct Pending {
     /// Leave the group's wake set with the next flush, whatever it is (the woken tenants a new
     /// run covers, or a wake visit's tenants).
     unwake: Vec<String>,
+    /// [`FlushCounts::bytes`] of the batch.
+    bytes: usize,
 }
 
 impl Pending {
@@ -109,6 +124,7 @@ impl Pending {
             failures: Vec::new(),
             group: zone.to_string(),
             unwake: Vec::new(),
+            bytes: 0,
         }
     }
 
@@ -118,12 +134,15 @@ impl Pending {
             checkpoints: self.checkpoints.len(),
             failures: self.failures.len(),
             units: self.batch.len(),
+            bytes: self.bytes,
         }
     }
 
     fn add(&mut self, t: &Tenant, o: &Owed, report: &mut Report) {
         if !o.pulses.is_empty() {
-            self.batch.add(o.entries(), [t.id.clone()]);
+            let entries = o.entries();
+            self.bytes += FlushCounts::unit_bytes(&t.id, &entries);
+            self.batch.add(entries, [t.id.clone()]);
         }
         for (g, _) in &o.pulses {
             *report.pulses.entry(g.to_string()).or_default() += 1;
@@ -137,6 +156,7 @@ impl Pending {
     }
 
     fn clear_written(&mut self) {
+        self.bytes = 0;
         self.batch.sets.clear();
         self.repositions.clear();
         self.checkpoints.clear();
@@ -165,9 +185,7 @@ async fn flush(
         let now = deps.clock.now_ms();
         let mut writes = Vec::new();
         for b in p.batch.clone().split() {
-            let first = b.units(PULSE_KIND).first().map(|u| u.key.clone()).unwrap_or_default();
-            let id = format!("{}#{:016x}", p.prefix, tickwork::shard::fnv1a(first.as_bytes()));
-            let item = NewItem { id, kind: PULSE_KIND.into(), payload: b.to_payload(), tenant: None, due_ms: now };
+            let item = crate::pulse::batch_item(&p.prefix, &b, now);
             writes.push(enqueue_item(&deps.tables.queue, &deps.queue_cfg, &item, now)?);
         }
         let batches = writes.len();
@@ -193,17 +211,22 @@ async fn flush(
                 return Ok(Flushed::Written);
             }
             Fenced::Stale => return Ok(Flushed::LeaseLost),
-            // A batch item exists: this flush landed before and its answer was lost (the ids are
-            // the first units', unique to one flush of one run).
+            // A batch item exists: this flush landed before and its answer was lost (an id is the
+            // digest of its units: the same id, the same units, written by this very transaction).
             Fenced::ConditionFailed { index, .. } if index < batches => {
                 p.clear_written();
                 return Ok(Flushed::Written);
             }
-            // A tenant changed since its page was read: its pulses leave this flush; the
-            // operator's change decided where it stands.
+            // A tenant changed since its page was read (an operator's change, or a visit the
+            // page's index read did not see yet): its pulses leave this flush, and it is woken, so
+            // the next tick plans it again from what it is now (a visit to a tenant that left the
+            // group, or already stands where it should, does nothing). It stays in the wake set:
+            // this flush no longer removes it.
             Fenced::ConditionFailed { index, .. } if index < batches + moves => {
                 let id = p.repositions[index - batches].0.id.clone();
-                tracing::info!(tenant = %id, "tenant changed by an operator since it was read; left to that change");
+                tracing::info!(tenant = %id, "tenant changed since it was read; woken to be planned again");
+                deps.marks.wake(&deps.cfg.job, &p.group, &id).await?;
+                p.unwake.retain(|u| *u != id);
                 p.repositions.retain(|r| r.0.id != id);
                 let own = format!("{PULSE_KIND}#{id}#");
                 p.batch = p.batch.subset(PULSE_KIND, |k| !k.starts_with(&own));
@@ -310,7 +333,8 @@ async fn run_group(
     // so that an invocation that keeps dying at the same point still moves the run on.
     let eager = g.started_ms.is_some();
     let mut done = true;
-    'shards: for k in 0..deps.tenants.shards() {
+    // Every shard any writer used: this process's count, or a larger one recorded since it started.
+    'shards: for k in 0..deps.tenants.shards().max(g.recorded_shards) {
         let mut state = Checkpoints::state_of(&states, &k.to_string()).clone();
         while state != ShardState::Done {
             if budget.exhausted() {
@@ -325,7 +349,7 @@ async fn run_group(
                 })?;
             report.tenants += page.len() as u64;
             let failed = page.iter().filter(|r| r.is_err()).count();
-            if failed > 1 && failed * 2 > page.len() {
+            if tickwork::failures::systemic(failed, page.len()) {
                 let first = page.iter().find_map(|r| r.as_ref().err()).map(|e| e.to_string()).unwrap_or_default();
                 return Err(PulseError::PageFailed { failed, of: page.len(), first });
             }
@@ -454,4 +478,32 @@ async fn wake_chunk(
     let Mode::Live(fence) = mode else { return Ok(true) };
     pending.unwake = ids.to_vec();
     Ok(matches!(flush(deps, fence, &run, &mut pending, None).await?, Flushed::Written))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickwork::calendar::{Grain, Period};
+
+    /// Tenants with the longest ids allowed (900 bytes) fill a flush by bytes long before its
+    /// units: the batch it writes stays a few items, far under a transaction's 100 items and 4 MB.
+    #[test]
+    fn a_flush_of_long_ids_stays_within_a_transaction() {
+        let day = Period::containing(Grain::Day, "2026-11-28".parse().unwrap()).unwrap();
+        let entries = vec![crate::pulse::entry(Grain::Day, &day)];
+        let mut batch = Batch::new(serde_json::Map::new());
+        let mut counts = FlushCounts::default();
+        let mut n = 0;
+        while !counts.full() {
+            let id = format!("{n:0900}");
+            counts.units += entries.len();
+            counts.bytes += FlushCounts::unit_bytes(&id, &entries);
+            batch.add(entries.clone(), [id]);
+            n += 1;
+        }
+        assert!(counts.units < FlushCounts::MAX_UNITS, "the bytes stopped it: {n} tenants");
+        let items = batch.split();
+        let bytes: usize = items.iter().map(|b| b.to_payload().len()).sum();
+        assert!(items.len() <= 5 && bytes < 1 << 20, "{} items, {bytes} bytes", items.len());
+    }
 }

@@ -14,8 +14,9 @@ pub struct WorkerConfig {
     pub batch: i32,
     /// Handlers run at once ([`vars::WORKER_CONCURRENCY`]).
     pub concurrency: usize,
-    /// Stop claiming this long before the deadline ([`vars::DEADLINE_MARGIN_SECS`]); at least the
-    /// handler timeout, so whatever is claimed can finish.
+    /// Stop claiming and starting units this long before the deadline, on top of the handler
+    /// timeout ([`vars::DEADLINE_MARGIN_SECS`]): whatever is started can finish and be settled
+    /// before Lambda ends the invocation ([`WorkerConfig::stop_before`]).
     pub margin: Duration,
     /// A handler running longer is stopped and its item retried ([`vars::WORKER_HANDLER_TIMEOUT_SECS`]).
     pub handler_timeout: Duration,
@@ -47,6 +48,17 @@ impl WorkerConfig {
             ));
         }
         if let Some(t) = core.function_timeout {
+            if t <= handler_timeout + core.margin {
+                return Err(ConfigError::invalid(
+                    vars::WORKER_HANDLER_TIMEOUT_SECS,
+                    format!(
+                        "{} s plus the deadline margin {} s leaves no time in the worker's timeout {} s: nothing could start and still be settled",
+                        handler_timeout.as_secs_f64(),
+                        core.margin.as_secs_f64(),
+                        t.as_secs_f64()
+                    ),
+                ));
+            }
             if queue.visibility < t {
                 return Err(ConfigError::invalid(
                     vars::QUEUE_VISIBILITY_SECS,
@@ -65,6 +77,14 @@ impl WorkerConfig {
             handler_timeout,
             interval: env.secs_in(vars::WORKER_INTERVAL_SECS, s(60), s(60), s(86_400))?,
         })
+    }
+}
+
+impl WorkerConfig {
+    /// How long before the invocation's deadline the worker stops claiming and starting: a unit
+    /// started then may run for the handler timeout, and its item must still be settled.
+    pub fn stop_before(&self) -> Duration {
+        self.handler_timeout + self.margin
     }
 }
 

@@ -140,7 +140,7 @@ pub async fn drain(
 }
 
 /// Units run and failed in one item's batch.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 struct UnitCounts {
     run: u64,
     failed: u64,
@@ -178,6 +178,7 @@ async fn run_one(
 }
 
 /// What happened to one unit of a batch.
+#[derive(Debug)]
 enum UnitEnd {
     Done,
     NotStarted,
@@ -218,47 +219,76 @@ async fn run_batch(
         })
         .collect();
     let ends: Vec<(String, UnitEnd)> = stream::iter(runs).buffer_unordered(cfg.concurrency).collect().await;
-    let mut counts = UnitCounts::default();
-    let (mut left, mut dead) = (std::collections::BTreeSet::new(), std::collections::BTreeSet::new());
-    let (mut retry_err, mut dead_err) = (None, None);
-    let mut retries = 0u64;
-    for (key, end) in ends {
-        match end {
-            UnitEnd::Done => counts.run += 1,
-            UnitEnd::NotStarted => {
-                left.insert(key);
-            }
-            UnitEnd::Failed(HandlerError::Retry(m)) => {
-                counts.run += 1;
-                counts.failed += 1;
-                retries += 1;
-                retry_err.get_or_insert_with(|| format!("{key}: {m}"));
-                left.insert(key);
-            }
-            UnitEnd::Failed(HandlerError::Permanent(m)) => {
-                counts.run += 1;
-                counts.failed += 1;
-                dead_err.get_or_insert_with(|| format!("{key}: {m}"));
-                dead.insert(key);
-            }
-        }
+    let sorted = sort_ends(ends, units.len(), job.attempts >= queue.config().max_attempts);
+    if sorted.left.is_empty() && sorted.dead.is_empty() {
+        return Ok((queue.finish(job).await?, sorted.counts));
     }
-    if left.is_empty() && dead.is_empty() {
-        return Ok((queue.finish(job).await?, counts));
-    }
-    let remaining = (!left.is_empty()).then(|| b.subset(&job.kind, |k| left.contains(k)).to_payload());
-    let error = retry_err.map(|first| format!("{retries} of {} units failed; first: {first}", units.len()));
-    let dead_payload = (!dead.is_empty()).then(|| b.subset(&job.kind, |k| dead.contains(k)).to_payload());
-    let dead_why = dead_err.unwrap_or_default();
+    let remaining = (!sorted.left.is_empty()).then(|| b.subset(&job.kind, |k| sorted.left.contains(k)).to_payload());
+    let dead_payload = (!sorted.dead.is_empty()).then(|| b.subset(&job.kind, |k| sorted.dead.contains(k)).to_payload());
+    let dead_why = sorted.dead_why.unwrap_or_default();
     let settle = queue
         .settle_batch(
             job,
             remaining.as_deref(),
-            error.as_deref(),
+            sorted.error.as_deref(),
             dead_payload.as_deref().map(|p| (p, dead_why.as_str())),
         )
         .await?;
-    Ok((settle, counts))
+    Ok((settle, sorted.counts))
+}
+
+/// A batch's units as they ended, sorted for its one settle.
+#[derive(Debug, Default, PartialEq)]
+struct Sorted {
+    /// Units to run again (failed with a retry left, or not started).
+    left: std::collections::BTreeSet<String>,
+    /// Units dead-lettered (failed for good, or failed on the item's last attempt).
+    dead: std::collections::BTreeSet<String>,
+    /// Why units go back after a backoff; `None` when only the deadline stopped them (the claim
+    /// then does not count as an attempt).
+    error: Option<String>,
+    /// Why the dead ones are dead (the first).
+    dead_why: Option<String>,
+    counts: UnitCounts,
+}
+
+/// Sorts unit ends. Pure. Attempts are counted per item, so on its last attempt a unit that failed
+/// goes to the dead letters alone, and the units the deadline kept from starting go back without
+/// losing an attempt: one failing unit never takes its batch-mates with it. A key that ended twice
+/// (a tenant listed twice) is dead if either run was.
+fn sort_ends(ends: Vec<(String, UnitEnd)>, total: usize, last_attempt: bool) -> Sorted {
+    let mut s = Sorted::default();
+    let (mut retry_err, mut retries) = (None, 0u64);
+    for (key, end) in ends {
+        match end {
+            UnitEnd::Done => s.counts.run += 1,
+            UnitEnd::NotStarted => {
+                s.left.insert(key);
+            }
+            UnitEnd::Failed(HandlerError::Retry(m)) if last_attempt => {
+                s.counts.run += 1;
+                s.counts.failed += 1;
+                s.dead_why.get_or_insert_with(|| format!("{key}: failed on the last attempt: {m}"));
+                s.dead.insert(key);
+            }
+            UnitEnd::Failed(HandlerError::Retry(m)) => {
+                s.counts.run += 1;
+                s.counts.failed += 1;
+                retries += 1;
+                retry_err.get_or_insert_with(|| format!("{key}: {m}"));
+                s.left.insert(key);
+            }
+            UnitEnd::Failed(HandlerError::Permanent(m)) => {
+                s.counts.run += 1;
+                s.counts.failed += 1;
+                s.dead_why.get_or_insert_with(|| format!("{key}: {m}"));
+                s.dead.insert(key);
+            }
+        }
+    }
+    s.left.retain(|k| !s.dead.contains(k));
+    s.error = retry_err.map(|first| format!("{retries} of {total} units failed; first: {first}"));
+    s
 }
 
 /// One handler call, time-boxed and with panics caught.
@@ -281,5 +311,53 @@ async fn call(handlers: &Registry, job: &Job, cfg: &WorkerConfig) -> Result<(), 
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ends(v: &[(&str, &str)]) -> Vec<(String, UnitEnd)> {
+        v.iter()
+            .map(|(k, e)| {
+                let end = match *e {
+                    "done" => UnitEnd::Done,
+                    "not started" => UnitEnd::NotStarted,
+                    "retry" => UnitEnd::Failed(HandlerError::Retry("slow".into())),
+                    _ => UnitEnd::Failed(HandlerError::Permanent("bad".into())),
+                };
+                (k.to_string(), end)
+            })
+            .collect()
+    }
+
+    fn set(v: &[&str]) -> std::collections::BTreeSet<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn failures_go_back_with_an_error_and_the_deadline_alone_costs_no_attempt() {
+        let s = sort_ends(ends(&[("a", "done"), ("b", "retry"), ("c", "not started"), ("d", "permanent")]), 4, false);
+        assert_eq!((s.left, s.dead.clone()), (set(&["b", "c"]), set(&["d"])));
+        assert_eq!(s.error.as_deref(), Some("1 of 4 units failed; first: b: slow"));
+        assert_eq!(s.dead_why.as_deref(), Some("d: bad"));
+        assert_eq!(s.counts, UnitCounts { run: 3, failed: 2 });
+        let s = sort_ends(ends(&[("a", "done"), ("c", "not started")]), 2, false);
+        assert_eq!((s.left, s.error), (set(&["c"]), None), "only the deadline: no attempt spent");
+    }
+
+    #[test]
+    fn on_the_last_attempt_only_the_failed_units_are_dead() {
+        let s = sort_ends(ends(&[("a", "done"), ("b", "retry"), ("c", "not started")]), 3, true);
+        assert_eq!((s.left, s.dead), (set(&["c"]), set(&["b"])), "c never ran: it goes back");
+        assert_eq!(s.error, None, "so that c's next claim is not an attempt past the last");
+        assert!(s.dead_why.unwrap().contains("last attempt"));
+    }
+
+    #[test]
+    fn a_key_that_ended_twice_is_in_one_place() {
+        let s = sort_ends(ends(&[("a", "retry"), ("a", "permanent")]), 2, false);
+        assert_eq!((s.left, s.dead), (set(&[]), set(&["a"])));
     }
 }

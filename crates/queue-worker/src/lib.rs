@@ -10,7 +10,8 @@
 //!    queue table's stream (new items: [`signal_of`]), so an idle queue costs no request at all:
 //!    the stream is read by Lambda's event source mapping, whose `GetRecords` calls the DynamoDB
 //!    pricing page lists as free for Lambda triggers (not confirmed from a stored copy of that
-//!    page; `docs/cost.md`). An item retried with a backoff waits for the safety schedule.
+//!    page; see `tickctl::bill`). An item retried with a backoff, and the rest of a batch the
+//!    deadline stopped (a MODIFY, which the stream filter passes over), wait for the safety poll.
 //! 2. [`drain`]: poll, claim, run, settle, until the queue is empty or the deadline nears; a
 //!    pause marker in the ready index stops it before any claim (pausing costs no extra read).
 //! 3. One metrics line (EMF) on every path: `Paused`, `FailedUnits` (dead letters), and the per-table detail.
@@ -175,14 +176,19 @@ pub async fn handle(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Re
 }
 
 /// The queue table's stream delivered new items (a DynamoDB Streams event: `Records`, each from
-/// `aws:dynamodb`): the records themselves are not read, the drain polls the ready index as a
-/// scheduled tick does. `None` when the event is not a stream event; an error when it claims to be
-/// one and is not.
-pub fn signal_of(event: &Value) -> Option<Result<usize, BadEvent>> {
+/// `aws:dynamodb` and, when it names its stream, `queue_table`'s): the records themselves are not
+/// read, the drain polls the ready index as a scheduled tick does. `None` when the event is not a
+/// stream event; an error naming the field when it claims to be one and is not (no record, another
+/// source, another table's stream wired in by mistake).
+pub fn signal_of(event: &Value, queue_table: &str) -> Option<Result<usize, BadEvent>> {
     let records = event.as_object()?.get("Records")?;
     let Some(records) = records.as_array() else {
         return Some(Err(BadEvent("`Records` must be an array of stream records".into())));
     };
+    if records.is_empty() {
+        return Some(Err(BadEvent("`Records` is empty: a stream event carries at least one record".into())));
+    }
+    let ours = format!(":table/{queue_table}/stream/");
     for (i, r) in records.iter().enumerate() {
         match r.get("eventSource").and_then(Value::as_str) {
             Some("aws:dynamodb") => {}
@@ -193,12 +199,19 @@ pub fn signal_of(event: &Value) -> Option<Result<usize, BadEvent>> {
             }
             None => return Some(Err(BadEvent(format!("`Records[{i}].eventSource` is missing")))),
         }
+        if let Some(arn) = r.get("eventSourceARN").and_then(Value::as_str) {
+            if !arn.contains(&ours) {
+                return Some(Err(BadEvent(format!(
+                    "`Records[{i}].eventSourceARN` is `{arn}`, not the stream of the queue table `{queue_table}`"
+                ))));
+            }
+        }
     }
     Some(Ok(records.len()))
 }
 
 async fn run(deps: &Deps, event: &Value, deadline_ms: Millis) -> Result<Report, WorkerError> {
-    match signal_of(event) {
+    match signal_of(event, deps.queue.table()) {
         Some(signal) => {
             signal?;
         }
@@ -210,7 +223,7 @@ async fn run(deps: &Deps, event: &Value, deadline_ms: Millis) -> Result<Report, 
             }
         }
     }
-    let budget = Deadline::new(deps.clock.clone(), deadline_ms, deps.cfg.margin.as_millis() as i64);
+    let budget = Deadline::new(deps.clock.clone(), deadline_ms, deps.cfg.stop_before().as_millis() as i64);
     let owner = tickwork_lambda::owner_id("queue-worker");
     Ok(drain(&deps.queue, &deps.handlers, &owner, &budget, &deps.cfg).await?)
 }
@@ -221,15 +234,21 @@ mod tests {
 
     #[test]
     fn a_stream_event_signals_work_and_a_scheduled_event_does_not() {
+        let arn = "arn:aws:dynamodb:us-east-1:123456789012:table/app-queue/stream/2026-11-30T00:00:00.000";
         let stream = serde_json::json!({"Records": [
-            {"eventSource": "aws:dynamodb", "eventName": "INSERT", "dynamodb": {"Keys": {"pk": {"S": "pulse#x"}}}}
+            {"eventSource": "aws:dynamodb", "eventName": "INSERT", "eventSourceARN": arn,
+             "dynamodb": {"Keys": {"pk": {"S": "pulse#x"}}}}
         ]});
-        assert_eq!(signal_of(&stream), Some(Ok(1)));
+        assert_eq!(signal_of(&stream, "app-queue"), Some(Ok(1)));
+        let e = signal_of(&stream, "other-queue").unwrap().unwrap_err().to_string();
+        assert!(e.contains("eventSourceARN") && e.contains("other-queue"), "{e}");
         let tick = serde_json::json!({"time": "2026-11-30T00:00:00Z", "detail-type": "Scheduled Event"});
-        assert_eq!(signal_of(&tick), None);
+        assert_eq!(signal_of(&tick, "app-queue"), None);
         let sqs = serde_json::json!({"Records": [{"eventSource": "aws:sqs"}]});
-        let e = signal_of(&sqs).unwrap().unwrap_err().to_string();
+        let e = signal_of(&sqs, "app-queue").unwrap().unwrap_err().to_string();
         assert!(e.contains("aws:sqs") && e.contains("Records[0]"), "{e}");
-        assert!(signal_of(&serde_json::json!({"Records": 3})).unwrap().is_err());
+        assert!(signal_of(&serde_json::json!({"Records": 3}), "app-queue").unwrap().is_err());
+        let e = signal_of(&serde_json::json!({"Records": []}), "app-queue").unwrap().unwrap_err().to_string();
+        assert!(e.contains("empty"), "{e}");
     }
 }

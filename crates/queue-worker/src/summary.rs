@@ -19,7 +19,7 @@ use serde::Deserialize;
 use tickwork::clock::SharedClock;
 use tickwork::queue::Job;
 use tickwork::schema::{av_n, av_s, key, s, TableDef, PK, SK};
-use tickwork::{Db, DbError};
+use tickwork::Db;
 
 use crate::registry::{Handler, HandlerError, Registry};
 
@@ -85,16 +85,9 @@ impl Writer {
         let mut item = key(tenant, sk);
         item.insert("written_at".into(), av_n(self.clock.now_ms()));
         item.insert("job".into(), av_s(&job.id));
-        let req = self
-            .db
-            .client()
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .condition_expression("attribute_not_exists(#pk)")
-            .expression_attribute_names("#pk", PK);
-        match self.db.put(req).await {
-            Ok(_) | Err(DbError::ConditionFailed { .. }) => Ok(()),
+        // Written, or written before (a retried unit, a duplicate delivery): done either way.
+        match self.db.put_new(&self.table, item).await {
+            Ok(_) => Ok(()),
             Err(e) => Err(HandlerError::Retry(e.to_string())),
         }
     }

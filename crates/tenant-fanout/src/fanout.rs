@@ -143,8 +143,10 @@ pub(crate) async fn fan_out(
                     deps.marks.advance_item(&fence.job, crate::MARK_GROUP, window),
                 ];
                 match fenced_write(&deps.db, fence, writes).await? {
-                    // Recorded already (a duplicate run): its watermark alone.
-                    Fenced::Written | Fenced::ConditionFailed { .. } => {
+                    Fenced::Written => {}
+                    // Recorded already (a duplicate run), or the watermark is there already: the
+                    // watermark alone (forward only, so a no-op when it is).
+                    Fenced::ConditionFailed { .. } => {
                         deps.marks.advance(fence, crate::MARK_GROUP, window).await?;
                     }
                     Fenced::Stale => {
@@ -188,7 +190,7 @@ async fn shard(
                     }
                 }
                 let seen = ok.len() + failures.len();
-                if failures.len() > 1 && failures.len() * 2 > seen {
+                if tickwork::failures::systemic(failures.len(), seen) {
                     return Err(PageStop::Failed(FanoutError::PageFailed {
                         failed: failures.len(),
                         of: seen,

@@ -203,7 +203,7 @@ pub enum FanoutError {
     /// A cursor.
     #[error(transparent)]
     Cursor(#[from] tickwork::pager::CursorError),
-    /// More than half a page failed: not a bad tenant but a bad run.
+    /// Most of a page failed ([`tickwork::failures::systemic`]): not a bad tenant but a bad run.
     #[error("{failed} of {of} tenants of a page failed (first: {first}); stopping rather than isolating them all")]
     PageFailed {
         /// Tenants that failed.

@@ -41,17 +41,20 @@ pub fn due_windows(mark: Option<&str>, time_ms: Millis, max_lateness_days: u32) 
 
 /// The batch item for a page of tenants in one window: one unit per tenant, key
 /// `<job>#<tenant>#<window>` (the handler's idempotency key), payload `{"tenant", "window"}`. The
-/// item's id names the window, the shard and the page's first tenant (hashed, so any id length
-/// fits the queue's key limit): one page, one id. `None` for a page with no tenant.
+/// item's id names the window, the shard and a digest of every unit (so any id length fits the
+/// queue's key limit, and an existing id means these very units were enqueued): one page, one
+/// id. `None` for a page with no tenant.
 pub fn batch_for(job: &str, window: &str, shard: u32, tenants: &[Tenant], due_ms: Millis) -> Option<NewItem> {
-    let first = tenants.first()?;
+    if tenants.is_empty() {
+        return None;
+    }
     let mut b = Batch::new(Map::new());
     b.add(
         vec![Map::from_iter([("window".to_string(), Value::String(window.to_string()))])],
         tenants.iter().map(|t| t.id.clone()),
     );
     Some(NewItem {
-        id: format!("{job}#{window}#{shard}#{:016x}", tickwork::shard::fnv1a(first.id.as_bytes())),
+        id: format!("{job}#{window}#{shard}#{:016x}", b.fingerprint(job)),
         kind: job.to_string(),
         payload: b.to_payload(),
         tenant: None,

@@ -14,7 +14,7 @@
 use anyhow::{bail, Result};
 use serde::Serialize;
 
-use crate::cost::{CostReport, JobCost};
+use crate::cost::{CostInput, CostReport, JobCost};
 
 /// Prices in US dollars, us-east-1.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -123,15 +123,12 @@ impl Prices {
     }
 }
 
-/// What the deployed stack is, as `template.yaml` has it (a test reads the template and checks
-/// these).
+/// What the deployed stack is, as `template.yaml` has it (`tests/it/template.rs` reads the
+/// template and checks every field).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Stack {
     /// `MemorySize` of every function (MB).
     pub memory_mb: u32,
-    /// Scheduled invocations a day per function: sweep every quarter hour; fan-out, archiver and
-    /// the worker's safety poll hourly.
-    pub scheduled_per_day: [(&'static str, u32); 4],
     /// Alarms reading one metric.
     pub single_metric_alarms: u32,
     /// Metric-math alarms and the metrics each reads (the throttle alarms: read + write events of
@@ -147,7 +144,6 @@ impl Default for Stack {
     fn default() -> Self {
         Stack {
             memory_mb: 256,
-            scheduled_per_day: [("pulse-sweep", 96), ("tenant-fanout", 24), ("archiver", 24), ("queue-worker", 24)],
             single_metric_alarms: 13,
             math_alarms: (0, 2),
             dashboard: false,
@@ -226,12 +222,18 @@ impl Bill {
     }
 }
 
-/// Requests and units of the two modelled jobs over a month, and the fan-out's and archiver's,
-/// which have a closed form: the fan-out reads each tenant once a day (one index page per 1,000
-/// per shard) and writes one batch item per page, which the worker claims and finishes, and the
-/// handler writes one summary row per tenant (the user's effect); an idle archiver tick is one
-/// read.
-fn dynamodb(bill: &mut Bill, r: &CostReport, tenants: usize, stack: &Stack, p: &Prices) {
+/// An idle archiver's day (hourly ticks, each one read of its state item; once a day it probes
+/// every change shard, one Query each, and records what it saw): the requests, read units and
+/// write units, as `tests/it/idle_day.rs` measures them.
+pub const ARCHIVER_IDLE_DAY: (u64, f64, f64) = (33, 16.0, 1.0);
+
+/// The requests each function makes on an idle day (no tenant, nothing queued): what
+/// `tests/it/idle_day.rs` measures, function by function.
+pub const IDLE_DAY_REQUESTS: [(&str, u64); 4] =
+    [("pulse-sweep", 96), ("tenant-fanout", 44), ("archiver", ARCHIVER_IDLE_DAY.0), ("queue-worker", 24)];
+
+/// Request units of every modelled job over a month, the archiver's idle days, storage.
+fn dynamodb(bill: &mut Bill, r: &CostReport, tenants: usize, p: &Prices) {
     let month = 30.0 / r.days.max(1e-9);
     for j in &r.jobs {
         bill.add(
@@ -242,61 +244,52 @@ fn dynamodb(bill: &mut Bill, r: &CostReport, tenants: usize, stack: &Stack, p: &
             j.rcu * month * p.ddb_read_million / 1e6 + j.wcu * month * p.ddb_write_million / 1e6,
         );
     }
-    // The fan-out, a day: its idle ticks' reads; one index page per 1,000 tenants per shard (about
-    // 100 B a tenant, eventually consistent: 1 RRU per 8 KB); per page a fenced transaction (the
-    // batch item of about 20 B a tenant, twice, the checkpoint and the lease check) and the
-    // worker's claim and finish of that item (its size again, each); one summary row a tenant.
-    let pages = (tenants as f64 / 1000.0).ceil().max(1.0) * 8.0;
-    let per_tenant_kb = 20.0 / 1024.0;
-    let fan_rru = 30.0 * (24.0 * 0.5 + pages * 0.5 + tenants as f64 * 100.0 / 8192.0);
-    let fan_wru = 30.0 * (pages * 2.0 * 2.0 + tenants as f64 * per_tenant_kb * 4.0 + tenants as f64);
+    let (req, rru, wru) = ARCHIVER_IDLE_DAY;
     bill.add(
         "DynamoDB",
-        format!(
-            "tenant-fanout + its worker drains: {fan_rru:.0} RRU, {fan_wru:.0} WRU (summaries: 1 WRU a tenant-day)"
-        ),
-        30.0 * (24.0 + pages * 4.0 + tenants as f64),
+        "archiver: idle (no change feed in this model)",
+        req as f64 * 30.0,
         "requests",
-        fan_rru * p.ddb_read_million / 1e6 + fan_wru * p.ddb_write_million / 1e6,
-    );
-    let arch = stack.scheduled_per_day[2].1 as f64 * 30.0;
-    bill.add(
-        "DynamoDB",
-        "archiver: idle ticks, one read each",
-        arch,
-        "requests",
-        arch * 0.5 * p.ddb_read_million / 1e6,
+        30.0 * (rru * p.ddb_read_million + wru * p.ddb_write_million) / 1e6,
     );
     // Tenants (about 150 B each with both index entries) and the control items; queue items expire.
     let gb = tenants as f64 * 150.0 * 3.0 / 1e9;
     bill.add("DynamoDB", "storage: tenants and their index entries", gb, "GB-month", gb * p.ddb_storage_gb_month);
 }
 
-/// Invocations a month per function, and the requests each makes on average.
-fn invocations(r: &CostReport, stack: &Stack, zones: usize) -> Vec<(&'static str, f64, f64)> {
+/// Invocations a month per function, and the requests each makes on average: the sweep's and the
+/// fan-out's from the model (their schedules); the archiver's idle day; the worker's safety polls
+/// (hourly) and, at most, one stream-started drain per queue item enqueued (a flush's items
+/// arrive together and one batching window gathers them, so fewer in practice).
+fn invocations(r: &CostReport) -> Vec<(&'static str, f64, f64)> {
     let month = 30.0 / r.days.max(1e-9);
-    let job = |n: &str| r.jobs.iter().find(|j| j.job == n).cloned().unwrap_or_else(JobCost::default);
-    let sweep = job("pulse-sweep");
-    let worker = job("queue-worker");
-    let sweep_n = f64::from(stack.scheduled_per_day[0].1) * 30.0;
-    // The worker: its safety polls, and one drain per zone run and fan-out window (the stream).
-    let worker_n = f64::from(stack.scheduled_per_day[3].1) * 30.0 + (zones as f64 + 1.0) * 30.0;
+    let job = |n: &str| r.jobs.iter().find(|j| j.job == n).cloned().unwrap_or_default();
+    let (sweep, worker, fanout) = (job("pulse-sweep"), job("queue-worker"), job("tenant-fanout"));
+    let per = |j: &JobCost, n: f64, extra: f64| if n > 0.0 { (j.requests() as f64 * month + extra) / n } else { 0.0 };
+    let sweep_n = sweep.invocations as f64 * month;
+    let fanout_n = fanout.invocations as f64 * month;
+    // Items enqueued: each is claimed once (an UpdateItem of two per item, claim and finish).
+    let items = (worker.ops.get("UpdateItem").copied().unwrap_or(0)
+        + fanout.ops.get("UpdateItem").copied().unwrap_or(0)) as f64
+        / 2.0
+        * month;
+    let worker_n = 24.0 * 30.0 + items;
     vec![
-        ("pulse-sweep", sweep_n, sweep.requests() as f64 * month / sweep_n),
-        ("tenant-fanout", f64::from(stack.scheduled_per_day[1].1) * 30.0, 1.5),
-        ("archiver", f64::from(stack.scheduled_per_day[2].1) * 30.0, 1.0),
-        ("queue-worker", worker_n, worker.requests() as f64 * month / worker_n),
+        ("pulse-sweep", sweep_n, per(&sweep, sweep_n, 0.0)),
+        ("tenant-fanout", fanout_n, per(&fanout, fanout_n, 0.0)),
+        ("archiver", 24.0 * 30.0, ARCHIVER_IDLE_DAY.0 as f64 / 24.0),
+        ("queue-worker", worker_n, per(&worker, worker_n, 0.0)),
     ]
 }
 
 /// The month's bill of the whole stack for the model's answer `r` at `tenants` tenants in
 /// `zones` zones.
-pub fn bill(r: &CostReport, tenants: usize, zones: usize, stack: &Stack, p: &Prices) -> Bill {
+pub fn bill(r: &CostReport, tenants: usize, stack: &Stack, p: &Prices) -> Bill {
     let mut b = Bill::default();
-    dynamodb(&mut b, r, tenants, stack, p);
+    dynamodb(&mut b, r, tenants, p);
     let gb = f64::from(stack.memory_mb) / 1024.0;
     let mut log_gb = 0.0;
-    for (f, n, req) in invocations(r, stack, zones) {
+    for (f, n, req) in invocations(r) {
         let secs = (BASE_MS + PER_REQUEST_MS * req) / 1000.0;
         b.add(
             "Lambda",
@@ -328,7 +321,8 @@ pub fn bill(r: &CostReport, tenants: usize, zones: usize, stack: &Stack, p: &Pri
     b.add("CloudWatch", "logs stored", stored, "GB-month", stored * p.cw_logs_storage_gb_month);
     // The archive: nothing to move in this model (no change feed); the bucket's own requests.
     b.add("S3", "archive objects (no change feed in this model)", 0.0, "PUT", 0.0);
-    let events: f64 = stack.scheduled_per_day.iter().map(|(_, n)| f64::from(*n) * 30.0).sum();
+    let events: f64 =
+        invocations(r).iter().filter(|(f, _, _)| *f != "queue-worker").map(|(_, n, _)| n).sum::<f64>() + 24.0 * 30.0;
     b.add("EventBridge", "scheduled rule events", events, "events", events * p.rule_event_million / 1e6);
     b
 }
@@ -361,9 +355,83 @@ pub fn scheduler_per_tenant(tenants: usize, stack: &Stack, p: &Prices) -> Bill {
     b
 }
 
+/// The model's answer in dollars a month: the bill, the before design's DynamoDB at its own
+/// one-minute schedule, one Scheduler schedule per tenant, and the prices used.
+#[derive(Debug, Clone, Serialize)]
+pub struct Priced {
+    /// The whole stack.
+    pub bill: Bill,
+    /// The `000_*` design's DynamoDB alone.
+    pub before_dynamodb_usd: f64,
+    /// One EventBridge Scheduler schedule per tenant.
+    pub scheduler_per_tenant: Bill,
+    /// The prices used.
+    pub prices: Prices,
+}
+
+/// Models `input` and prices it. The before design ran every minute whatever tickwork's tick:
+/// its part of the report is modelled at that schedule, so the table, the ratio and the dollars
+/// all speak of the same thing.
+pub fn price(input: &CostInput, stack: &Stack, prices: &Prices) -> Result<(CostReport, Priced)> {
+    let mut r = crate::cost::model(input)?;
+    if input.tick_ms != 60_000 {
+        let every_minute = CostInput {
+            tick_ms: 60_000,
+            ticks: input.ticks * input.tick_ms as u64 / 60_000,
+            policy: tickwork::calendar::Policy { interval_ms: 60_000, ..input.policy },
+            ..input.clone()
+        };
+        r.before = crate::cost::model_before_only(&every_minute)?;
+    }
+    let priced = Priced {
+        bill: bill(&r, input.tenants, stack, prices),
+        before_dynamodb_usd: before_dynamodb(&r, prices),
+        scheduler_per_tenant: scheduler_per_tenant(input.tenants, stack, prices),
+        prices: prices.clone(),
+    };
+    Ok((r, priced))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The bar, from the model with `tickctl cost`'s defaults (1,000 tenants in 8 zones,
+    /// 30 days, the template's schedules and the prices above): the whole stack costs less than
+    /// the `000_*` design's DynamoDB alone, monitoring at most $5, and tickwork's own writes (the
+    /// summaries, the user's effect, not counted) at most 0.5 WCU a tenant-day.
+    #[test]
+    fn the_whole_stack_costs_less_than_the_before_designs_dynamodb() {
+        let input = CostInput {
+            tenants: 1000,
+            zones: crate::cost::zones(&[], None).unwrap(),
+            tick_ms: 900_000,
+            workers: 1,
+            ticks: 30 * 96,
+            start_ms: 1_774_742_400_000,
+            drain_every: 4,
+            tenant_shards: 8,
+            queue_shards: 1,
+            page_size: 1000,
+            fanout_page_size: 1000,
+            worker_batch: 10,
+            policy: tickwork::calendar::Policy {
+                catch_up: tickwork::calendar::CatchUp::All,
+                max_lateness_ms: 40 * 86_400_000,
+                interval_ms: 900_000,
+            },
+        };
+        let (r, priced) = price(&input, &Stack::default(), &Prices::default()).unwrap();
+        let (total, before) = (priced.bill.total(), priced.before_dynamodb_usd);
+        println!("whole stack ${total:.2} a month, monitoring ${:.2}; before ${before:.2}", priced.bill.monitoring());
+        assert!(total < before, "whole stack ${total:.2} vs the before design's DynamoDB ${before:.2}");
+        assert!(priced.bill.monitoring() <= 5.0);
+        let effect: f64 = r.jobs.iter().map(|j| j.tables.get(crate::cost::table::SUMMARIES).map_or(0.0, |t| t.1)).sum();
+        let own = (r.total().wcu - effect) / (1000.0 * r.days);
+        println!("tickwork's own WCU per tenant-day: {own:.3}");
+        assert!(own <= 0.5, "{own}");
+        assert_eq!(r.before.invocations, 30 * 1440, "the before design at its own one-minute schedule");
+    }
 
     #[test]
     fn a_price_is_overridden_by_name_and_a_bad_one_is_named() {
@@ -380,11 +448,11 @@ mod tests {
     #[test]
     fn monitoring_stays_under_five_dollars_and_the_scheduler_gets_its_free_tier() {
         let r = CostReport { days: 30.0, jobs: vec![], before: JobCost::default(), pulses: Default::default() };
-        let b = bill(&r, 1000, 8, &Stack::default(), &Prices::default());
+        let b = bill(&r, 1000, &Stack::default(), &Prices::default());
         // 4 metrics at $0.30, 13 single-metric alarms at $0.10.
         assert!((b.monitoring() - (4.0 * 0.30 + 13.0 * 0.10)).abs() < 1e-9, "{}", b.monitoring());
         assert!(b.monitoring() <= 5.0);
-        let with_dash = bill(&r, 1000, 8, &Stack { dashboard: true, ..Stack::default() }, &Prices::default());
+        let with_dash = bill(&r, 1000, &Stack { dashboard: true, ..Stack::default() }, &Prices::default());
         assert!((with_dash.monitoring() - b.monitoring() - 3.0).abs() < 1e-9);
         // 1,000 tenants: 30,000 invocations, inside the 14 million free.
         let s = scheduler_per_tenant(1000, &Stack::default(), &Prices::default());

@@ -54,6 +54,8 @@ pub struct CostInput {
     pub queue_shards: u32,
     /// Tenants per page (`TICKWORK_PULSE_PAGE_SIZE`).
     pub page_size: usize,
+    /// Tenants per fan-out page (`TICKWORK_FANOUT_PAGE_SIZE`).
+    pub fanout_page_size: usize,
     /// Items a worker polls per shard (`TICKWORK_WORKER_BATCH`).
     pub worker_batch: usize,
     /// Catch-up rules.
@@ -171,6 +173,8 @@ pub mod table {
     pub const TENANTS: &str = "tenants";
     /// The zone index of the tenants.
     pub const TENANTS_BY_ZONE: &str = "tenants/by_zone";
+    /// The shard index of the tenants (the fan-out's enumeration).
+    pub const TENANTS_BY_SHARD: &str = "tenants/by_shard";
     /// Queue items.
     pub const QUEUE: &str = "queue";
     /// The queue's ready index.
@@ -200,6 +204,7 @@ const fn calls(table: &'static str, op: &'static str, n: u64, units: f64) -> Cal
 /// Units of a small item (< 1 KB): a write, an eventually and a strongly consistent read.
 const WRITE: f64 = 1.0;
 const READ_EC: f64 = 0.5;
+const READ_STRONG: f64 = 1.0;
 /// A small item written in a transaction, and the lease's ConditionCheck there: 2 units each.
 const TXN_SMALL: f64 = 2.0;
 
@@ -277,16 +282,9 @@ fn run_calls(
      -> Result<()> {
         let mut wcu = TXN_SMALL; // the lease's ConditionCheck
         for b in batch.clone().split() {
-            let first = b.units(pulse_sweep::PULSE_KIND).first().map(|u| u.key.clone()).unwrap_or_default();
-            let id = format!("{}#{run}#{:016x}", pulse_sweep::PULSE_KIND, tickwork::shard::fnv1a(first.as_bytes()));
+            let item = pulse_sweep::pulse::batch_item(&format!("{}#{run}", pulse_sweep::PULSE_KIND), &b, now);
+            let id = item.id.clone();
             let day_units = b.sets.iter().map(|s| s.tenants.len() as u64).sum::<u64>() * day_each;
-            let item = queue::NewItem {
-                id: id.clone(),
-                kind: pulse_sweep::PULSE_KIND.into(),
-                payload: b.to_payload(),
-                tenant: None,
-                due_ms: now,
-            };
             let put = queue::enqueue_item("q", qcfg, &item, now).map_err(|e| anyhow::anyhow!("{e}"))?;
             let bytes = put.put().map(|p| capacity::item_size(p.item())).unwrap_or(0);
             wcu += capacity::transactional(capacity::write_units(None, Some(bytes)));
@@ -312,6 +310,7 @@ fn run_calls(
                 if !entries.is_empty() {
                     batch.add(entries.clone(), [t.id.to_string()]);
                     counts.units += entries.len();
+                    counts.bytes += FlushCounts::unit_bytes(t.id, &entries);
                 }
                 counts.repositions += usize::from(t.explicit);
                 if counts.full() {
@@ -382,12 +381,9 @@ struct Zone {
     before_cursors: BTreeMap<Grain, String>,
 }
 
-/// Runs the model.
-pub fn model(input: &CostInput) -> Result<CostReport> {
-    ensure!(input.tenants > 0, "--tenants must be at least 1");
-    ensure!(!input.zones.is_empty(), "at least one zone is needed");
-    ensure!(input.workers > 0, "--workers must be at least 1");
-    ensure!(input.tick_ms >= 1000, "--tick must be at least 1s");
+/// The input's tenants, round-robin over its zones, as the sweep sees them (per zone and shard)
+/// and as the fan-out does (per shard).
+fn seed(input: &CostInput) -> Result<(Vec<Zone>, Vec<Vec<tenants::Tenant>>)> {
     let names: Vec<&str> = input.zones.iter().map(String::as_str).collect();
     let mut zones = Vec::new();
     for z in &input.zones {
@@ -402,9 +398,11 @@ pub fn model(input: &CostInput) -> Result<CostReport> {
             before_cursors: BTreeMap::new(),
         });
     }
+    let mut fanout_shards: Vec<Vec<tenants::Tenant>> = vec![Vec::new(); input.tenant_shards.max(1) as usize];
     for i in 0..input.tenants {
         let mut t = tenants::sample_tenant(i, &names, Some(input.start_ms));
         t.pos = tenants::Position::Fresh;
+        fanout_shards[tenants::shard_of(&t.id, input.tenant_shards) as usize].push(t.clone());
         let z = zones.iter_mut().find(|z| z.name == t.zone).expect("zone of a sample tenant");
         z.item_bytes = z.item_bytes.max(index_item_bytes(&t, input.tenant_shards));
         z.per_shard[tenants::shard_of(&t.id, input.tenant_shards) as usize].push(t.id);
@@ -415,6 +413,23 @@ pub fn model(input: &CostInput) -> Result<CostReport> {
             ids.sort();
         }
     }
+
+    Ok((zones, fanout_shards))
+}
+
+/// The `000_*` design alone under `input` (its own schedule is the input's tick).
+pub fn model_before_only(input: &CostInput) -> Result<JobCost> {
+    let (mut zones, _) = seed(input)?;
+    model_before(input, &mut zones)
+}
+
+/// Runs the model.
+pub fn model(input: &CostInput) -> Result<CostReport> {
+    ensure!(input.tenants > 0, "--tenants must be at least 1");
+    ensure!(!input.zones.is_empty(), "at least one zone is needed");
+    ensure!(input.workers > 0, "--workers must be at least 1");
+    ensure!(input.tick_ms >= 1000, "--tick must be at least 1s");
+    let (mut zones, mut fanout_shards) = seed(input)?;
 
     let mut sweep = JobCost::new("pulse-sweep");
     let mut worker = JobCost::new("queue-worker");
@@ -506,12 +521,67 @@ pub fn model(input: &CostInput) -> Result<CostReport> {
     drain(&mut ready, &mut worker);
 
     let before = model_before(input, &mut zones)?;
-    Ok(CostReport {
-        days: (input.ticks as f64 * input.tick_ms as f64) / 86_400_000.0,
-        jobs: vec![sweep, worker],
-        before,
-        pulses,
-    })
+    let days = (input.ticks as f64 * input.tick_ms as f64) / 86_400_000.0;
+    let fanout = model_fanout(&mut fanout_shards, input.fanout_page_size, days)?;
+    Ok(CostReport { days, jobs: vec![sweep, worker, fanout], before, pulses })
+}
+
+/// The tenant fan-out on its hourly schedule over `days` (whole UTC days), and the worker's
+/// handling of what it enqueues, from the items it really writes ([`tenant_fanout::window::batch_for`]
+/// sized by [`capacity`]): an idle tick is one read; a window's tick reads the state item, takes the
+/// lease, reads the window's slot and checkpoints, pages every shard to the end (full pages, then
+/// a short or empty one), writes per page one fenced transaction (the batch item, the shard's
+/// checkpoint, the lease check), and closes the window with the slot and the watermark in one. The
+/// worker claims and finishes each batch item and its handler writes one summary row a tenant
+/// (the user's effect, counted on the `summaries` table). Checked against a live run in
+/// `tests/it/cost.rs`.
+pub fn model_fanout(per_shard: &mut [Vec<tenants::Tenant>], page_size: usize, days: f64) -> Result<JobCost> {
+    let mut c = JobCost::new("tenant-fanout");
+    let windows = days.floor().max(0.0) as u64;
+    let page_size = page_size.max(1);
+    let shards = per_shard.len() as u32;
+    for ids in per_shard.iter_mut() {
+        ids.sort_by(|a, b| a.id.cmp(&b.id));
+    }
+    // The hourly ticks: 24 a day, one of them the window's.
+    c.invocations = (days * 24.0).round() as u64;
+    c.add_on(table::CONTROL, "GetItem", c.invocations, READ_EC);
+    for _ in 0..windows {
+        c.add_on(table::CONTROL, "UpdateItem", 1, WRITE); // the lease
+        c.add_on(table::CONTROL, "GetItem", 1, READ_STRONG); // the slot (absent)
+        c.add_on(table::CONTROL, "Query", 1, READ_STRONG); // the checkpoints (none)
+        let window = "2026-03-29";
+        for (k, ts) in per_shard.iter().enumerate() {
+            let mut pages: Vec<&[tenants::Tenant]> = ts.chunks(page_size).collect();
+            if ts.len() % page_size == 0 {
+                pages.push(&[]);
+            }
+            for page in pages {
+                let bytes = page.iter().map(|t| index_item_bytes(t, shards)).collect::<Vec<_>>();
+                c.add_on(table::TENANTS_BY_SHARD, "Query", 1, capacity::query_units(bytes, Consistency::Eventual));
+                let mut wcu = 2.0 * TXN_SMALL; // the lease check and the checkpoint
+                if let Some(item) = tenant_fanout::window::batch_for("utc-daily", window, k as u32, page, 0) {
+                    let put = queue::enqueue_item("q", &queue::QueueConfig::default(), &item, 0)
+                        .map_err(|e| anyhow::anyhow!("{e}"))?;
+                    let size = put.put().map(|p| capacity::item_size(p.item())).unwrap_or(0);
+                    wcu += capacity::transactional(capacity::write_units(None, Some(size)));
+                    c.add_index_units(table::QUEUE_READY, WRITE);
+                    // The worker: claim (the item grows by its owner; its ready key moves), finish
+                    // (billed on the item before; its ready key goes), one summary row a tenant.
+                    let claimed = size + CLAIM_BYTES;
+                    c.add_on(table::QUEUE, "UpdateItem", 1, capacity::write_units(None, Some(claimed)));
+                    c.add_index_units(table::QUEUE_READY, 2.0 * WRITE);
+                    c.add_on(table::QUEUE, "UpdateItem", 1, capacity::write_units(Some(claimed), None));
+                    c.add_index_units(table::QUEUE_READY, WRITE);
+                    c.add_on(table::SUMMARIES, "PutItem", page.len() as u64, WRITE);
+                }
+                c.add_on(table::CONTROL, "TransactWriteItems", 1, wcu);
+            }
+        }
+        // The slot and the watermark, fenced.
+        c.add_on(table::CONTROL, "TransactWriteItems", 1, 3.0 * TXN_SMALL);
+    }
+    Ok(c)
 }
 
 /// Bytes a claim adds to a queue item over the enqueued one: the `owner` attribute holding the
@@ -632,6 +702,7 @@ mod tests {
             tenant_shards: 8,
             queue_shards: 8,
             page_size: 100,
+            fanout_page_size: 1000,
             worker_batch: 10,
             policy: Policy { catch_up: calendar::CatchUp::All, max_lateness_ms: 40 * 86_400_000, interval_ms: 60_000 },
         }

@@ -218,7 +218,9 @@ async fn run(cli: Cli) -> Result<i32> {
                 tenant_shards: env.parse_or("TICKWORK_TENANT_SHARDS", 8u32)?,
                 // The template's default (one shard: pages of pulses are few items).
                 queue_shards: env.parse_or("TICKWORK_QUEUE_SHARDS", 1u32)?,
-                page_size: env.parse_or("TICKWORK_PULSE_PAGE_SIZE", 100usize)?,
+                // The deployed defaults (`docs/configuration.md`).
+                page_size: env.parse_or("TICKWORK_PULSE_PAGE_SIZE", 1000usize)?,
+                fanout_page_size: env.parse_or("TICKWORK_FANOUT_PAGE_SIZE", 1000usize)?,
                 worker_batch: env.parse_or("TICKWORK_WORKER_BATCH", 10usize)?,
                 policy: Policy {
                     catch_up: env.parse_or("TICKWORK_PULSE_CATCH_UP", CatchUp::All)?,
@@ -226,26 +228,12 @@ async fn run(cli: Cli) -> Result<i32> {
                     interval_ms: tick_ms,
                 },
             };
-            let r = cost::model(&input)?;
             let mut prices = tickctl::bill::Prices::default();
             for p in price {
                 prices.set(p)?;
             }
             let stack = tickctl::bill::Stack { dashboard: *dashboard, ..Default::default() };
-            // The before design ran every minute, whatever tickwork's tick: priced at its own.
-            let before = cost::model(&CostInput {
-                tick_ms: 60_000,
-                ticks: input.ticks * input.tick_ms as u64 / 60_000,
-                drain_every: 60,
-                policy: Policy { interval_ms: 60_000, ..input.policy },
-                ..input.clone()
-            })?;
-            let priced = Priced {
-                bill: tickctl::bill::bill(&r, input.tenants, input.zones.len(), &stack, &prices),
-                before_dynamodb_usd: tickctl::bill::before_dynamodb(&before, &prices),
-                scheduler_per_tenant: tickctl::bill::scheduler_per_tenant(input.tenants, &stack, &prices),
-                prices,
-            };
+            let (r, priced) = tickctl::bill::price(&input, &stack, &prices)?;
             return print_cost(cli.json, &input, &r, &priced);
         }
         _ => {}
@@ -449,22 +437,13 @@ fn price_arg(spec: &str) -> std::result::Result<String, String> {
     tickctl::bill::Prices::default().set(spec).map(|_| spec.to_string()).map_err(|e| e.to_string())
 }
 
-/// The model's answer in dollars a month.
-#[derive(serde::Serialize)]
-struct Priced {
-    bill: tickctl::bill::Bill,
-    before_dynamodb_usd: f64,
-    scheduler_per_tenant: tickctl::bill::Bill,
-    prices: tickctl::bill::Prices,
-}
-
-fn print_cost(as_json: bool, input: &CostInput, r: &cost::CostReport, priced: &Priced) -> Result<i32> {
+fn print_cost(as_json: bool, input: &CostInput, r: &cost::CostReport, priced: &tickctl::bill::Priced) -> Result<i32> {
     if as_json {
         #[derive(serde::Serialize)]
         struct Out<'a> {
             #[serde(flatten)]
             model: &'a cost::CostReport,
-            usd_per_month: &'a Priced,
+            usd_per_month: &'a tickctl::bill::Priced,
         }
         json(&Out { model: r, usd_per_month: priced })?;
         return Ok(0);
@@ -542,7 +521,7 @@ fn print_cost(as_json: bool, input: &CostInput, r: &cost::CostReport, priced: &P
         priced.bill.monitoring()
     );
     println!(
-        "000_* before design, its DynamoDB alone (sweep every minute): ${:.2} a month",
+        "000_* before design, its DynamoDB alone (its sweep every minute, as it ran): ${:.2} a month",
         priced.before_dynamodb_usd
     );
     println!(

@@ -100,15 +100,33 @@ impl Batch {
 
     /// The batch a job carries: `None` for a job of one unit, `Some(Err)` naming what is wrong with
     /// a payload that says it is a batch and is not.
+    ///
+    /// A batch payload is a JSON object whose one key is `batch` (whatever the spacing or key
+    /// order of the text); a single job's payload with other keys beside a `batch` is not one.
     pub fn of_job(job: &Job) -> Option<Result<Batch, String>> {
-        if !job.payload.trim_start().starts_with("{\"batch\"") {
+        let Ok(Value::Object(mut top)) = serde_json::from_str::<Value>(&job.payload) else {
+            return None;
+        };
+        if top.len() != 1 || !top.contains_key("batch") {
             return None;
         }
+        let inner = top.remove("batch").unwrap_or_default();
         Some(
-            serde_json::from_str::<Envelope>(&job.payload)
-                .map(|e| e.batch)
+            serde_json::from_value::<Batch>(inner)
                 .map_err(|e| format!("batch payload of `{}` does not decode: {e}", job.id)),
         )
+    }
+
+    /// A digest of every unit key, in order: two batches with one fingerprint carry the same units
+    /// (up to a 64-bit collision). Item ids built on it make "this id exists" mean "these units
+    /// were enqueued", which a writer whose answer was lost relies on.
+    pub fn fingerprint(&self, kind: &str) -> u64 {
+        let mut keys = String::new();
+        for u in self.units(kind) {
+            keys.push_str(&u.key);
+            keys.push('\n');
+        }
+        crate::shard::fnv1a(keys.as_bytes())
     }
 
     /// Every unit, in order.
@@ -204,6 +222,27 @@ mod tests {
 
     fn entry(pairs: &[(&str, &str)]) -> Map<String, Value> {
         pairs.iter().map(|(k, v)| (k.to_string(), Value::String(v.to_string()))).collect()
+    }
+
+    #[test]
+    fn a_batch_is_an_object_whose_one_key_is_batch() {
+        let job = |payload: &str| Job {
+            id: "j".into(),
+            kind: "pulse".into(),
+            payload: payload.into(),
+            tenant: None,
+            attempts: 1,
+            owner: "o".into(),
+            claim_until_ms: 0,
+        };
+        let b = pulses();
+        let spaced = format!("{{ \"batch\" : {} }}", serde_json::to_string(&b).unwrap());
+        assert_eq!(Batch::of_job(&job(&b.to_payload())), Some(Ok(b.clone())));
+        assert_eq!(Batch::of_job(&job(&spaced)), Some(Ok(b)), "spacing does not matter");
+        assert_eq!(Batch::of_job(&job(r#"{"batch": 3, "tenant": "t1"}"#)), None, "a single job with a `batch` field");
+        assert_eq!(Batch::of_job(&job(r#"{"tenant": "t1"}"#)), None);
+        assert_eq!(Batch::of_job(&job("not json")), None);
+        assert!(Batch::of_job(&job(r#"{"batch": {"sets": 7}}"#)).unwrap().is_err(), "says it is a batch, is not");
     }
 
     #[test]

@@ -321,6 +321,24 @@ impl Db {
         }
     }
 
+    /// PutItem of `item` only if its key is new ([`crate::schema::NEW_ITEM`]): `true` when
+    /// written, `false` when the key existed (nothing changed). The one "insert once" of the
+    /// project: an enqueue, a tenant added, a handler's effect row.
+    pub async fn put_new(&self, table: &str, item: Item) -> Result<bool, DbError> {
+        let req = self
+            .client
+            .put_item()
+            .table_name(table)
+            .set_item(Some(item))
+            .condition_expression(crate::schema::NEW_ITEM)
+            .expression_attribute_names("#pk", crate::schema::PK);
+        match self.put(req).await {
+            Ok(_) => Ok(true),
+            Err(DbError::ConditionFailed { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// UpdateItem, metered.
     pub async fn update(&self, mut req: UpdateItemFluentBuilder) -> Result<UpdateItemOutput, DbError> {
         let table = req.get_table_name().clone().unwrap_or_default();

@@ -20,6 +20,17 @@ use crate::db::Db;
 use crate::error::DbError;
 use crate::schema::{av_n, av_s, get_i64, get_s, key, PK, TTL};
 
+/// Failures on one page at which the page is not a few bad units but a bad run (a schema change,
+/// a code defect): stop rather than record them all. Below it every bad unit is isolated, so a
+/// short page with two bad tenants of three never stops a zone's run on every tick.
+pub const SYSTEMIC_MIN: usize = 10;
+
+/// Whether `failed` bad units of a page of `of` mean a bad run ([`SYSTEMIC_MIN`] or more, and more
+/// than half the page). Pure; the sweep and the fan-out decide by it.
+pub fn systemic(failed: usize, of: usize) -> bool {
+    failed >= SYSTEMIC_MIN && failed * 2 > of
+}
+
 /// How long a failure record is kept.
 pub const RETENTION: Duration = Duration::from_secs(14 * 86_400);
 
@@ -88,6 +99,15 @@ pub async fn list(db: &Db, table: &str, job: &str) -> Result<Vec<Failure>, DbErr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_few_bad_units_are_isolated_and_a_bad_page_stops_the_run() {
+        assert!(!systemic(2, 3), "a short page with two bad tenants: isolated, the run goes on");
+        assert!(!systemic(9, 10));
+        assert!(!systemic(400, 1000));
+        assert!(systemic(10, 10));
+        assert!(systemic(501, 1000));
+    }
     use crate::schema::SK;
 
     #[test]

@@ -18,7 +18,7 @@
 
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::{Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
+use aws_sdk_dynamodb::types::{ReturnValuesOnConditionCheckFailure, TransactWriteItem};
 
 use crate::capacity::Item;
 use crate::clock::{Millis, SharedClock};
@@ -44,14 +44,7 @@ pub fn insert_once(table: &str, scope: &str, k: &str, extra: Item) -> TransactWr
     let mut item = idem_key(scope, k);
     item.insert(STATE.into(), av_s(DONE));
     item.extend(extra);
-    let put = Put::builder()
-        .table_name(table)
-        .set_item(Some(item))
-        .condition_expression("attribute_not_exists(#pk)")
-        .expression_attribute_names("#pk", PK)
-        .build()
-        .expect("put has table and item");
-    TransactWriteItem::builder().put(put).build()
+    crate::schema::put_new_item(table, item)
 }
 
 /// Outcome of a claim.

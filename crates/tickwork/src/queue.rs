@@ -47,7 +47,7 @@
 
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnValue, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, TransactWriteItem};
 use futures::stream::{self, StreamExt};
 
 use crate::capacity::{Item, Projection};
@@ -267,7 +267,7 @@ impl NewItem {
 }
 
 /// A put that inserts `item` only if its id is new, for a caller's own transaction (the pulse sweep
-/// enqueues a pulse and advances a cursor in one).
+/// and the fan-out enqueue a page's batch with their checkpoint in one).
 pub fn enqueue_item(
     table: &str,
     cfg: &QueueConfig,
@@ -275,14 +275,7 @@ pub fn enqueue_item(
     now: Millis,
 ) -> Result<TransactWriteItem, InvalidItem> {
     item.validate()?;
-    let put = Put::builder()
-        .table_name(table)
-        .set_item(Some(item.item(cfg.shards, now)))
-        .condition_expression("attribute_not_exists(#pk)")
-        .expression_attribute_names("#pk", PK)
-        .build()
-        .expect("put has table and item");
-    Ok(TransactWriteItem::builder().put(put).build())
+    Ok(crate::schema::put_new_item(table, item.item(cfg.shards, now)))
 }
 
 /// Outcome of an enqueue.
@@ -425,19 +418,10 @@ impl Queue {
     /// Enqueues one item unless its id exists.
     pub async fn enqueue(&self, item: &NewItem) -> Result<Enqueue, QueueError> {
         item.validate()?;
-        let req = self
-            .db
-            .client()
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item.item(self.cfg.shards, self.clock.now_ms())))
-            .condition_expression("attribute_not_exists(#pk)")
-            .expression_attribute_names("#pk", PK);
-        match self.db.put(req).await {
-            Ok(_) => Ok(Enqueue::Enqueued),
-            Err(DbError::ConditionFailed { .. }) => Ok(Enqueue::Exists),
-            Err(e) => Err(e.into()),
-        }
+        Ok(match self.db.put_new(&self.table, item.item(self.cfg.shards, self.clock.now_ms())).await? {
+            true => Enqueue::Enqueued,
+            false => Enqueue::Exists,
+        })
     }
 
     /// Enqueues many items with `concurrency` requests in flight. Conditional puts (1 WCU each)
@@ -603,17 +587,24 @@ impl Queue {
 
     /// Marks the job done (a tombstone out of the ready index), if still ours.
     pub async fn finish(&self, job: &Job) -> Result<Settle, QueueError> {
-        let ttl = self.clock.now_ms() / 1000 + self.cfg.retention.as_secs() as i64;
-        let req = self
-            .mine(job)
-            .update_expression("SET #state = :done, #ttl = :ttl REMOVE #shard, #vis, #payload")
-            .expression_attribute_names("#ttl", TTL)
-            .expression_attribute_names("#shard", SHARD)
-            .expression_attribute_names("#vis", VISIBLE_AT)
-            .expression_attribute_names("#payload", PAYLOAD)
-            .expression_attribute_values(":done", av_s(DONE))
-            .expression_attribute_values(":ttl", av_n(ttl));
-        settle(self.db.update(req).await, Settle::Settled)
+        self.apply(job, &Transition::Done { ttl_s: self.done_ttl_s() }).await
+    }
+
+    /// Applies a settle transition to our claimed item (one conditional UpdateItem).
+    async fn apply(&self, job: &Job, t: &Transition) -> Result<Settle, QueueError> {
+        let (expr, names, values) = t.update();
+        let mut req = self.mine(job).update_expression(expr);
+        for (k, v) in names {
+            req = req.expression_attribute_names(k, v);
+        }
+        for (k, v) in values {
+            req = req.expression_attribute_values(k, v);
+        }
+        settle(self.db.update(req).await, t.outcome())
+    }
+
+    fn done_ttl_s(&self) -> i64 {
+        self.clock.now_ms() / 1000 + self.cfg.retention.as_secs() as i64
     }
 
     /// Pushes the claim out by the visibility timeout, if still ours.
@@ -633,44 +624,22 @@ impl Queue {
         if job.attempts >= self.cfg.max_attempts {
             return self.dead_letter(job, error).await;
         }
-        let now = self.clock.now_ms();
-        let msg: String = error.chars().take(2000).collect();
-        let at = now + self.cfg.backoff(job.attempts).as_millis() as i64;
-        let req = self
-            .mine(job)
-            .update_expression("SET #state = :pending, #vis = :at, #err = :err REMOVE #owner")
-            .expression_attribute_names("#vis", VISIBLE_AT)
-            .expression_attribute_names("#err", LAST_ERROR)
-            .expression_attribute_values(":pending", av_s(PENDING))
-            .expression_attribute_values(":at", av_n(at))
-            .expression_attribute_values(":err", av_s(msg));
-        settle(self.db.update(req).await, Settle::Retrying { at_ms: at })
+        let at = self.clock.now_ms() + self.cfg.backoff(job.attempts).as_millis() as i64;
+        self.apply(job, &Transition::Retry { at_ms: at, error: error.to_string(), payload: None, refund: false }).await
     }
 
     /// Moves the job to the dead letters now (a permanent failure, or the last attempt).
     pub async fn dead_letter(&self, job: &Job, error: &str) -> Result<Settle, QueueError> {
-        let now = self.clock.now_ms();
-        let msg: String = error.chars().take(2000).collect();
-        let req = self
-            .mine(job)
-            .update_expression("SET #state = :dead, #dlq = :dlq, #failed = :now, #err = :err REMOVE #shard, #owner")
-            .expression_attribute_names("#dlq", DLQ)
-            .expression_attribute_names("#failed", FAILED_AT)
-            .expression_attribute_names("#err", LAST_ERROR)
-            .expression_attribute_names("#shard", SHARD)
-            .expression_attribute_values(":dead", av_s(DEAD))
-            .expression_attribute_values(":dlq", av_s(DLQ_PARTITION))
-            .expression_attribute_values(":now", av_n(now))
-            .expression_attribute_values(":err", av_s(msg));
-        settle(self.db.update(req).await, Settle::DeadLettered)
+        self.apply(job, &Transition::Dead { now_ms: self.clock.now_ms(), error: error.to_string(), payload: None })
+            .await
     }
 
     /// Settles a batch ([`crate::batch`]) of which only some units completed, in one transaction
     /// conditional on our claim: `remaining` (the units still to run, as a smaller batch payload)
     /// goes back to pending — after the backoff when some failed (`error`), at once when only the
     /// deadline stopped them (that claim then does not count as an attempt); `dead` units (a
-    /// payload and why) become a dead letter of their own, `<id>#dead#<attempt>`. Out of attempts
-    /// with failures left, the remaining units are dead-lettered in the item itself.
+    /// payload and why) become a dead letter of their own, `<id>#dead#<attempt>#<owner>`. Out of
+    /// attempts with failures left, the remaining units are dead-lettered in the item itself.
     pub async fn settle_batch(
         &self,
         job: &Job,
@@ -679,65 +648,23 @@ impl Queue {
         dead: Option<(&str, &str)>,
     ) -> Result<Settle, QueueError> {
         let now = self.clock.now_ms();
-        let mut items = Vec::new();
-        let outcome = match remaining {
-            None => {
-                let ttl = now / 1000 + self.cfg.retention.as_secs() as i64;
-                items.push(self.mine_update(
-                    job,
-                    "SET #state = :done, #ttl = :ttl REMOVE #shard, #vis, #payload",
-                    &[("#ttl", TTL), ("#shard", SHARD), ("#vis", VISIBLE_AT), ("#payload", PAYLOAD)],
-                    vec![(":done", av_s(DONE)), (":ttl", av_n(ttl))],
-                ));
-                Settle::Settled
-            }
-            Some(rest) if error.is_some() && job.attempts >= self.cfg.max_attempts => {
-                let msg: String = error.unwrap_or_default().chars().take(2000).collect();
-                items.push(self.mine_update(
-                    job,
-                    "SET #state = :dead, #dlq = :dlq, #failed = :now, #err = :err, #payload = :p REMOVE #shard, #owner",
-                    &[
-                        ("#dlq", DLQ),
-                        ("#failed", FAILED_AT),
-                        ("#err", LAST_ERROR),
-                        ("#shard", SHARD),
-                        ("#payload", PAYLOAD),
-                    ],
-                    vec![
-                        (":dead", av_s(DEAD)),
-                        (":dlq", av_s(DLQ_PARTITION)),
-                        (":now", av_n(now)),
-                        (":err", av_s(msg)),
-                        (":p", av_s(rest)),
-                    ],
-                ));
-                Settle::DeadLettered
-            }
-            Some(rest) => {
-                let (at, expr, msg) = match error {
-                    Some(e) => (
-                        now + self.cfg.backoff(job.attempts).as_millis() as i64,
-                        "SET #state = :pending, #vis = :at, #err = :err, #payload = :p REMOVE #owner",
-                        e.chars().take(2000).collect::<String>(),
-                    ),
-                    None => (
-                        now,
-                        "SET #state = :pending, #vis = :at, #err = :err, #payload = :p, #attempts = #attempts - :one REMOVE #owner",
-                        "stopped by the deadline; the rest continues".to_string(),
-                    ),
-                };
-                let mut values =
-                    vec![(":pending", av_s(PENDING)), (":at", av_n(at)), (":err", av_s(msg)), (":p", av_s(rest))];
-                let names = [("#vis", VISIBLE_AT), ("#err", LAST_ERROR), ("#payload", PAYLOAD)];
-                if error.is_none() {
-                    values.push((":one", av_n(1)));
-                }
-                items.push(self.mine_update(job, expr, &names, values));
-                Settle::Retrying { at_ms: at }
-            }
-        };
+        let t = batch_transition(
+            remaining,
+            error,
+            job.attempts >= self.cfg.max_attempts,
+            now,
+            now + self.cfg.backoff(job.attempts).as_millis() as i64,
+            self.done_ttl_s(),
+        );
+        let outcome = t.outcome();
+        let (expr, names, values) = t.update();
+        let mut items = vec![self.mine_update(job, &expr, &names, values)];
         if let Some((payload, why)) = dead {
-            let id = format!("{}#dead#{}", job.id, job.attempts);
+            // Unique to this claim (the attempt is refunded when only the deadline stopped a
+            // batch, so it alone repeats; the owner id is new each invocation), and inserted only
+            // if new: a dead letter is never overwritten, and a settle retried after its answer was
+            // lost writes the same id, which the claim's condition then refuses as a whole.
+            let id = format!("{}#dead#{}#{}", job.id, job.attempts, job.owner);
             let mut item = Item::from([
                 (PK.to_string(), av_s(&id)),
                 (KIND.to_string(), av_s(&job.kind)),
@@ -746,15 +673,13 @@ impl Queue {
                 (STATE.to_string(), av_s(DEAD)),
                 (DLQ.to_string(), av_s(DLQ_PARTITION)),
                 (FAILED_AT.to_string(), av_n(now)),
-                (LAST_ERROR.to_string(), av_s(why.chars().take(2000).collect::<String>())),
+                (LAST_ERROR.to_string(), av_s(why.chars().take(MAX_ERROR_CHARS).collect::<String>())),
                 (CREATED_AT.to_string(), av_n(now)),
             ]);
             if let Some(t) = &job.tenant {
                 item.insert(TENANT.to_string(), av_s(t));
             }
-            let put =
-                Put::builder().table_name(&self.table).set_item(Some(item)).build().expect("put has table and item");
-            items.push(TransactWriteItem::builder().put(put).build());
+            items.push(crate::schema::put_new_item(&self.table, item));
         }
         match self.db.transact_write(items).await {
             Ok(_) => Ok(outcome),
@@ -878,6 +803,107 @@ impl Queue {
     }
 }
 
+/// Where a settle moves a claimed item. Pure: the update each makes is [`Transition::update`],
+/// written once for the single-item settles and the batch settle's transaction alike.
+#[derive(Debug, Clone, PartialEq)]
+enum Transition {
+    /// Done: a tombstone out of the ready index, its payload dropped, expiring at `ttl_s`.
+    Done { ttl_s: i64 },
+    /// Back to pending, visible at `at_ms`, with why; `payload` replaces the item's (a batch's
+    /// remaining units); `refund` takes back the claim's attempt (only the deadline stopped it).
+    Retry { at_ms: Millis, error: String, payload: Option<String>, refund: bool },
+    /// To the dead letters, with why; `payload` replaces the item's (a batch's remaining units).
+    Dead { now_ms: Millis, error: String, payload: Option<String> },
+}
+
+/// Errors kept on an item are cut to this many characters (an item is at most 400 KB).
+const MAX_ERROR_CHARS: usize = 2000;
+
+impl Transition {
+    fn outcome(&self) -> Settle {
+        match self {
+            Transition::Done { .. } => Settle::Settled,
+            Transition::Retry { at_ms, .. } => Settle::Retrying { at_ms: *at_ms },
+            Transition::Dead { .. } => Settle::DeadLettered,
+        }
+    }
+
+    /// The update expression, its names and its values (beside [`MINE`]'s, which the caller adds).
+    fn update(&self) -> crate::schema::ExprParts {
+        let cut = |e: &str| av_s(e.chars().take(MAX_ERROR_CHARS).collect::<String>());
+        match self {
+            Transition::Done { ttl_s } => (
+                "SET #state = :done, #ttl = :ttl REMOVE #shard, #vis, #payload".into(),
+                vec![("#ttl", TTL), ("#shard", SHARD), ("#vis", VISIBLE_AT), ("#payload", PAYLOAD)],
+                vec![(":done", av_s(DONE)), (":ttl", av_n(ttl_s))],
+            ),
+            Transition::Retry { at_ms, error, payload, refund } => {
+                let mut set = vec!["#state = :pending", "#vis = :at", "#err = :err"];
+                let mut names = vec![("#vis", VISIBLE_AT), ("#err", LAST_ERROR)];
+                let mut values = vec![(":pending", av_s(PENDING)), (":at", av_n(at_ms)), (":err", cut(error))];
+                if let Some(p) = payload {
+                    set.push("#payload = :p");
+                    names.push(("#payload", PAYLOAD));
+                    values.push((":p", av_s(p)));
+                }
+                if *refund {
+                    set.push("#attempts = #attempts - :one");
+                    values.push((":one", av_n(1)));
+                }
+                (format!("SET {} REMOVE #owner", set.join(", ")), names, values)
+            }
+            Transition::Dead { now_ms, error, payload } => {
+                let mut set = vec!["#state = :dead", "#dlq = :dlq", "#failed = :now", "#err = :err"];
+                let mut names = vec![("#dlq", DLQ), ("#failed", FAILED_AT), ("#err", LAST_ERROR), ("#shard", SHARD)];
+                let mut values = vec![
+                    (":dead", av_s(DEAD)),
+                    (":dlq", av_s(DLQ_PARTITION)),
+                    (":now", av_n(now_ms)),
+                    (":err", cut(error)),
+                ];
+                if let Some(p) = payload {
+                    set.push("#payload = :p");
+                    names.push(("#payload", PAYLOAD));
+                    values.push((":p", av_s(p)));
+                }
+                (format!("SET {} REMOVE #shard, #owner", set.join(", ")), names, values)
+            }
+        }
+    }
+}
+
+/// What a batch settle does ([`Queue::settle_batch`]): every unit done → done; units left after
+/// failures on the last attempt → the item is dead-lettered with them; failures with attempts
+/// left → retry the rest after the backoff (`backoff_at`); only the deadline stopped it → retry
+/// the rest now, the attempt refunded.
+fn batch_transition(
+    remaining: Option<&str>,
+    error: Option<&str>,
+    last_attempt: bool,
+    now: Millis,
+    backoff_at: Millis,
+    ttl_s: i64,
+) -> Transition {
+    match (remaining, error) {
+        (None, _) => Transition::Done { ttl_s },
+        (Some(rest), Some(e)) if last_attempt => {
+            Transition::Dead { now_ms: now, error: e.to_string(), payload: Some(rest.to_string()) }
+        }
+        (Some(rest), Some(e)) => Transition::Retry {
+            at_ms: backoff_at,
+            error: e.to_string(),
+            payload: Some(rest.to_string()),
+            refund: false,
+        },
+        (Some(rest), None) => Transition::Retry {
+            at_ms: now,
+            error: "stopped by the deadline; the rest continues".into(),
+            payload: Some(rest.to_string()),
+            refund: true,
+        },
+    }
+}
+
 fn job_of(id: &str, owner: &str, until: Millis, a: &Item) -> Job {
     Job {
         id: id.to_string(),
@@ -915,6 +941,71 @@ pub enum QueueError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_batch_settles_done_retried_refunded_or_dead() {
+        let t = |rest: Option<&str>, err: Option<&str>, last: bool| batch_transition(rest, err, last, 100, 900, 7);
+        assert_eq!(t(None, Some("x"), true), Transition::Done { ttl_s: 7 }, "every unit ran: done");
+        assert_eq!(
+            t(Some("r"), Some("boom"), false),
+            Transition::Retry { at_ms: 900, error: "boom".into(), payload: Some("r".into()), refund: false }
+        );
+        assert_eq!(
+            t(Some("r"), None, true),
+            Transition::Retry {
+                at_ms: 100,
+                error: "stopped by the deadline; the rest continues".into(),
+                payload: Some("r".into()),
+                refund: true
+            },
+            "the deadline alone is no attempt, even the last"
+        );
+        assert_eq!(
+            t(Some("r"), Some("boom"), true),
+            Transition::Dead { now_ms: 100, error: "boom".into(), payload: Some("r".into()) }
+        );
+    }
+
+    #[test]
+    fn every_transition_names_and_values_what_its_expression_uses() {
+        let long = "e".repeat(5000);
+        for t in [
+            Transition::Done { ttl_s: 1 },
+            Transition::Retry { at_ms: 1, error: long.clone(), payload: None, refund: false },
+            Transition::Retry { at_ms: 1, error: "e".into(), payload: Some("p".into()), refund: true },
+            Transition::Dead { now_ms: 1, error: long.clone(), payload: None },
+            Transition::Dead { now_ms: 1, error: "e".into(), payload: Some("p".into()) },
+        ] {
+            let (expr, names, values) = t.update();
+            // DynamoDB refuses a name or value given and unused, and one used and not given; the
+            // caller adds MINE's own (#owner, #attempts, #state, :owner, :gen, :claimed).
+            let given_n: Vec<&str> = names.iter().map(|(k, _)| *k).chain(["#owner", "#attempts", "#state"]).collect();
+            let given_v: Vec<&str> = values.iter().map(|(k, _)| *k).collect();
+            let used = |sigil: char| -> Vec<String> {
+                expr.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == sigil))
+                    .filter(|w| w.starts_with(sigil))
+                    .map(str::to_string)
+                    .collect()
+            };
+            for n in used('#') {
+                assert!(given_n.contains(&n.as_str()), "{t:?}: {n} used, not named");
+            }
+            for n in &names {
+                assert!(expr.contains(n.0), "{t:?}: {} named, not used", n.0);
+            }
+            for v in used(':') {
+                assert!(given_v.contains(&v.as_str()), "{t:?}: {v} used, not given");
+            }
+            for v in &given_v {
+                assert!(expr.contains(v), "{t:?}: {v} given, not used");
+            }
+            for (k, v) in &values {
+                if *k == ":err" {
+                    assert!(v.as_s().unwrap().chars().count() <= MAX_ERROR_CHARS);
+                }
+            }
+        }
+    }
 
     #[test]
     fn backoff_grows_and_caps() {

@@ -194,6 +194,27 @@ pub async fn create_table(client: &Client, def: &TableDef, name: &str) -> Result
     Ok(())
 }
 
+/// An expression with the attribute names and values it uses: built by pure functions (and unit
+/// tested there), applied to a request or a transaction item by the caller.
+pub type ExprParts = (String, Vec<(&'static str, &'static str)>, Vec<(&'static str, AttributeValue)>);
+
+/// The condition of every "insert once" write: the item's `pk` is new (an idempotency key's first
+/// use). With its name, for [`put_new_item`] and [`crate::Db::put_new`].
+pub const NEW_ITEM: &str = "attribute_not_exists(#pk)";
+
+/// A put of `item` into `table` only if its key is new, for a caller's transaction: the
+/// transaction is cancelled (`ConditionalCheckFailed` at this item's index) if the key exists.
+pub fn put_new_item(table: &str, item: Item) -> aws_sdk_dynamodb::types::TransactWriteItem {
+    let put = aws_sdk_dynamodb::types::Put::builder()
+        .table_name(table)
+        .set_item(Some(item))
+        .condition_expression(NEW_ITEM)
+        .expression_attribute_names("#pk", PK)
+        .build()
+        .expect("put has table and item");
+    aws_sdk_dynamodb::types::TransactWriteItem::builder().put(put).build()
+}
+
 /// A string attribute value.
 pub fn av_s(v: impl Into<String>) -> AttributeValue {
     AttributeValue::S(v.into())

@@ -11,13 +11,13 @@
 
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::TransactWriteItem;
 
 use crate::clock::SharedClock;
 use crate::db::Db;
 use crate::error::DbError;
 use crate::lease::{fenced_write, Fence, Fenced};
-use crate::schema::{av_n, av_s, key, PK, TTL};
+use crate::schema::{av_n, av_s, key, TTL};
 
 /// Attribute: when the slot was recorded.
 pub const COMPLETED_AT: &str = "completed_at";
@@ -77,13 +77,6 @@ impl Slots {
         item.insert("token".into(), av_n(fence.token));
         item.insert(TTL.into(), av_n(now / 1000 + self.retention.as_secs() as i64));
         item.insert("job".into(), av_s(&fence.job));
-        let put = Put::builder()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .condition_expression("attribute_not_exists(#pk)")
-            .expression_attribute_names("#pk", PK)
-            .build()
-            .expect("put has table and item");
-        TransactWriteItem::builder().put(put).build()
+        crate::schema::put_new_item(&self.table, item)
     }
 }

@@ -236,6 +236,26 @@ impl Tenant {
     }
 }
 
+/// The condition "this tenant is as it was read": the same zone, the same position and the same
+/// status. Pure. Every write that acts on a tenant read earlier carries it: the sweep's move of a
+/// position (a tenant suspended since its page was read keeps the position it was suspended with,
+/// so resuming still owes every period since) and an operator's change (the sweep's move in
+/// between is not overwritten).
+pub fn unchanged(t: &Tenant) -> crate::schema::ExprParts {
+    let names = vec![("#zone", ZONE), ("#pos", POS), ("#st", STATUS)];
+    let mut values = vec![(":oldzone", av_s(&t.zone)), (":active", av_s("active"))];
+    let mut cond = "#zone = :oldzone".to_string();
+    match t.pos.to_attr() {
+        None => cond.push_str(" AND attribute_not_exists(#pos)"),
+        Some(p) => {
+            cond.push_str(" AND #pos = :oldpos");
+            values.push((":oldpos", av_s(p)));
+        }
+    }
+    cond.push_str(if t.active { " AND #st = :active" } else { " AND (attribute_not_exists(#st) OR #st <> :active)" });
+    (cond, names, values)
+}
+
 /// The tenants table.
 #[derive(Debug, Clone)]
 pub struct Tenants {
@@ -310,38 +330,25 @@ impl Tenants {
         let mut zones: Vec<String> = tenants.iter().map(|t| t.zone.clone()).collect();
         zones.sort();
         zones.dedup();
-        marks.register_groups(job, &zones).await?;
+        marks.register_groups(job, &zones, self.write_count).await?;
         let stamped: Vec<Tenant> = tenants
             .iter()
             .map(|t| Tenant { since_ms: t.since_ms.or(Some(now_ms)), pos: Position::Fresh, ..t.clone() })
             .collect();
-        let puts = stamped.iter().map(|t| async move {
-            let req = self
-                .db
-                .client()
-                .put_item()
-                .table_name(&self.table)
-                .set_item(Some(t.to_item(self.write_count)))
-                .condition_expression("attribute_not_exists(#pk)")
-                .expression_attribute_names("#pk", PK);
-            match self.db.put(req).await {
-                Ok(_) => Ok(true),
-                Err(DbError::ConditionFailed { .. }) => Ok(false),
-                Err(e) => Err(e),
-            }
-        });
+        let puts = stamped.iter().map(|t| self.db.put_new(&self.table, t.to_item(self.write_count)));
         let added: Vec<bool> = futures::stream::iter(puts).buffered(8).try_collect().await?;
         let report = AddReport {
             added: added.iter().filter(|a| **a).count() as u64,
             existing: added.iter().filter(|a| !**a).count() as u64,
         };
         // A few tenants are visited at the sweep's next tick; a bulk import waits for each zone's
-        // next midnight (a wake set is bounded; see `Watermarks::wake`).
+        // next midnight (a wake set is bounded; see `Watermarks::wake`). Existing ids are woken
+        // too: a retried `add` whose first call died between its put and its wake still wakes
+        // the tenant (a visit to a tenant already with its group, or in another zone, does
+        // nothing).
         if stamped.len() <= WAKE_BULK_LIMIT {
-            for (t, new) in stamped.iter().zip(&added) {
-                if *new && t.active {
-                    marks.wake(job, &t.zone, &t.id).await?;
-                }
+            for t in stamped.iter().filter(|t| t.active) {
+                marks.wake(job, &t.zone, &t.id).await?;
             }
         }
         Ok(report)
@@ -375,39 +382,16 @@ impl Tenants {
         })
     }
 
-    /// A conditional update of one tenant, applied only if its zone and position are still the
-    /// ones read (an operator's change and the sweep's never overwrite each other).
-    async fn update_if_unchanged(
-        &self,
-        t: &Tenant,
-        set: &[(&str, Option<String>)],
-        extra_condition: Option<&str>,
-    ) -> Result<bool, DbError> {
-        let mut req = self
-            .db
-            .client()
-            .update_item()
-            .table_name(&self.table)
-            .key(PK, av_s(&t.id))
-            .expression_attribute_names("#zone", ZONE)
-            .expression_attribute_names("#pos", POS)
-            .expression_attribute_values(":oldzone", av_s(&t.zone));
-        // Every name given must be used ("Value provided in ExpressionAttributeNames unused in
-        // expressions" otherwise): the status name only when a change or condition uses it.
-        if set.iter().any(|(a, _)| *a == STATUS) || extra_condition.is_some_and(|c| c.contains("#st")) {
-            req = req.expression_attribute_names("#st", STATUS);
+    /// A conditional update of one tenant, applied only if it is still as read ([`unchanged`]):
+    /// an operator's change and the sweep's never overwrite each other.
+    async fn update_if_unchanged(&self, t: &Tenant, set: &[(&str, Option<String>)]) -> Result<bool, DbError> {
+        let (cond, names, values) = unchanged(t);
+        let mut req = self.db.client().update_item().table_name(&self.table).key(PK, av_s(&t.id));
+        for (k, v) in names {
+            req = req.expression_attribute_names(k, v);
         }
-        let mut cond = "#zone = :oldzone".to_string();
-        match t.pos.to_attr() {
-            None => cond.push_str(" AND attribute_not_exists(#pos)"),
-            Some(p) => {
-                cond.push_str(" AND #pos = :oldpos");
-                req = req.expression_attribute_values(":oldpos", av_s(p));
-            }
-        }
-        if let Some(c) = extra_condition {
-            cond.push_str(" AND ");
-            cond.push_str(c);
+        for (k, v) in values {
+            req = req.expression_attribute_values(k, v);
         }
         let (mut sets, mut removes) = (Vec::new(), Vec::new());
         for (i, (attr, value)) in set.iter().enumerate() {
@@ -453,7 +437,7 @@ impl Tenants {
             let Some(t) = self.get(id).await? else { return Ok(None) };
             let leaving = self.position_leaving(&t).await?;
             let Some(set) = decide(&t, leaving) else { return Ok(Some(t)) };
-            if self.update_if_unchanged(&t, &set, None).await? {
+            if self.update_if_unchanged(&t, &set).await? {
                 return Ok(Some(t));
             }
         }
@@ -510,7 +494,7 @@ impl Tenants {
     pub async fn move_zone(&self, id: &str, zone: &str) -> Result<bool, AddError> {
         Tenant::new(id, zone).validate()?;
         let (marks, job) = self.registry.as_ref().ok_or(AddError::NoRegistry)?;
-        marks.register_groups(job, &[zone.to_string()]).await?;
+        marks.register_groups(job, &[zone.to_string()], self.write_count).await?;
         let k = shard_of(id, self.write_count);
         let done = self
             .change(id, |t, leaving| {
@@ -552,19 +536,13 @@ impl Tenants {
     /// The sweep's write that brings a visited tenant to `to`, as a transaction item: applied only
     /// if the tenant's zone and position are still the ones the sweep read.
     pub fn reposition_item(&self, t: &Tenant, to: Position) -> aws_sdk_dynamodb::types::TransactWriteItem {
-        let mut u = aws_sdk_dynamodb::types::Update::builder()
-            .table_name(&self.table)
-            .key(PK, av_s(&t.id))
-            .expression_attribute_names("#zone", ZONE)
-            .expression_attribute_names("#pos", POS)
-            .expression_attribute_values(":zone", av_s(&t.zone));
-        let mut cond = "#zone = :zone".to_string();
-        match t.pos.to_attr() {
-            None => cond.push_str(" AND attribute_not_exists(#pos)"),
-            Some(p) => {
-                cond.push_str(" AND #pos = :old");
-                u = u.expression_attribute_values(":old", av_s(p));
-            }
+        let (cond, names, values) = unchanged(t);
+        let mut u = aws_sdk_dynamodb::types::Update::builder().table_name(&self.table).key(PK, av_s(&t.id));
+        for (k, v) in names {
+            u = u.expression_attribute_names(k, v);
+        }
+        for (k, v) in values {
+            u = u.expression_attribute_values(k, v);
         }
         u = match to.to_attr() {
             None => u.update_expression("REMOVE #pos"),
@@ -709,5 +687,24 @@ impl Tenants {
             on_page(page.items.iter().map(Tenant::from_item).collect(), page.next)
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unchanged_names_zone_position_and_status() {
+        let mut t = Tenant::new("t1", "Europe/Berlin");
+        t.pos = Position::Follows;
+        let (c, names, values) = unchanged(&t);
+        assert_eq!(c, "#zone = :oldzone AND attribute_not_exists(#pos) AND #st = :active");
+        assert_eq!((names.len(), values.len()), (3, 2));
+        t.pos = Position::Through("2026-11-28".parse().unwrap());
+        t.active = false;
+        let (c, _, values) = unchanged(&t);
+        assert_eq!(c, "#zone = :oldzone AND #pos = :oldpos AND (attribute_not_exists(#st) OR #st <> :active)");
+        assert!(values.iter().any(|(k, v)| *k == ":oldpos" && v.as_s().unwrap() == "2026-11-28"));
     }
 }

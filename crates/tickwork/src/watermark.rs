@@ -34,6 +34,10 @@ pub const PAUSED: &str = "paused";
 pub const PAUSED_REASON: &str = "paused_reason";
 /// Attribute: the registered groups (string set), so the idle tick learns them from the same read.
 pub const GROUPS: &str = "groups";
+/// State-item attribute: every shard count the job's units were written with (a number set), so
+/// that a warm reader, whose start-up registry read is stale, still enumerates them all: it reads
+/// the state item on every tick anyway.
+pub const UNIT_SHARDS: &str = "unit_shards";
 /// Attribute name prefix for when a group's current run started: `<window>@<ms>`. Lateness
 /// ("was this period pulsed on time?") is measured from the run's first tick, not from whichever
 /// later tick of a long run reaches a tenant.
@@ -65,6 +69,8 @@ pub struct WatermarkState {
     pub runs: BTreeMap<String, (String, i64)>,
     /// Units to visit at the next tick, per group.
     pub wake: BTreeMap<String, std::collections::BTreeSet<String>>,
+    /// The largest shard count the job's units were written with (0: none recorded).
+    pub unit_shards: u32,
 }
 
 impl WatermarkState {
@@ -97,6 +103,11 @@ pub struct Watermarks {
 }
 
 impl Watermarks {
+    /// An UpdateItem of the job's state item, to complete.
+    fn update_of(&self, job: &str) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+        self.db.client().update_item().table_name(&self.table).set_key(Some(watermark_key(job)))
+    }
+
     /// Watermarks in `table`.
     pub fn new(db: Db, table: impl Into<String>, clock: SharedClock) -> Self {
         Self { db, table: table.into(), clock }
@@ -166,6 +177,11 @@ impl Watermarks {
                 .and_then(|v| v.as_ss().ok())
                 .map(|v| v.iter().cloned().collect())
                 .unwrap_or_default(),
+            unit_shards: item
+                .get(UNIT_SHARDS)
+                .and_then(|v| v.as_ns().ok())
+                .and_then(|v| v.iter().filter_map(|n| n.parse::<u32>().ok()).max())
+                .unwrap_or(0),
         })
     }
 
@@ -227,11 +243,7 @@ impl Watermarks {
     /// unless the group's wake set is full: then the unit waits for the group's next run.
     pub async fn wake(&self, job: &str, group: &str, unit: &str) -> Result<bool, DbError> {
         let req = self
-            .db
-            .client()
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(watermark_key(job)))
+            .update_of(job)
             .update_expression("ADD #w :u")
             .condition_expression("attribute_not_exists(#w) OR size(#w) < :max")
             .expression_attribute_names("#w", format!("{WAKE_PREFIX}{group}"))
@@ -251,7 +263,7 @@ impl Watermarks {
         if marks.is_empty() {
             return Ok(());
         }
-        let mut req = self.db.client().update_item().table_name(&self.table).set_key(Some(watermark_key(job)));
+        let mut req = self.update_of(job);
         let mut sets = Vec::new();
         for (i, (name, value)) in marks.iter().enumerate() {
             req = req
@@ -267,11 +279,7 @@ impl Watermarks {
     /// saw the run start.
     pub async fn start_run(&self, job: &str, group: &str, window: &str, at_ms: i64) -> Result<(), DbError> {
         let req = self
-            .db
-            .client()
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(watermark_key(job)))
+            .update_of(job)
             .update_expression("SET #r = :v")
             .condition_expression("attribute_not_exists(#r) OR NOT begins_with(#r, :w)")
             .expression_attribute_names("#r", format!("{RUN_PREFIX}{group}"))
@@ -283,31 +291,26 @@ impl Watermarks {
         }
     }
 
-    /// Adds groups to the job's registry (idempotent: a string-set `ADD`).
-    pub async fn register_groups(&self, job: &str, groups: &[String]) -> Result<(), DbError> {
+    /// Adds groups to the job's registry, and the shard count their units are written with
+    /// ([`UNIT_SHARDS`]), in one write (idempotent: set `ADD`s).
+    pub async fn register_groups(&self, job: &str, groups: &[String], shards: u32) -> Result<(), DbError> {
         if groups.is_empty() {
             return Ok(());
         }
         let req = self
-            .db
-            .client()
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(watermark_key(job)))
-            .update_expression("ADD #g :g")
+            .update_of(job)
+            .update_expression("ADD #g :g, #n :n")
             .expression_attribute_names("#g", GROUPS)
-            .expression_attribute_values(":g", aws_sdk_dynamodb::types::AttributeValue::Ss(groups.to_vec()));
+            .expression_attribute_names("#n", UNIT_SHARDS)
+            .expression_attribute_values(":g", aws_sdk_dynamodb::types::AttributeValue::Ss(groups.to_vec()))
+            .expression_attribute_values(":n", aws_sdk_dynamodb::types::AttributeValue::Ns(vec![shards.to_string()]));
         self.db.update(req).await.map(|_| ())
     }
 
     /// Flips the pause switch (operator action; not fenced, any time).
     pub async fn set_paused(&self, job: &str, paused: bool, reason: Option<&str>) -> Result<(), DbError> {
         let mut req = self
-            .db
-            .client()
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(watermark_key(job)))
+            .update_of(job)
             .expression_attribute_names("#p", PAUSED)
             .expression_attribute_names("#r", PAUSED_REASON)
             .expression_attribute_values(":p", aws_sdk_dynamodb::types::AttributeValue::Bool(paused));

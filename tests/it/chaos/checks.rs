@@ -10,26 +10,7 @@ use super::world::{World, ARCHIVE_AGE};
 
 /// Every item of `table`, by a paginated Scan (tooling: product code never scans).
 async fn scan(w: &World, table: &str) -> Vec<tickwork::capacity::Item> {
-    let mut out = Vec::new();
-    let mut start = None;
-    loop {
-        let page = w
-            .local
-            .db
-            .client()
-            .scan()
-            .table_name(table)
-            .set_exclusive_start_key(start.take())
-            .consistent_read(true)
-            .send()
-            .await
-            .expect("scan");
-        out.extend(page.items().iter().cloned());
-        match page.last_evaluated_key() {
-            Some(k) if !k.is_empty() => start = Some(k.clone()),
-            _ => return out,
-        }
-    }
+    tickwork_sim::scan_all(&w.local.db, table).await.expect("scan")
 }
 
 fn fail(w: &mut World, v: String) {

@@ -524,34 +524,11 @@ impl World {
 
     /// The entity of the oldest row in the change feed (a Scan: the harness's view, not the code's).
     async fn oldest_in_feed(&self) -> Option<String> {
-        let mut best: Option<(String, String)> = None;
-        let mut start = None;
-        loop {
-            let page = self
-                .local
-                .db
-                .client()
-                .scan()
-                .table_name(&self.changes)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .ok()?;
-            for i in page.items() {
-                let (Some(pk), Some(t)) =
-                    (i.get("pk").and_then(|v| v.as_s().ok()), i.get("tsid").and_then(|v| v.as_s().ok()))
-                else {
-                    continue;
-                };
-                if best.as_ref().is_none_or(|(_, b)| t < b) {
-                    best = Some((pk.clone(), t.clone()));
-                }
-            }
-            match page.last_evaluated_key() {
-                Some(k) if !k.is_empty() => start = Some(k.clone()),
-                _ => return best.map(|(pk, _)| pk),
-            }
-        }
+        let rows = tickwork_sim::scan_all(&self.local.db, &self.changes).await.ok()?;
+        rows.iter()
+            .filter_map(|i| Some((i.get("pk")?.as_s().ok()?, i.get("tsid")?.as_s().ok()?)))
+            .min_by(|a, b| a.1.cmp(b.1))
+            .map(|(pk, _)| pk.clone())
     }
 
     /// The fan-out, the archiver and the worker, each its own process, at once.
