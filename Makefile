@@ -123,7 +123,7 @@ run: deps ## the pulse sweep end to end, locally: 1,000 tenants, 3 workers, 3 si
 	$(CARGO) build -p tickwork-sim
 	TICKWORK_MOTO_SWITCH_INTERVAL=0.005 TICKWORK_NO_DYNALITE=1 $(WITH_SERVERS) target/debug/tickwork-sim
 
-bench: deps ## capacity, throughput and Lambda start-up figures, side by side, against the local servers
+bench: deps ## the bill chart (docs/bill.svg), capacity, throughput and Lambda start-up figures, side by side, against the local servers
 	$(CARGO) build -p tickwork-bench
 	$(CARGO) build --release $(addprefix -p ,$(FUNCTIONS))
 	TICKWORK_MOTO_SWITCH_INTERVAL=0.005 TICKWORK_NO_DYNALITE=1 $(WITH_SERVERS) target/debug/tickwork-bench $(BENCH)

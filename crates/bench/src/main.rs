@@ -5,7 +5,8 @@
 //! to a raw UpdateItem) are what to compare. Capacity figures are estimated by DynamoDB's rules and
 //! do not depend on the machine.
 //!
-//! Usage: `tickwork-bench [pulse] [archive] [queue]` (no argument: every section).
+//! Usage: `tickwork-bench [bill] [pulse] [archive] [queue] [startup]` (no argument: every
+//! section). `bill` needs no server: it prices the model and draws `docs/bill.svg`.
 //! The client is built in the dev profile: the single-threaded local server bounds every rate here.
 
 use std::sync::Arc;
@@ -27,6 +28,12 @@ use tickwork::Db;
 async fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let all = args.is_empty();
+    if all || args.iter().any(|a| a == "bill") {
+        bill::run("docs/bill.svg")?;
+        if args.iter().all(|a| a == "bill") && !all {
+            return Ok(());
+        }
+    }
     let endpoint = std::env::var("AWS_ENDPOINT_URL_DYNAMODB")
         .context("AWS_ENDPOINT_URL_DYNAMODB is not set: run through `make bench`, which starts the local servers")?;
     let sdk = tickwork_sim::local_sdk(&endpoint).await;
@@ -46,6 +53,7 @@ async fn main() -> Result<()> {
     Ok(())
 }
 
+mod bill;
 mod startup;
 
 /// Start-up time and peak memory of each Lambda binary (release build), 5 cold starts each.

@@ -179,6 +179,10 @@ pub const BASE_MS: f64 = 20.0;
 /// See [`BASE_MS`].
 pub const PER_REQUEST_MS: f64 = 6.0;
 
+/// The "service" of the handlers' own writes (the summary rows a pulse or a fan-out unit makes):
+/// the user's work, the same in every design, shown and left out of the totals compared.
+pub const EFFECT: &str = "DynamoDB (your handlers' writes)";
+
 /// One line of the bill.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Line {
@@ -206,14 +210,15 @@ impl Bill {
         self.lines.push(Line { service, item: item.into(), quantity, unit, usd });
     }
 
-    /// Dollars a month.
+    /// Dollars a month, the handlers' effect ([`EFFECT`]) left out.
     pub fn total(&self) -> f64 {
-        self.lines.iter().map(|l| l.usd).sum()
+        // `+ 0.0`: an empty f64 sum is -0.0, printed "-0.00".
+        self.lines.iter().filter(|l| l.service != EFFECT).map(|l| l.usd).sum::<f64>() + 0.0
     }
 
     /// Dollars a month for one service.
     pub fn service(&self, service: &str) -> f64 {
-        self.lines.iter().filter(|l| l.service == service).map(|l| l.usd).sum()
+        self.lines.iter().filter(|l| l.service == service).map(|l| l.usd).sum::<f64>() + 0.0
     }
 
     /// The monitoring part (custom metrics, alarms, the dashboard), logs excluded.
@@ -235,15 +240,29 @@ pub const IDLE_DAY_REQUESTS: [(&str, u64); 4] =
 /// Request units of every modelled job over a month, the archiver's idle days, storage.
 fn dynamodb(bill: &mut Bill, r: &CostReport, tenants: usize, p: &Prices) {
     let month = 30.0 / r.days.max(1e-9);
+    let mut effect = (0.0, 0.0);
     for j in &r.jobs {
+        // The handlers' effect writes (the summary rows) are the user's work in every design: a
+        // line of their own, out of the totals compared.
+        let e = j.tables.get(crate::cost::table::SUMMARIES).map_or(0.0, |t| t.1) * month;
+        let e_req = j.ops.get("PutItem").copied().unwrap_or(0) as f64 * month * f64::from(e > 0.0);
+        effect = (effect.0 + e_req, effect.1 + e);
+        let wcu = j.wcu * month - e;
         bill.add(
             "DynamoDB",
-            format!("{}: {:.0} RRU, {:.0} WRU", j.job, j.rcu * month, j.wcu * month),
-            j.requests() as f64 * month,
+            format!("{}: {:.0} RRU, {:.0} WRU", j.job, j.rcu * month, wcu),
+            j.requests() as f64 * month - e_req,
             "requests",
-            j.rcu * month * p.ddb_read_million / 1e6 + j.wcu * month * p.ddb_write_million / 1e6,
+            j.rcu * month * p.ddb_read_million / 1e6 + wcu * p.ddb_write_million / 1e6,
         );
     }
+    bill.add(
+        EFFECT,
+        format!("the handlers' own writes (summary rows): {:.0} WRU", effect.1),
+        effect.0,
+        "requests",
+        effect.1 * p.ddb_write_million / 1e6,
+    );
     let (req, rru, wru) = ARCHIVER_IDLE_DAY;
     bill.add(
         "DynamoDB",
@@ -392,6 +411,57 @@ pub fn price(input: &CostInput, stack: &Stack, prices: &Prices) -> Result<(CostR
     Ok((r, priced))
 }
 
+/// The services a bill is shown by, in order.
+pub const SERVICES: [&str; 5] = ["DynamoDB", "Lambda", "CloudWatch", "S3", "EventBridge"];
+
+/// The month's bill by service at one number of tenants, for the three designs side by side.
+#[derive(Debug, Clone, Serialize)]
+pub struct AtScale {
+    /// Tenants.
+    pub tenants: u64,
+    /// tickwork, per service (in [`SERVICES`] order).
+    pub tickwork: Vec<f64>,
+    /// The `000_*` design: its DynamoDB (the only part it had a model of); it visits at most 100
+    /// tenants a tick whatever their number, so its bill does not grow (it skips them instead).
+    pub before_dynamodb: f64,
+    /// One EventBridge Scheduler schedule per tenant, per service.
+    pub scheduler: Vec<f64>,
+}
+
+fn by_service(b: &Bill) -> Vec<f64> {
+    SERVICES.iter().map(|s| b.service(s)).collect()
+}
+
+/// The bill at each of `scales` tenants. tickwork's is the model at `a` and `b` tenants (both
+/// modelled in full), each service extended as a straight line through the two: its cost is a
+/// fixed part (monitoring, idle ticks) and a part per tenant (pulses, pages, batch items), which
+/// the model shows at these sizes; modelling ten million tenants tick by tick would take hours.
+/// The Scheduler's is its formula at every scale.
+pub fn at_scales(
+    base: &CostInput,
+    (a, b): (usize, usize),
+    scales: &[u64],
+    stack: &Stack,
+    p: &Prices,
+) -> Result<Vec<AtScale>> {
+    anyhow::ensure!(a > 0 && b > a, "two model sizes, the second larger");
+    let (_, pa) = price(&CostInput { tenants: a, ..base.clone() }, stack, p)?;
+    let (_, pb) = price(&CostInput { tenants: b, ..base.clone() }, stack, p)?;
+    let (sa, sb) = (by_service(&pa.bill), by_service(&pb.bill));
+    Ok(scales
+        .iter()
+        .map(|&n| {
+            let x = (n as f64 - a as f64) / (b - a) as f64;
+            AtScale {
+                tenants: n,
+                tickwork: sa.iter().zip(&sb).map(|(ya, yb)| (ya + (yb - ya) * x).max(0.0)).collect(),
+                before_dynamodb: pa.before_dynamodb_usd,
+                scheduler: by_service(&scheduler_per_tenant(n as usize, stack, p)),
+            }
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,25 +472,7 @@ mod tests {
     /// summaries, the user's effect, not counted) at most 0.5 WCU a tenant-day.
     #[test]
     fn the_whole_stack_costs_less_than_the_before_designs_dynamodb() {
-        let input = CostInput {
-            tenants: 1000,
-            zones: crate::cost::zones(&[], None).unwrap(),
-            tick_ms: 900_000,
-            workers: 1,
-            ticks: 30 * 96,
-            start_ms: 1_774_742_400_000,
-            drain_every: 4,
-            tenant_shards: 8,
-            queue_shards: 1,
-            page_size: 1000,
-            fanout_page_size: 1000,
-            worker_batch: 10,
-            policy: tickwork::calendar::Policy {
-                catch_up: tickwork::calendar::CatchUp::All,
-                max_lateness_ms: 40 * 86_400_000,
-                interval_ms: 900_000,
-            },
-        };
+        let input = CostInput::deployed(1000);
         let (r, priced) = price(&input, &Stack::default(), &Prices::default()).unwrap();
         let (total, before) = (priced.bill.total(), priced.before_dynamodb_usd);
         println!("whole stack ${total:.2} a month, monitoring ${:.2}; before ${before:.2}", priced.bill.monitoring());

@@ -62,6 +62,29 @@ pub struct CostInput {
     pub policy: Policy,
 }
 
+impl CostInput {
+    /// `tenants` over the 8 sample zones for 30 days from 2026-03-29 as `template.yaml` deploys
+    /// the stack: one sweep every quarter hour, the worker's drains hourly at the latest, 8 tenant
+    /// shards, 1 queue shard, pages of 1,000, catch-up `all`: `tickctl cost`'s defaults.
+    pub fn deployed(tenants: usize) -> Self {
+        CostInput {
+            tenants,
+            zones: tenants::SAMPLE_ZONES.iter().map(|z| z.to_string()).collect(),
+            tick_ms: 900_000,
+            workers: 1,
+            ticks: 30 * 96,
+            start_ms: 1_774_742_400_000,
+            drain_every: 4,
+            tenant_shards: 8,
+            queue_shards: 1,
+            page_size: 1000,
+            fanout_page_size: 1000,
+            worker_batch: 10,
+            policy: Policy { catch_up: calendar::CatchUp::All, max_lateness_ms: 40 * 86_400_000, interval_ms: 900_000 },
+        }
+    }
+}
+
 /// Requests one job makes, per operation, and the units they cost.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct JobCost {
