@@ -132,10 +132,10 @@ impl Position {
 pub use crate::shard::shard_of;
 
 /// Longest tenant id, in bytes. Every key derived from an id must stay inside DynamoDB's limits
-/// and ours: a pulse id `pulse#<id>#<grain>#<period>` and a fan-out item id
-/// `<job>#<yyyy-mm-dd>#<id>` within the queue's 1,024-byte id limit (a job name is at most 64
-/// bytes), a cursor partition `cursor#<id>` within the 2,048-byte partition key limit, a failure
-/// record's sort key `<zone>@<date>#<id>` within the 1,024-byte sort key limit. 900 leaves room
+/// and ours: a unit key `pulse#<id>#<grain>#<period>` or `<job>#<id>#<yyyy-mm-dd>` (a handler's
+/// idempotency key, which a handler may use as an item key: within 1,024 bytes, a job name being at
+/// most 64), a dead letter of one unit, a failure record's sort key `<zone>@<date>#<id>` within the
+/// 1,024-byte sort key limit. Batch item ids are digests and do not grow with it. 900 leaves room
 /// for all of them; a test builds each key at this length.
 pub const MAX_TENANT_ID_BYTES: usize = 900;
 
