@@ -42,5 +42,7 @@ mod queue;
 mod retry;
 /// template.yaml declares exactly the tables the code creates.
 mod template;
+/// `tickctl tenants`: the binary against the local servers, a move beside a running sweep.
+mod tenants_cli;
 /// tickctl against the local servers.
 mod tickctl;

@@ -25,10 +25,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{ensure, Result};
 use serde::Serialize;
 use tickwork::calendar::{self, Grain, Policy};
 use tickwork::capacity::{self, Consistency};
+use tickwork::config::Env;
 use tickwork::{queue, tenants};
 
 /// What to price.
@@ -62,7 +63,67 @@ pub struct CostInput {
     pub policy: Policy,
 }
 
+/// The model's default first tick, 2026-03-29T00:00Z: its month holds Berlin's spring DST change
+/// (a 23-hour day), a month and a quarter end, so a default run prices every grain and the
+/// shortest local day.
+pub const DEFAULT_START_MS: i64 = 1_774_742_400_000;
+
+/// The load `tickctl cost` is asked about; the deployment's settings come from the environment
+/// ([`CostInput::from_env`]).
+#[derive(Debug, Clone)]
+pub struct Load {
+    /// Active tenants (at least 1).
+    pub tenants: usize,
+    /// IANA zone names.
+    pub zones: Vec<String>,
+    /// Sweep tick interval (ms), 1 s to 1 day.
+    pub tick_ms: i64,
+    /// Sweep workers on phase-shifted ticks (at least 1).
+    pub workers: u32,
+    /// Ticks to price (at least 1).
+    pub ticks: u64,
+    /// First tick (ms).
+    pub start_ms: i64,
+    /// The queue worker's drain interval (ms), at least one tick.
+    pub drain_ms: i64,
+}
+
 impl CostInput {
+    /// `load` under the deployment the environment describes: the same variables, defaults and
+    /// bounds the functions read (an unset one is the deployed default), so `tickctl cost` prices
+    /// what is deployed. Refuses a degenerate load (no tenant, a tick of 0, no tick) naming it,
+    /// where it would otherwise divide by zero.
+    pub fn from_env(env: &Env, load: Load) -> Result<Self> {
+        use tickwork::env as vars;
+        ensure!(load.tenants >= 1, "--tenants must be at least 1");
+        ensure!(load.workers >= 1, "--workers must be at least 1");
+        ensure!((1_000..=86_400_000).contains(&load.tick_ms), "--tick must be 1s to 1d");
+        ensure!(load.ticks >= 1, "nothing to price: --days or --ticks must be at least 1");
+        ensure!(load.drain_ms >= load.tick_ms, "--worker-every must be at least one --tick");
+        let s = std::time::Duration::from_secs;
+        let deployed = Self::deployed(load.tenants);
+        let lateness = env.secs_in(vars::PULSE_MAX_LATENESS_SECS, s(40 * 86_400), s(1), s(60 * 86_400))?;
+        Ok(CostInput {
+            tenants: load.tenants,
+            zones: load.zones,
+            tick_ms: load.tick_ms,
+            workers: load.workers,
+            ticks: load.ticks,
+            start_ms: load.start_ms,
+            drain_every: (load.drain_ms / load.tick_ms).clamp(1, i64::from(u32::MAX)) as u32,
+            tenant_shards: env.int_in(vars::TENANT_SHARDS, deployed.tenant_shards, 1..=1000)?,
+            queue_shards: env.int_in(vars::QUEUE_SHARDS, deployed.queue_shards, 1..=1000)?,
+            page_size: env.int_in(vars::PULSE_PAGE_SIZE, deployed.page_size, 1..=1000)?,
+            fanout_page_size: env.int_in(vars::FANOUT_PAGE_SIZE, deployed.fanout_page_size, 1..=1000)?,
+            worker_batch: env.int_in(vars::WORKER_BATCH, deployed.worker_batch, 1..=100)?,
+            policy: Policy {
+                catch_up: env.parse_or(vars::PULSE_CATCH_UP, deployed.policy.catch_up)?,
+                max_lateness_ms: lateness.as_millis() as i64,
+                interval_ms: load.tick_ms,
+            },
+        })
+    }
+
     /// `tenants` over the 8 sample zones for 30 days from 2026-03-29 as `template.yaml` deploys
     /// the stack: one sweep every quarter hour, the worker's drains hourly at the latest, 8 tenant
     /// shards, 1 queue shard, pages of 1,000, catch-up `all`: `tickctl cost`'s defaults.
@@ -73,7 +134,7 @@ impl CostInput {
             tick_ms: 900_000,
             workers: 1,
             ticks: 30 * 96,
-            start_ms: 1_774_742_400_000,
+            start_ms: DEFAULT_START_MS,
             drain_every: 4,
             tenant_shards: 8,
             queue_shards: 1,
@@ -677,20 +738,11 @@ pub fn before_period_id(grain: Grain, now_ms: i64, tz: &jiff::tz::TimeZone) -> R
     })
 }
 
-/// Parses `1m`, `90s`, `1h`, `2d`.
+/// A duration as people write it (`90s`, `15m`, `1h`, `2d`, `1h 30m`: humantime's grammar), in ms.
 pub fn parse_interval(s: &str) -> Result<i64> {
-    let s = s.trim();
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: i64 = num.parse().with_context(|| format!("`{s}` is not a duration (like 60s, 1m, 1h)"))?;
-    let ms = match unit {
-        "ms" => 1,
-        "s" | "" => 1000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        other => anyhow::bail!("`{other}` in `{s}` is not a unit (ms, s, m, h, d)"),
-    };
-    Ok(n * ms)
+    let d = humantime::parse_duration(s.trim())
+        .map_err(|e| anyhow::anyhow!("`{s}` is not a duration like 60s, 15m, 1h, 1d: {e}"))?;
+    i64::try_from(d.as_millis()).map_err(|_| anyhow::anyhow!("`{s}` is too long"))
 }
 
 /// The zones to use: names as given, or the first `count` sample zones.
@@ -765,7 +817,8 @@ mod tests {
         assert_eq!(parse_interval("1m").unwrap(), 60_000);
         assert_eq!(parse_interval("90s").unwrap(), 90_000);
         assert_eq!(parse_interval("2h").unwrap(), 7_200_000);
-        assert!(parse_interval("1w").unwrap_err().to_string().contains("`w`"));
+        assert_eq!(parse_interval("1d").unwrap(), 86_400_000);
+        assert!(parse_interval("1x").unwrap_err().to_string().contains("`1x` is not a duration"));
         assert!(parse_interval("m").unwrap_err().to_string().contains("not a duration"));
         assert!(zones(&[], Some(9)).is_err());
     }

@@ -45,6 +45,16 @@ pub enum Function {
 }
 
 impl Function {
+    /// The name operators type (`tenant-fanout`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Function::PulseSweep => "pulse-sweep",
+            Function::TenantFanout => "tenant-fanout",
+            Function::QueueWorker => "queue-worker",
+            Function::Archiver => "archiver",
+        }
+    }
+
     /// The job name its lease, state item and metrics line use.
     pub fn job(self, env: &Env) -> String {
         match self {
@@ -223,6 +233,7 @@ pub async fn invoke(env: &Env, function: &str, event: serde_json::Value) -> Resu
 pub mod audit;
 pub mod bill;
 pub mod cost;
+pub mod tenants;
 
 /// The grains whose period ends when local day `d` begins: the day always, the week on a Monday,
 /// the month on the 1st, the quarter and year on their first days.

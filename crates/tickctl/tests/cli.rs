@@ -80,9 +80,44 @@ fn exit_codes_name_the_problem() {
     assert_eq!(tickctl(&p, &["plan", "--at"]).status.code(), Some(2));
     assert_eq!(tickctl(&p, &["no-such-command"]).status.code(), Some(2));
     // A bad value: 1, naming it.
-    let o = tickctl(&p, &["cost", "--tick", "1w"]);
+    let o = tickctl(&p, &["cost", "--tick", "1x"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("`w` in `1w` is not a unit"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("`1x` is not a duration"));
+    // Degenerate arguments are refused by name, never a panic (a tick of 0 once divided by zero).
+    for (args, says) in [
+        (&["cost", "--tick", "0s"][..], "--tick must be above 0"),
+        (&["cost", "--tick", "2d"][..], "--tick must be 1s to 1d"),
+        (&["cost", "--tick", "1h", "--worker-every", "1m"][..], "--worker-every must be at least one --tick"),
+    ] {
+        let o = tickctl(&p, args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains(says), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    for args in [
+        &["cost", "--tenants", "0"][..],
+        &["cost", "--workers", "0"],
+        &["cost", "--days", "0"],
+        &["seed", "--zones", "9"],
+    ] {
+        assert_eq!(tickctl(&p, args).status.code(), Some(2), "{args:?}: a usage error");
+    }
+    // Shell completions name the commands.
+    let o = tickctl(&p, &["completions", "bash"]);
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("dead-letters"));
+    // An environment file overrides the shell's variables: its prefix is the one named.
+    let file = std::env::temp_dir().join(format!("{p}.env"));
+    std::fs::write(&file, format!("# a deployment\nTICKWORK_TABLE_PREFIX={p}-other\n")).unwrap();
+    let o = tickctl(&p, &["--env-file", file.to_str().unwrap(), "status"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(&format!("{p}-other-control")),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // `--stack` without its file says how to write it.
+    let o = tickctl(&p, &["--stack", "nope", "status"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("make stack-env STACK=nope"));
     let o = tickctl(&p, &["plan", "--at", "yesterday"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--at `yesterday`"));

@@ -267,12 +267,15 @@ pub struct Tenants {
 }
 
 /// What [`Tenants::add`] did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct AddReport {
     /// Tenants written.
     pub added: u64,
     /// Ids that existed and were left as they are.
     pub existing: u64,
+    /// Those ids: an importer compares their stored zone with the one it was given (a row that
+    /// names another zone is a move, which `add` never makes silently).
+    pub existing_ids: Vec<String>,
 }
 
 /// Why tenants could not be added.
@@ -337,9 +340,12 @@ impl Tenants {
             .collect();
         let puts = stamped.iter().map(|t| self.db.put_new(&self.table, t.to_item(self.write_count)));
         let added: Vec<bool> = futures::stream::iter(puts).buffered(8).try_collect().await?;
+        let existing_ids: Vec<String> =
+            stamped.iter().zip(&added).filter(|(_, a)| !**a).map(|(t, _)| t.id.clone()).collect();
         let report = AddReport {
             added: added.iter().filter(|a| **a).count() as u64,
-            existing: added.iter().filter(|a| !**a).count() as u64,
+            existing: existing_ids.len() as u64,
+            existing_ids,
         };
         // A few tenants are visited at the sweep's next tick; a bulk import waits for each zone's
         // next midnight (a wake set is bounded; see `Watermarks::wake`). Existing ids are woken
@@ -566,6 +572,28 @@ impl Tenants {
             })
             .collect();
         self.db.batch_write_all(&self.table, writes, 8).await
+    }
+
+    /// One page of the tenants table (active and suspended alike) from `start`, and the cursor
+    /// after it (`None`: the table is exhausted). A Scan: an operator's listing (`tickctl tenants
+    /// list`), never a tick's; a caller follows the cursor to the end or hands it back to resume.
+    pub async fn list_page(
+        &self,
+        start: Option<&Cursor>,
+        page_size: i32,
+    ) -> Result<(Vec<Result<Tenant, InvalidTenant>>, Option<Cursor>), PageError<std::convert::Infallible>> {
+        let start = start.map(Cursor::decode).transpose()?;
+        let out = self
+            .db
+            .scan_page(
+                self.db.client().scan().table_name(&self.table).limit(page_size.max(1)).set_exclusive_start_key(start),
+            )
+            .await?;
+        let next = match out.last_evaluated_key() {
+            Some(k) if !k.is_empty() => Some(Cursor::encode(k)?),
+            _ => None,
+        };
+        Ok((out.items().iter().map(Tenant::from_item).collect(), next))
     }
 
     fn shard_query(&self, k: u32) -> QueryFluentBuilder {

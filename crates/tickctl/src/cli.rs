@@ -1,0 +1,194 @@
+//! The command line: every command, argument and choice `tickctl` accepts (clap derive). Where
+//! the set of values is known it is an enumeration, so a wrong one is a usage error (exit 2) that
+//! lists the right ones.
+
+use clap::{Parser, Subcommand};
+use tickctl::tenants::Format;
+use tickctl::Function;
+
+#[derive(Parser)]
+#[command(
+    name = "tickctl",
+    version,
+    about = "Operate tickwork: tenants, provision, status, plan, pause/resume, dead letters, audit, cost, invoke",
+    long_about = "Operate tickwork. Endpoints and table names come from the same environment the Lambdas read \
+                  (AWS_ENDPOINT_URL_DYNAMODB, TICKWORK_TABLE_PREFIX, ...), or from a file (--env-file, --stack). \
+                  Exit codes: 0 ok, 1 failed, 2 bad usage, 3 audit found something."
+)]
+pub struct Cli {
+    /// Print JSON instead of a table (every command; `tenants list` prints one object a line).
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Read variables from this dotenv file first (they override the environment's).
+    #[arg(long, global = true, value_name = "PATH", conflicts_with = "stack")]
+    pub env_file: Option<std::path::PathBuf>,
+    /// A deployed stack: reads `.local/stacks/<NAME>.env`, which `make stack-env STACK=<NAME>`
+    /// writes from the stack's outputs.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub stack: Option<String>,
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+pub enum Cmd {
+    /// Your tenants: add, import, list, suspend, resume, move, remove.
+    Tenants {
+        #[command(subcommand)]
+        action: TenantCmd,
+    },
+    /// Create every table (and the archive bucket when TICKWORK_ARCHIVE_BUCKET is set).
+    Provision,
+    /// Add sample tenants (tenant-00000, ...) round-robin over sample zones, for a local try.
+    Seed {
+        /// How many.
+        #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+        tenants: u32,
+        /// Over the first N sample zones.
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u8).range(1..=8))]
+        zones: u8,
+    },
+    /// Leases, watermarks, pause switches, queue depth, dead letters, archiver positions.
+    Status,
+    /// The pulse sweep's next boundaries per zone group, tenants touched, requests; writes nothing.
+    Plan {
+        /// Job (the pulse sweep's job name, `TICKWORK_PULSE_JOB`).
+        #[arg(default_value = "pulse-sweep")]
+        job: String,
+        /// Plan as of this instant (RFC 3339, e.g. 2026-03-29T22:00:00Z); default now.
+        #[arg(long)]
+        at: Option<String>,
+    },
+    /// Stop a function at its next tick (read by the one read its idle tick already makes).
+    Pause {
+        /// The function.
+        job: Function,
+        /// Why (shown by status).
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Let a paused function run again.
+    Resume {
+        /// The function.
+        job: Function,
+    },
+    /// Dead-lettered queue items.
+    DeadLetters {
+        #[command(subcommand)]
+        action: Dead,
+    },
+    /// Capacity per job / table / operation from the jobs' EMF log lines; flags the `000_*` tells.
+    Audit {
+        /// A log file, or `-` for standard input.
+        #[arg(default_value = "-")]
+        log: String,
+    },
+    /// The month's bill, and the requests and capacity units each job costs, beside the `000_*`
+    /// design's under the same load. Needs no endpoint.
+    Cost(CostArgs),
+    /// Run a handler in-process on an event file against the configured endpoints.
+    Invoke {
+        /// The function.
+        function: Function,
+        /// A scheduled-event JSON file (see events/).
+        #[arg(long)]
+        event: std::path::PathBuf,
+    },
+    /// Print a shell completion script (e.g. `tickctl completions bash > /etc/bash_completion.d/tickctl`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(clap::Args)]
+pub struct CostArgs {
+    /// Active tenants.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub tenants: u64,
+    /// Sweep tick interval (60s, 15m, 1h, ...); the template's schedule is every quarter hour.
+    #[arg(long, default_value = "15m")]
+    pub tick: String,
+    /// Sweep workers (schedules or overlapping invocations) on phase-shifted ticks.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub workers: u32,
+    /// Days to price.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=3650))]
+    pub days: u32,
+    /// Or a number of ticks (a window shorter than a day).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub ticks: Option<u64>,
+    /// Spread tenants over the first N sample zones.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=8))]
+    pub zones: Option<u8>,
+    /// Or name the zones (repeat).
+    #[arg(long = "zone")]
+    pub zone: Vec<String>,
+    /// Start (RFC 3339); default 2026-03-29T00:00:00Z (Berlin DST, month and quarter end).
+    #[arg(long)]
+    pub start: Option<String>,
+    /// Queue worker drains (the template's: on every enqueue, and a safety poll hourly).
+    #[arg(long, default_value = "1h")]
+    pub worker_every: String,
+    /// Override a price: name=value in US dollars (repeat; names in `tickctl cost --json`).
+    #[arg(long = "price", value_parser = price_arg)]
+    pub price: Vec<String>,
+    /// Price the optional dashboard too (`CreateDashboard=true`).
+    #[arg(long)]
+    pub dashboard: bool,
+}
+
+/// A `--price` refused at parsing: a usage error (exit 2) naming the known prices.
+fn price_arg(spec: &str) -> std::result::Result<String, String> {
+    tickctl::bill::Prices::default().set(spec).map(|_| spec.to_string()).map_err(|e| e.to_string())
+}
+
+#[derive(Subcommand)]
+pub enum Dead {
+    /// List every dead letter.
+    List,
+    /// Put one back in the queue with its attempts reset.
+    Retry { id: String },
+    /// Delete one for good.
+    Purge { id: String },
+}
+
+#[derive(Subcommand)]
+pub enum TenantCmd {
+    /// Add one tenant (idempotent: an existing id in the same zone is left as it is).
+    Add {
+        /// Tenant id (at most 900 bytes; no `#`, no control characters).
+        id: String,
+        /// IANA time zone (e.g. Europe/Berlin): its local midnights end the tenant's periods.
+        #[arg(long)]
+        zone: String,
+    },
+    /// Add tenants from a file (CSV `id,zone` with a header, or NDJSON); idempotent; bad rows are
+    /// reported with their line and reason, the rest added. Exit 1 when a row was refused.
+    Import {
+        /// The file, or `-` for standard input (then --format is needed).
+        file: String,
+        /// The file's format; by default from its name (.csv, .ndjson, .jsonl).
+        #[arg(long)]
+        format: Option<Format>,
+    },
+    /// Every tenant (a Scan, paged to the end), or the active tenants of one zone (its index).
+    List {
+        /// Only the active tenants of this zone.
+        #[arg(long)]
+        zone: Option<String>,
+    },
+    /// Stop a tenant's pulses; resuming owes every period since (the catch-up policy decides).
+    Suspend { id: String },
+    /// Pulse a suspended tenant again, from where it stopped.
+    Resume { id: String },
+    /// Move a tenant to another zone: no period lost or pulsed twice across the move.
+    Move {
+        id: String,
+        /// The new IANA time zone.
+        #[arg(long)]
+        zone: String,
+    },
+    /// Remove a tenant (its queued work still runs; its archived history stays).
+    Remove { id: String },
+}
