@@ -1,0 +1,94 @@
+//! A month pulse through the example job, end to end on the local servers: the pulse sweep at a
+//! tenant's month end, the worker with the example's registry, one report row; the same unit run
+//! again writes nothing more.
+
+use std::time::Duration;
+
+use tickwork::budget::Unlimited;
+use tickwork::config::Env;
+use tickwork::queue::{queue_table, Job, Queue, QueueConfig};
+use tickwork::schema::{av_s, control_table};
+use tickwork::tenants::{tenants_table, Tenant};
+use tickwork_example_monthly_report::{registry, reports_table};
+use tickwork_lambda::Tick;
+use tickwork_tests::Local;
+
+fn ms(s: &str) -> i64 {
+    s.parse::<jiff::Timestamp>().unwrap().as_millisecond()
+}
+
+async fn rows(local: &Local, table: &str, tenant: &str) -> Vec<tickwork::capacity::Item> {
+    let out = local
+        .db
+        .client()
+        .query()
+        .table_name(table)
+        .key_condition_expression("pk = :t")
+        .expression_attribute_values(":t", av_s(tenant))
+        .send()
+        .await
+        .unwrap();
+    out.items().to_vec()
+}
+
+#[tokio::test]
+async fn a_month_pulse_writes_one_report_per_tenant() {
+    let local = Local::new().await;
+    let tables = pulse_sweep::Tables {
+        control: local.table(&control_table()).await,
+        tenants: local.table(&tenants_table()).await,
+        queue: local.table(&queue_table()).await,
+    };
+    let summaries = local.table(&queue_worker::summary::summaries_table()).await;
+    let reports = local.table(&reports_table()).await;
+    // Added on 30 November (Tokyo), swept at Tokyo's midnight into December: November ends.
+    local.clock.set(ms("2026-11-30T03:00:00Z"));
+    let cfg = pulse_sweep::PulseConfig::from_env(&Env::from_pairs([]), Duration::from_secs(1)).unwrap();
+    let sweep = pulse_sweep::Deps::new(local.fresh_db(), local.clock(), cfg, tables.clone(), 1, QueueConfig::default());
+    let tenants = [Tenant::new("acme", "Asia/Tokyo"), Tenant::new("globex", "Asia/Tokyo")];
+    pulse_sweep::add_tenants(&sweep, &tenants).await.unwrap();
+    let at = ms("2026-11-30T15:05:00Z");
+    local.clock.set(at);
+    let r =
+        pulse_sweep::run(&sweep, &Tick::parse(&Tick::envelope(at, false)).unwrap(), &Unlimited, "sweep").await.unwrap();
+    // A new tenant's first visit owes the months its calendar starts with; November among them.
+    let months_each = r.pulses["month"] / 2;
+    assert!(months_each >= 1, "{r:?}");
+
+    // The worker, as the example's Lambda builds it, with the example's handlers.
+    let queue = Queue::new(local.fresh_db(), &tables.queue, QueueConfig::default(), local.clock());
+    let (handlers, seen) = registry(local.fresh_db(), &summaries, &reports, local.clock()).counted();
+    let wcfg = queue_worker::WorkerConfig::from_env(&Env::from_pairs([])).unwrap();
+    let report = queue_worker::drain(&queue, &handlers, "worker", &Unlimited, &wcfg).await.unwrap();
+    assert_eq!(report.units_failed, 0, "{report:?}");
+
+    for t in ["acme", "globex"] {
+        let got = rows(&local, &reports, t).await;
+        assert_eq!(got.len() as u64, months_each, "one report a month pulse for {t}: {got:?}");
+        let nov = got.iter().find(|i| i["sk"].as_s().unwrap() == "report#2026-11").expect("November's report");
+        assert_eq!(nov["days"].as_n().unwrap(), "30");
+        assert_eq!(nov["unit"].as_s().unwrap(), &format!("pulse#{t}#month#2026-11"));
+        // The shipped daily summary still runs for the day pulse of the same boundary.
+        let days = rows(&local, &summaries, t).await;
+        assert!(days.iter().any(|i| i["sk"].as_s().unwrap() == "day#2026-11-30"), "{days:?}");
+    }
+    assert!(seen.lock().unwrap().contains_key("pulse#acme#month#2026-11"));
+
+    // The unit again (a crash between the put and the settle): still one row, no error.
+    let unit = Job {
+        id: "pulse#acme#month#2026-11".into(),
+        kind: "pulse".into(),
+        payload: r#"{"tenant":"acme","grain":"month","period":"2026-11","zone":"Asia/Tokyo"}"#.into(),
+        tenant: Some("acme".into()),
+        attempts: 2,
+        owner: "again".into(),
+        claim_until_ms: 0,
+    };
+    let before = rows(&local, &reports, "acme").await;
+    local.clock.set(at + 3_600_000);
+    handlers.get("pulse").unwrap().handle(&unit).await.unwrap();
+    assert_eq!(rows(&local, &reports, "acme").await, before, "written once: the row as the first run left it");
+    // A unit that can never succeed is permanent (dead-lettered at once), not retried.
+    let bad = Job { payload: r#"{"tenant":"acme","grain":"month","period":"2026-13"}"#.into(), ..unit };
+    assert!(matches!(handlers.get("pulse").unwrap().handle(&bad).await, Err(queue_worker::HandlerError::Permanent(_))));
+}
