@@ -21,7 +21,7 @@ DYNALITE := .tools/dynalite/node_modules/dynalite/cli.js
 CARGO    ?= cargo
 WITH_SERVERS := scripts/with-servers.sh
 
-.PHONY: help deps tools test chaos lint fmt clippy cfn-lint sam-validate checkov build deploy watch run bench servers prove-lock clean \
+.PHONY: help deps tools test chaos lint fmt clippy cfn-lint sam-validate checkov build deploy stack-env watch run demo bench servers prove-lock clean \
 	$(addprefix invoke-,$(FUNCTIONS))
 
 help: ## list targets
@@ -90,8 +90,16 @@ build: $(SAM_DEP) $(LAMBDA_DEP) ## the Lambda artefacts (arm64, release) with `s
 	$(LAMBDA_PATH) SAM_CLI_BETA_RUST_CARGO_LAMBDA=1 $(SAM) build --template template.yaml
 	@for f in $(FUNCTIONS); do ls -l target/lambda/$$f/bootstrap; done
 
-deploy: build ## deploy to your AWS account (interactive; needs credentials; not run by CI)
-	$(SAM) deploy --guided
+# Deploys the environment ENV of samconfig.toml (dev or prod), non-interactively; then writes the
+# stack's outputs where `tickctl --stack <name>` reads them. Needs AWS credentials; never run here.
+ENV ?= dev
+deploy: build ## deploy samconfig.toml's environment ENV (dev, prod) non-interactively, then `make stack-env`
+	$(SAM) deploy --config-env $(ENV) --no-confirm-changeset
+	$(MAKE) stack-env ENV=$(ENV)
+
+# `tickctl --stack NAME` reads .local/stacks/NAME.env: the stack's outputs as tickwork variables.
+stack-env: $(SAM_DEP) ## write .local/stacks/<stack>.env from a deployed stack's outputs (STACK=name, or ENV's stack)
+	scripts/stack-env.sh "$(SAM)" "$(or $(STACK),$(shell scripts/samconfig-stack.sh $(ENV)))"
 
 # The local Lambda loop: the servers, the tables, an env file, and `cargo lambda watch` serving every
 # function on 127.0.0.1:9000. In a second terminal: `make invoke-pulse-sweep` (or any function).
@@ -119,9 +127,13 @@ prove-lock: deps ## show that bare moto loses concurrent updates (expects the at
 	then echo "unexpected: bare moto kept every update this time"; exit 1; \
 	else echo "as expected: without the lock, moto lost updates (see the assertion values above)"; fi
 
-run: deps ## the pulse sweep end to end, locally: 1,000 tenants, 3 workers, 3 simulated days
+run: deps ## the pulse sweep end to end, locally: 1,000 tenants, 3 workers, 3 simulated days; charts into docs/
 	$(CARGO) build -p tickwork-sim
-	TICKWORK_MOTO_SWITCH_INTERVAL=0.005 TICKWORK_NO_DYNALITE=1 $(WITH_SERVERS) target/debug/tickwork-sim
+	SIM_CHARTS=docs TICKWORK_MOTO_SWITCH_INTERVAL=0.005 TICKWORK_NO_DYNALITE=1 $(WITH_SERVERS) target/debug/tickwork-sim
+
+demo: deps ## a first taste in seconds: 100 tenants, one simulated day, the idle and boundary bill, pulses per zone
+	$(CARGO) build -q -p tickwork-sim
+	@SIM_CHARTS=.local/demo TICKWORK_MOTO_SWITCH_INTERVAL=0.005 TICKWORK_NO_DYNALITE=1 $(WITH_SERVERS) target/debug/tickwork-sim demo
 
 bench: deps ## the bill chart (docs/bill.svg), capacity, throughput and Lambda start-up figures, side by side, against the local servers
 	$(CARGO) build -p tickwork-bench

@@ -1,7 +1,7 @@
 //! `template.yaml` and the code's table definitions must never disagree: local tables are created
 //! from the code, deployed ones from the template.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_yaml_ng::Value;
 use tickwork::capacity::Projection;
@@ -392,4 +392,71 @@ fn the_bill_prices_the_stack_the_template_deploys() {
     assert_eq!(s(&t["Globals"]["Function"]["MemorySize"]), stack.memory_mb.to_string());
     assert_eq!(s(&params["LogRetentionDays"]["Default"]), stack.log_retention_days.to_string());
     assert_eq!(s(&params["CreateDashboard"]["Default"]) == "true", stack.dashboard);
+}
+
+/// `samconfig.toml`'s environments deploy this template: every parameter they override exists,
+/// `dev` is a dry run, and each names its own stack (`make deploy ENV=...`).
+#[test]
+fn samconfig_environments_name_parameters_the_template_has() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let cfg: toml::Table = std::fs::read_to_string(root.join("samconfig.toml")).unwrap().parse().unwrap();
+    let t = template();
+    let params = t["Parameters"].as_mapping().unwrap();
+    let mut stacks = std::collections::BTreeSet::new();
+    for env in ["dev", "prod"] {
+        let deploy = &cfg[env]["deploy"]["parameters"];
+        assert!(stacks.insert(deploy["stack_name"].as_str().unwrap().to_string()), "{env}: a stack of its own");
+        let overrides = deploy["parameter_overrides"].as_str().unwrap();
+        let mut set = BTreeMap::new();
+        for pair in overrides.split_whitespace() {
+            let (k, v) = pair.split_once('=').unwrap_or_else(|| panic!("{env}: `{pair}` is not Name=value"));
+            let p = params.get(k).unwrap_or_else(|| panic!("{env}: no parameter `{k}` in template.yaml"));
+            let v = v.trim_matches('"');
+            if let Some(allowed) = p.get("AllowedValues").and_then(|a| a.as_sequence()) {
+                assert!(allowed.iter().any(|a| s(a) == v), "{env}: {k}={v} is not one of {allowed:?}");
+            }
+            set.insert(k.to_string(), v.to_string());
+        }
+        assert_eq!(set.get("DryRun").map(String::as_str), Some(if env == "dev" { "true" } else { "false" }), "{env}");
+        assert!(deploy["capabilities"].as_str().unwrap().contains("CAPABILITY_IAM"), "{env}: the template makes roles");
+    }
+}
+
+/// `make stack-env` turns the stack's outputs into the variables the functions get: run on the
+/// outputs this template declares (a stand-in for `sam list stack-outputs`), it writes each one,
+/// every name a declared setting; an output missing from the template fails it, naming it.
+#[test]
+fn stack_env_writes_the_functions_settings_from_the_template_outputs() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let t = template();
+    let outputs: Vec<String> = t["Outputs"].as_mapping().unwrap().keys().map(s).collect();
+    let dir = std::env::temp_dir().join(tickwork_tests::unique("stackenv"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |keys: &[&String]| {
+        let list: Vec<serde_json::Value> =
+            keys.iter().map(|k| serde_json::json!({"OutputKey": k, "OutputValue": format!("v-{k}")})).collect();
+        let fake = dir.join("sam");
+        std::fs::write(&fake, format!("#!/bin/sh\necho '{}'\n", serde_json::Value::Array(list))).unwrap();
+        std::process::Command::new("chmod").arg("+x").arg(&fake).status().unwrap();
+        std::process::Command::new(root.join("scripts/stack-env.sh"))
+            .arg(&fake)
+            .arg("demo-stack")
+            .env("TICKWORK_STACKS_DIR", &dir)
+            .current_dir(&root)
+            .output()
+            .unwrap()
+    };
+    let o = run(&outputs.iter().collect::<Vec<_>>());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(dir.join("demo-stack.env")).unwrap();
+    let declared: Vec<&str> = tickwork::env::VARS.iter().map(|v| v.name).collect();
+    let vars: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).map(|l| l.split('=').next().unwrap()).collect();
+    assert!(vars.contains(&"TICKWORK_TABLE_PREFIX") && vars.contains(&"TICKWORK_TENANT_SHARDS"), "{text}");
+    for v in &vars {
+        assert!(declared.contains(v) || *v == "AWS_REGION", "`{v}` is not a setting tickctl reads");
+    }
+    let without: Vec<&String> = outputs.iter().filter(|k| *k != "QueueShards").collect();
+    let o = run(&without);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("QueueShards"));
 }

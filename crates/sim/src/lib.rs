@@ -31,6 +31,8 @@ use tickwork_lambda::Tick;
 /// The zones the simulation spreads tenants over (round-robin).
 pub const ZONES: [&str; 8] = tickwork::tenants::SAMPLE_ZONES;
 
+pub mod chart;
+
 /// What to simulate.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
@@ -168,6 +170,12 @@ pub struct SimReport {
     /// tickwork's own write units (sweep and worker; the handlers' effect writes, the summaries,
     /// not counted) per simulated UTC day, day 0 first.
     pub own_wcu_by_day: BTreeMap<u64, f64>,
+    /// Requests per simulated hour from the start: (sweep, queue worker). The chart's data.
+    pub requests_by_hour: BTreeMap<u64, (u64, u64)>,
+    /// Pulses the sweep enqueued per simulated hour, by grain.
+    pub pulses_by_hour: BTreeMap<String, BTreeMap<u64, u64>>,
+    /// Pulses delivered per tenant zone, by grain.
+    pub pulses_by_zone: BTreeMap<String, BTreeMap<String, u64>>,
     /// Wall time.
     pub wall: Duration,
     /// Table names used.
@@ -316,6 +324,8 @@ pub async fn simulate(sdk: &SdkConfig, cfg: &SimConfig) -> Result<SimReport> {
             }
             report.sweep_requests.0 += r;
             report.sweep_requests.1 += wr;
+            let hour = ((t - cfg.start_ms) / 3_600_000) as u64;
+            report.requests_by_hour.entry(hour).or_default().0 += r + wr;
             let label = match &result {
                 Ok(rep) => format!("{:?}", rep.outcome),
                 Err(_) => "Crashed".to_string(),
@@ -328,6 +338,9 @@ pub async fn simulate(sdk: &SdkConfig, cfg: &SimConfig) -> Result<SimReport> {
                     report.idle_max = (report.idle_max.0.max(r), report.idle_max.1.max(wr));
                 }
                 Ok(rep) => {
+                    for (g, n) in &rep.pulses {
+                        *report.pulses_by_hour.entry(g.clone()).or_default().entry(hour).or_default() += n;
+                    }
                     report.boundary_ticks += 1;
                     report.boundary.add(&total);
                     if cfg.check_watermarks && rep.groups_completed > 0 {
@@ -347,6 +360,8 @@ pub async fn simulate(sdk: &SdkConfig, cfg: &SimConfig) -> Result<SimReport> {
             worker_db.meter().reset();
             drain(&queue, &handlers, &owner, &Unlimited, &WorkerConfig::default()).await?;
             report.worker.add(&worker_db.meter().total());
+            let hour = ((i as i64 * cfg.tick_ms) / 3_600_000) as u64;
+            report.requests_by_hour.entry(hour).or_default().1 += worker_db.meter().total().requests;
             let day = ((i as i64 * cfg.tick_ms) / 86_400_000) as u64;
             *report.own_wcu_by_day.entry(day).or_default() += own_wcu(&worker_db, &summaries);
             for (op, n) in worker_db.meter().requests_by_op() {
@@ -366,6 +381,13 @@ pub async fn simulate(sdk: &SdkConfig, cfg: &SimConfig) -> Result<SimReport> {
     }
     report.deliveries = deliveries.lock().expect("deliveries").clone();
     report.pulses = count_pulses(&report.deliveries);
+    let zone_of: BTreeMap<&str, &str> = seed.iter().map(|t| (t.id.as_str(), t.zone.as_str())).collect();
+    for key in report.deliveries.keys() {
+        if let ["pulse", tenant, grain, _] = key.split('#').collect::<Vec<_>>()[..] {
+            let zone = zone_of.get(tenant).copied().unwrap_or("?").to_string();
+            *report.pulses_by_zone.entry(zone).or_default().entry(grain.to_string()).or_default() += 1;
+        }
+    }
     report.summaries = count_items(&admin, &summaries).await?;
     report.wall = wall.elapsed();
     report.tables = Some(tables);
