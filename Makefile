@@ -92,14 +92,17 @@ build: $(SAM_DEP) $(LAMBDA_DEP) ## the Lambda artefacts (arm64, release) with `s
 
 # Deploys the environment ENV of samconfig.toml (dev or prod), non-interactively; then writes the
 # stack's outputs where `tickctl --stack <name>` reads them. Needs AWS credentials; never run here.
-ENV ?= dev
-deploy: build ## deploy samconfig.toml's environment ENV (dev, prod) non-interactively, then `make stack-env`
-	$(SAM) deploy --config-env $(ENV) --no-confirm-changeset
+# `ENV := dev`, not `?=`: a shell's own ENV variable never picks the environment; only
+# `make deploy ENV=prod` does. dev applies its changeset at once; prod shows it and asks first.
+ENV := dev
+deploy: build ## deploy samconfig.toml's environment ENV (dev, prod); dev without a prompt; then `make stack-env`
+	$(SAM) deploy --config-env $(ENV) $(if $(filter dev,$(ENV)),--no-confirm-changeset)
 	$(MAKE) stack-env ENV=$(ENV)
 
 # `tickctl --stack NAME` reads .local/stacks/NAME.env: the stack's outputs as tickwork variables.
 stack-env: $(SAM_DEP) ## write .local/stacks/<stack>.env from a deployed stack's outputs (STACK=name, or ENV's stack)
-	scripts/stack-env.sh "$(SAM)" "$(or $(STACK),$(shell scripts/samconfig-stack.sh $(ENV)))"
+	@stack="$(STACK)"; if [ -z "$$stack" ]; then stack=$$(scripts/samconfig-stack.sh $(ENV)) || exit 1; fi; \
+	  scripts/stack-env.sh "$(SAM)" "$$stack" --config-env $(ENV)
 
 # The local Lambda loop: the servers, the tables, an env file, and `cargo lambda watch` serving every
 # function on 127.0.0.1:9000. In a second terminal: `make invoke-pulse-sweep` (or any function).

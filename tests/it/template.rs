@@ -455,6 +455,17 @@ fn stack_env_writes_the_functions_settings_from_the_template_outputs() {
     for v in &vars {
         assert!(declared.contains(v) || *v == "AWS_REGION", "`{v}` is not a setting tickctl reads");
     }
+    // Each variable from the output that holds it.
+    for (var, output) in [
+        ("TICKWORK_TABLE_PREFIX", "TablePrefix"),
+        ("TICKWORK_TENANT_SHARDS", "TenantShards"),
+        ("TICKWORK_QUEUE_SHARDS", "QueueShards"),
+        ("TICKWORK_CHANGE_SHARDS", "ChangeShards"),
+        ("TICKWORK_ARCHIVE_BUCKET", "ArchiveBucketName"),
+        ("AWS_REGION", "Region"),
+    ] {
+        assert!(text.lines().any(|l| l == format!("{var}=v-{output}")), "{var} from {output}: {text}");
+    }
     let without: Vec<&String> = outputs.iter().filter(|k| *k != "QueueShards").collect();
     let o = run(&without);
     assert!(!o.status.success());

@@ -19,8 +19,10 @@ const GRAINS: [(&str, RGBColor); 5] = [
     ("year", RGBColor(140, 86, 75)),
 ];
 
+/// Hours the run covers, a partial last hour included.
 fn hours(cfg: &SimConfig) -> u64 {
-    (cfg.ticks.map(|t| t as i64 * cfg.tick_ms).unwrap_or(i64::from(cfg.days) * 86_400_000) / 3_600_000).max(1) as u64
+    let ms = cfg.ticks.map(|t| t as i64 * cfg.tick_ms).unwrap_or(i64::from(cfg.days) * 86_400_000);
+    ((ms + 3_599_999) / 3_600_000).max(1) as u64
 }
 
 fn start(cfg: &SimConfig) -> String {
@@ -30,7 +32,8 @@ fn start(cfg: &SimConfig) -> String {
 }
 
 /// Requests per simulated hour, sweep and queue worker, on a log scale (an idle hour is a few
-/// reads; a zone's midnight is hundreds of requests).
+/// reads; a zone's midnight is hundreds of requests). An hour without requests is drawn at 1,
+/// the axis's floor.
 pub fn requests_per_hour(r: &SimReport, cfg: &SimConfig, path: &Path) -> Result<()> {
     let n = hours(cfg);
     let max = r.requests_by_hour.values().map(|(s, w)| s.max(w)).copied().max().unwrap_or(1).max(1) as f64;

@@ -373,6 +373,8 @@ pub async fn simulate(sdk: &SdkConfig, cfg: &SimConfig) -> Result<SimReport> {
     worker_db.meter().reset();
     drain(&queue, &handlers, &owner, &Unlimited, &WorkerConfig::default()).await?;
     report.worker.add(&worker_db.meter().total());
+    let last_hour = ((ticks as i64 * cfg.tick_ms).saturating_sub(1) / 3_600_000).max(0) as u64;
+    report.requests_by_hour.entry(last_hour).or_default().1 += worker_db.meter().total().requests;
     let last_day = ((ticks as i64 * cfg.tick_ms) / 86_400_000) as u64;
     *report.own_wcu_by_day.entry(last_day.min(u64::from(cfg.days).saturating_sub(1))).or_default() +=
         own_wcu(&worker_db, &summaries);

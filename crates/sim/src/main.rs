@@ -70,9 +70,11 @@ fn print_demo(cfg: &SimConfig, r: &SimReport) -> Result<()> {
     let usd = |t: &tickwork::meter::Tally| t.rcu * p.ddb_read_million / 1e6 + t.wcu * p.ddb_write_million / 1e6;
     let per = |t: &tickwork::meter::Tally, n: u64| t.requests as f64 / n.max(1) as f64;
     println!(
-        "{} tenants in {} zones, one simulated day of quarter-hour sweeps, on the local servers ({:.1} s)\n",
+        "{} tenants in {} zones, {} simulated day(s) of sweeps every {} min, on the local servers ({:.1} s)\n",
         r.tenants,
-        tickwork_sim::ZONES.len(),
+        tickwork_sim::ZONES.len().min(r.tenants),
+        cfg.days,
+        cfg.tick_ms / 60_000,
         r.wall.as_secs_f64()
     );
     println!(
@@ -101,7 +103,7 @@ fn print_demo(cfg: &SimConfig, r: &SimReport) -> Result<()> {
         "{:<16} {:>6} {:>14} {:>10.1} {:>10.1} {:>14.6}\n",
         "queue worker",
         "",
-        r.worker.requests,
+        format!("{} in all", r.worker.requests),
         r.worker.rcu,
         r.worker.wcu,
         usd(&r.worker)

@@ -48,6 +48,12 @@ fn load_env_file(cli: &Cli) -> Result<()> {
     let path = match (&cli.env_file, &cli.stack) {
         (Some(p), _) => p.clone(),
         (None, Some(name)) => {
+            // CloudFormation's rule for stack names; also keeps the path inside .local/stacks.
+            anyhow::ensure!(
+                name.starts_with(|c: char| c.is_ascii_alphabetic())
+                    && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'),
+                "`{name}` is not a stack name (a letter, then letters, digits and hyphens)"
+            );
             let p = stack_file(name);
             anyhow::ensure!(
                 p.exists(),
@@ -58,6 +64,22 @@ fn load_env_file(cli: &Cli) -> Result<()> {
         }
         (None, None) => return Ok(()),
     };
+    if cli.stack.is_some() {
+        // A deployed stack is reached with the file's settings alone: an endpoint or a tickwork
+        // setting left in the shell from a local session would otherwise send `--stack prod`'s
+        // writes to the local server, or to another table, and report success.
+        let file: Vec<String> = dotenvy::from_path_iter(&path)
+            .with_context(|| format!("reading {}", path.display()))?
+            .filter_map(|kv| kv.ok().map(|(k, _)| k))
+            .collect();
+        for (k, _) in std::env::vars() {
+            let local = k.starts_with("AWS_ENDPOINT_URL") || k.starts_with("TICKWORK_");
+            if local && !file.contains(&k) {
+                // Before the runtime starts: no other thread reads the environment yet.
+                std::env::remove_var(&k);
+            }
+        }
+    }
     // The file wins over the shell: naming a file or a stack is the more explicit choice.
     dotenvy::from_path_override(&path).with_context(|| format!("reading {}", path.display()))
 }
@@ -189,9 +211,30 @@ async fn run(cli: Cli) -> Result<i32> {
     Ok(0)
 }
 
+/// The tenants table as the sweep's configuration names it, with the sweep's zone registry. Only
+/// reads the shard registry (the sweep's start-up records its own counts; an operator's tool
+/// with another environment must not add to them).
+async fn tenants_table(env: &Env) -> Result<tickwork::tenants::Tenants> {
+    use tickwork::env as vars;
+    let base = Base::from_env(env, "tickctl").await?;
+    let job = env.get(vars::PULSE_JOB).unwrap_or_else(|| "pulse-sweep".into());
+    let shards = env.int_in(vars::TENANT_SHARDS, 8u32, 1..=1000)?;
+    let read = tickwork::shard::ShardRegistry::new(base.db.clone(), &base.core.control_table)
+        .effective("tenants", shards)
+        .await?;
+    let marks = tickwork::watermark::Watermarks::new(base.db.clone(), &base.core.control_table, base.clock.clone());
+    Ok(tickwork::tenants::Tenants::new(
+        base.db.clone(),
+        base.core.table_from(env, vars::TENANTS_TABLE, "tenants"),
+        shards,
+    )
+    .with_read_shards(read)
+    .with_registry(marks, job))
+}
+
 async fn tenants(env: &Env, as_json: bool, action: TenantCmd) -> Result<i32> {
-    let deps = pulse_sweep::Deps::from_env(env).await.context("pulse-sweep configuration")?;
-    let t = &deps.tenants;
+    let table = tenants_table(env).await?;
+    let t = &table;
     let now = || jiff::Timestamp::now().as_millisecond();
     let one = |id: &str, what: &str| -> Result<i32> {
         if as_json {
@@ -203,7 +246,10 @@ async fn tenants(env: &Env, as_json: bool, action: TenantCmd) -> Result<i32> {
     };
     match action {
         TenantCmd::Add { id, zone } => {
-            let r = t.add(&[tickwork::tenants::Tenant::new(id.as_str(), zone.as_str())], now()).await?;
+            // As an import reads a row: trimmed, the zone under its canonical name.
+            let new = tickctl::tenants::canonical(tickwork::tenants::Tenant::new(id.trim(), zone.trim()))?;
+            let (id, zone) = (new.id.clone(), new.zone.clone());
+            let r = t.add(&[new], now()).await?;
             if r.added == 1 {
                 return one(&id, "added");
             }
@@ -272,7 +318,8 @@ async fn tenants(env: &Env, as_json: bool, action: TenantCmd) -> Result<i32> {
                     }
                 }
                 Some(zone) => {
-                    tickwork::calendar::zone(&zone).map_err(|e| anyhow::anyhow!("--zone: {}", e.0))?;
+                    let tz = tickwork::calendar::zone(&zone).map_err(|e| anyhow::anyhow!("--zone: {}", e.0))?;
+                    let zone = tz.iana_name().map(str::to_string).unwrap_or(zone);
                     for k in 0..t.shards() {
                         let mut cursor = None;
                         loop {
@@ -300,6 +347,7 @@ async fn tenants(env: &Env, as_json: bool, action: TenantCmd) -> Result<i32> {
             one(&id, "resumed")
         }
         TenantCmd::Move { id, zone } => {
+            let zone = tickctl::tenants::canonical(tickwork::tenants::Tenant::new(id.as_str(), zone.trim()))?.zone;
             anyhow::ensure!(t.move_zone(&id, &zone).await?, "no tenant `{id}`");
             one(&id, &format!("in {zone}"))
         }

@@ -11,6 +11,8 @@
 use std::collections::HashMap;
 use std::io::BufRead;
 
+use futures::StreamExt;
+
 use anyhow::{Context, Result};
 use serde::Serialize;
 use tickwork::tenants::{Tenant, Tenants};
@@ -79,10 +81,10 @@ impl Rows {
             Ok(r) => r,
             Err(reason) => return self.refused.push(Refused { line, id: None, reason }),
         };
-        let t = Tenant::new(row.id.trim(), row.zone.trim());
-        if let Err(e) = t.validate() {
-            return self.refused.push(Refused { line, id: Some(e.id), reason: e.problem });
-        }
+        let t = match canonical(Tenant::new(row.id.trim(), row.zone.trim())) {
+            Ok(t) => t,
+            Err(e) => return self.refused.push(Refused { line, id: Some(e.id), reason: e.problem }),
+        };
         match seen.get(&t.id) {
             Some((_, zone)) if *zone == t.zone => self.repeated += 1,
             Some((first, zone)) => self.refused.push(Refused {
@@ -98,15 +100,50 @@ impl Rows {
     }
 }
 
+/// A tenant checked ([`Tenant::validate`]) with its zone under its canonical IANA name: the tz
+/// database finds `europe/berlin` too, and a zone group named so would be a second group of
+/// Berlin's tenants, which `--zone Europe/Berlin` and a later import would not recognise.
+pub fn canonical(mut t: Tenant) -> Result<Tenant, tickwork::tenants::InvalidTenant> {
+    t.validate()?;
+    if let Some(name) = tickwork::calendar::zone(&t.zone).ok().and_then(|tz| tz.iana_name().map(str::to_string)) {
+        t.zone = name;
+    }
+    Ok(t)
+}
+
+/// The 1-based line of every byte offset: where a record starts, found from its byte position
+/// (the reader's own line count stands before the record's line ending, so CRLF files and blank
+/// lines would shift it).
+struct Lines(Vec<usize>);
+
+impl Lines {
+    fn of(text: &[u8]) -> Self {
+        Lines(text.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i).collect())
+    }
+    /// The line of the first byte at or after `byte` that is not a line ending.
+    fn line_at(&self, text: &[u8], byte: usize) -> u64 {
+        let start = text[byte.min(text.len())..]
+            .iter()
+            .position(|b| *b != b'\r' && *b != b'\n')
+            .map_or(text.len(), |p| byte + p);
+        (self.0.partition_point(|nl| *nl < start) + 1) as u64
+    }
+}
+
 /// Reads and validates every row. Pure (no request): a file's errors are known before anything
 /// is written. Fails as a whole only when the file cannot be read as its format at all (no
-/// header with `id` and `zone`, unreadable bytes).
-pub fn parse(input: impl BufRead, format: Format) -> Result<Rows> {
+/// header with `id` and `zone`, unreadable bytes). A UTF-8 byte-order mark is skipped; blank
+/// lines are skipped in both formats.
+pub fn parse(mut input: impl BufRead, format: Format) -> Result<Rows> {
     let mut rows = Rows::default();
     let mut seen = HashMap::new();
+    let mut text = Vec::new();
+    input.read_to_end(&mut text).context("reading the file")?;
+    let body = text.strip_prefix(b"\xEF\xBB\xBF".as_slice()).unwrap_or(&text);
+    let lines = Lines::of(body);
     match format {
         Format::Csv => {
-            let mut r = csv::ReaderBuilder::new().flexible(true).trim(csv::Trim::All).from_reader(input);
+            let mut r = csv::ReaderBuilder::new().flexible(true).trim(csv::Trim::All).from_reader(body);
             let headers = r.headers().context("reading the CSV header")?.clone();
             let col = |name: &str| headers.iter().position(|h| h == name);
             let (Some(id), Some(zone)) = (col("id"), col("zone")) else {
@@ -117,7 +154,10 @@ pub fn parse(input: impl BufRead, format: Format) -> Result<Rows> {
             }
             for rec in r.records() {
                 let rec = rec.context("reading a CSV row")?;
-                let line = rec.position().map(|p| p.line()).unwrap_or(0);
+                if rec.iter().all(str::is_empty) {
+                    continue;
+                }
+                let line = rec.position().map(|p| lines.line_at(body, p.byte() as usize)).unwrap_or(0);
                 let row = match (rec.get(id), rec.get(zone), rec.len()) {
                     (Some(i), Some(z), 2) => Ok(Row { id: i.to_string(), zone: z.to_string() }),
                     (_, _, n) => Err(format!("expected 2 fields (id, zone), found {n}")),
@@ -126,7 +166,7 @@ pub fn parse(input: impl BufRead, format: Format) -> Result<Rows> {
             }
         }
         Format::Ndjson => {
-            for (i, line) in input.lines().enumerate() {
+            for (i, line) in body.lines().enumerate() {
                 let line_no = i as u64 + 1;
                 let text = line.with_context(|| format!("reading line {line_no}"))?;
                 if text.trim().is_empty() {
@@ -177,9 +217,26 @@ pub async fn import(
         report.added += r.added;
         let given: HashMap<&str, (u64, &str)> =
             chunk.iter().map(|(line, t)| (t.id.as_str(), (*line, t.zone.as_str()))).collect();
-        for id in &r.existing_ids {
+        let stored: Vec<_> = futures::stream::iter(r.existing_ids.iter().map(|id| tenants.get(id)))
+            .buffered(8)
+            .collect::<Vec<_>>()
+            .await;
+        for (id, got) in r.existing_ids.iter().zip(stored) {
             let (line, zone) = given[id.as_str()];
-            match tenants.get(id).await? {
+            let got = match got {
+                Ok(g) => g,
+                // One unreadable stored tenant is its row's problem, not the import's.
+                Err(tickwork::DbError::Invalid(why)) => {
+                    report.refused.push(Refused {
+                        line,
+                        id: Some(id.clone()),
+                        reason: format!("the stored tenant is unreadable: {why}"),
+                    });
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            match got {
                 Some(stored) if stored.zone == zone => report.unchanged += 1,
                 Some(stored) => report.refused.push(Refused {
                     line,
@@ -254,6 +311,17 @@ mod tests {
         assert!(rows.refused[2].reason.contains('#'));
         assert!(rows.refused[3].reason.contains("found 3"));
         assert!(rows.refused[4].reason.contains("line 2"));
+    }
+
+    #[test]
+    fn line_numbers_hold_for_crlf_blank_lines_and_a_byte_order_mark() {
+        let text = "\u{feff}id,zone\r\nok,UTC\r\n\r\nbad,Mars/X\r\n   \r\n\"multi\nline\",UTC\r\nworse,Nowhere/Y\r\n";
+        let rows = parse(text.as_bytes(), Format::Csv).unwrap();
+        assert_eq!(rows.refused.iter().map(|r| r.line).collect::<Vec<_>>(), [4, 6, 8], "{:?}", rows.refused);
+        let nd = "\u{feff}{\"id\":\"a\",\"zone\":\"europe/berlin\"}\r\n\r\n{\"id\":\"b\"}\n";
+        let rows = parse(nd.as_bytes(), Format::Ndjson).unwrap();
+        assert_eq!(rows.tenants[0].1.zone, "Europe/Berlin", "stored under its canonical name");
+        assert_eq!(rows.refused.iter().map(|r| r.line).collect::<Vec<_>>(), [3]);
     }
 
     #[test]

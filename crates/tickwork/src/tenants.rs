@@ -487,6 +487,9 @@ impl Tenants {
             .await?;
         match (done, &self.registry) {
             (Some(t), Some((marks, job))) => {
+                // Its zone registered again (idempotent): a tenant written by other means than
+                // `add`, or kept through a reset of the registry, is still visited.
+                marks.register_groups(job, std::slice::from_ref(&t.zone), self.write_count).await?;
                 marks.wake(job, &t.zone, &t.id).await?;
                 Ok(true)
             }

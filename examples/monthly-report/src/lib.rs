@@ -104,10 +104,11 @@ impl Handler for MonthlyReport {
     }
 }
 
-/// The worker's handlers: the shipped ones (daily summaries, the fan-out's rollup), with `pulse`
-/// units going through [`MonthlyReport`] first.
-pub fn registry(db: Db, summaries: &str, reports: &str, clock: SharedClock) -> Registry {
-    let shipped = queue_worker::summary::registry(db.clone(), summaries, clock.clone());
+/// The worker's handlers: the shipped ones (daily summaries, the fan-out's rollup under
+/// `fanout_kind`, `TICKWORK_FANOUT_JOB`), with `pulse` units going through [`MonthlyReport`]
+/// first.
+pub fn registry(db: Db, summaries: &str, reports: &str, clock: SharedClock, fanout_kind: &str) -> Registry {
+    let shipped = queue_worker::summary::registry_with_fanout_kind(db.clone(), summaries, clock.clone(), fanout_kind);
     let daily = shipped.get("pulse").cloned();
     shipped.with("pulse", Arc::new(MonthlyReport::new(db, reports, clock, daily)))
 }

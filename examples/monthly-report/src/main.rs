@@ -13,7 +13,8 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         let summaries = cx.core.table_from(cx.env, tickwork::env::SUMMARIES_TABLE, "summaries");
         let reports =
             cx.env.get(tickwork_example_monthly_report::REPORTS_TABLE_VAR).unwrap_or_else(|| cx.core.table("reports"));
-        Ok(tickwork_example_monthly_report::registry(cx.db.clone(), &summaries, &reports, cx.clock.clone()))
+        let fanout = cx.env.get(tickwork::env::FANOUT_JOB).unwrap_or_else(|| queue_worker::summary::UTC_DAILY.into());
+        Ok(tickwork_example_monthly_report::registry(cx.db.clone(), &summaries, &reports, cx.clock.clone(), &fanout))
     })
     .await?;
     lambda_runtime::run(service_fn(|ev: LambdaEvent<Value>| {

@@ -57,7 +57,8 @@ async fn a_month_pulse_writes_one_report_per_tenant() {
 
     // The worker, as the example's Lambda builds it, with the example's handlers.
     let queue = Queue::new(local.fresh_db(), &tables.queue, QueueConfig::default(), local.clock());
-    let (handlers, seen) = registry(local.fresh_db(), &summaries, &reports, local.clock()).counted();
+    let (handlers, seen) =
+        registry(local.fresh_db(), &summaries, &reports, local.clock(), queue_worker::summary::UTC_DAILY).counted();
     let wcfg = queue_worker::WorkerConfig::from_env(&Env::from_pairs([])).unwrap();
     let report = queue_worker::drain(&queue, &handlers, "worker", &Unlimited, &wcfg).await.unwrap();
     assert_eq!(report.units_failed, 0, "{report:?}");
