@@ -41,6 +41,8 @@ mod queue;
 /// Throttling retries and the no-retry probe client.
 mod retry;
 /// template.yaml declares exactly the tables the code creates.
+/// A boundary shared by concurrent shard workers, each shard under its own lease.
+mod shards;
 mod template;
 /// `tickctl tenants`: the binary against the local servers, a move beside a running sweep.
 mod tenants_cli;

@@ -29,6 +29,9 @@ pub struct PulseConfig {
     pub tenant_concurrency: usize,
     /// Stop this long before the deadline ([`vars::DEADLINE_MARGIN_SECS`]).
     pub margin: Duration,
+    /// Invocations a boundary's shards are paged by at once ([`vars::PULSE_SHARD_WORKERS`]);
+    /// 1: the leader alone, under the job's lease.
+    pub shard_workers: u32,
 }
 
 impl PulseConfig {
@@ -62,6 +65,7 @@ impl PulseConfig {
             page_size: env.int_in(vars::PULSE_PAGE_SIZE, 1000, 1..=1000)?,
             tenant_concurrency: env.int_in(vars::PULSE_TENANT_CONCURRENCY, 8usize, 1..=256)?,
             margin: core.margin,
+            shard_workers: env.int_in(vars::PULSE_SHARD_WORKERS, 1u32, 1..=64)?,
         })
     }
 }

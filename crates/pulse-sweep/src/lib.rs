@@ -32,6 +32,7 @@
 //! job's glue.
 
 pub mod config;
+pub mod helpers;
 pub mod pulse;
 mod sweep;
 
@@ -55,7 +56,7 @@ use tickwork_lambda::{BadEvent, Base, JobCore, JobReport, LeasedJob, Tick};
 
 pub use config::{PulseConfig, MAX_LATENESS_LIMIT};
 pub use pulse::{pulse_id, PULSE_KIND};
-pub use sweep::FlushCounts;
+pub use sweep::{FlushCounts, MAX_SHARED_SHARDS};
 pub use tickwork_lambda::Outcome;
 
 /// Physical table names.
@@ -92,6 +93,9 @@ pub struct Deps {
     pub checkpoints: Checkpoints,
     /// Wall clock.
     pub clock: SharedClock,
+    /// Starts helper invocations at a boundary ([`helpers`]; shared mode only). `None`: the
+    /// leader pages every shard itself (outside Lambda, and in tests that drive the workers).
+    pub helpers: Option<std::sync::Arc<dyn helpers::Helpers>>,
 }
 
 impl Deps {
@@ -105,7 +109,21 @@ impl Deps {
             queue: base.core.table_from(env, vars::QUEUE_TABLE, "queue"),
         };
         let shards = env.int_in(vars::TENANT_SHARDS, 8u32, 1..=1000)?;
+        if cfg.shard_workers > 1 && shards > MAX_SHARED_SHARDS {
+            return Err(ConfigError::invalid(
+                vars::PULSE_SHARD_WORKERS,
+                format!(
+                    "shard workers need at most {MAX_SHARED_SHARDS} tenant shards ({} is {shards}): a shared run's watermark advances in one transaction checking every shard",
+                    vars::TENANT_SHARDS
+                ),
+            ));
+        }
+        let helpers = (cfg.shard_workers > 1)
+            .then(|| helpers::LambdaHelpers::from_sdk(&base.sdk))
+            .flatten()
+            .map(|h| std::sync::Arc::new(h) as std::sync::Arc<dyn helpers::Helpers>);
         let mut d = Self::new(base.db, base.clock, cfg, tables, shards, QueueConfig::from_env(env)?);
+        d.helpers = helpers;
         d.core.namespace = base.core.metrics_namespace.clone();
         Ok(d.resolve_shards().await)
     }
@@ -153,6 +171,7 @@ impl Deps {
             tables,
             queue_cfg,
             clock,
+            helpers: None,
         }
     }
 }
@@ -183,6 +202,8 @@ pub struct Report {
     pub failed_tenants: u64,
     /// Registered zones the tz database does not know (never visited; fix the registry).
     pub unknown_zones: Vec<String>,
+    /// Helper invocations this leader started (shared mode).
+    pub helpers: u32,
 }
 
 impl JobReport for Report {
@@ -377,6 +398,17 @@ impl LeasedJob for Deps {
     ) -> Result<Report, PulseError> {
         let fence = lease.fence(&self.tables.control);
         sweep::sweep(self, tick, sweep::Mode::Live(&fence), &plan, budget, report).await
+    }
+
+    async fn help(
+        &self,
+        tick: &Tick,
+        plan: Due,
+        budget: &dyn Budget,
+        report: Report,
+        owner: &str,
+    ) -> Result<Report, PulseError> {
+        sweep::help(self, tick, &plan, owner, budget, report).await
     }
 }
 

@@ -28,9 +28,10 @@ use futures::future::BoxFuture;
 use futures::stream::{self, StreamExt};
 use tickwork::batch::Batch;
 use tickwork::budget::Budget;
+use tickwork::budget::{AnyOf, Deadline};
 use tickwork::calendar;
 use tickwork::checkpoint::{Checkpoints, ShardState};
-use tickwork::lease::{fenced_write, Fence, Fenced};
+use tickwork::lease::{fenced_write, Acquire, Fence, Fenced, LeaseConfig};
 use tickwork::queue::enqueue_item;
 use tickwork::tenants::{Position, Tenant};
 use tickwork_lambda::{Outcome, Tick};
@@ -255,6 +256,9 @@ pub(crate) async fn sweep(
     budget: &dyn Budget,
     mut report: Report,
 ) -> Result<Report, PulseError> {
+    if let (Mode::Live(fence), true) = (mode, deps.cfg.shard_workers > 1) {
+        return lead_shared(deps, tick, fence, due, budget, report).await;
+    }
     let mut partial = false;
     // A group whose run starts now covers its woken tenants (they are active in its index).
     let starts_now = |group: &str| due.groups.iter().any(|g| g.group == group && g.started_ms.is_none());
@@ -284,6 +288,187 @@ pub(crate) async fn sweep(
         Mode::Live(_) => Outcome::Completed,
     };
     Ok(report)
+}
+
+/// Most shards a shared run may have: its watermark advances in one transaction holding a check
+/// of every shard's checkpoint and the advance (at most 100 items, "TransactWriteItems",
+/// DynamoDB API reference), with room to spare.
+pub const MAX_SHARED_SHARDS: u32 = 96;
+
+/// The leader of a tick in shared mode ([`crate::PulseConfig::shard_workers`] above 1): woken
+/// tenants first (under the job's lease), each due group's run started, helpers started for the
+/// shards, then the leader pages shards too, as one worker among them.
+async fn lead_shared(
+    deps: &Deps,
+    tick: &Tick,
+    fence: &Fence,
+    due: &Due,
+    budget: &dyn Budget,
+    mut report: Report,
+) -> Result<Report, PulseError> {
+    for w in &due.wake {
+        if !wake(deps, tick, Mode::Live(fence), w, &mut report).await? {
+            report.outcome = Outcome::LostLease;
+            return Ok(report);
+        }
+    }
+    let mut shards = 0u32;
+    for g in &due.groups {
+        if g.started_ms.is_none() {
+            deps.marks.start_run(&deps.cfg.job, &g.group, &g.local, tick.time_ms).await?;
+        }
+        shards += deps.tenants.shards().max(g.recorded_shards);
+    }
+    // One worker a shard at most: the leader is one of them.
+    let wanted = (deps.cfg.shard_workers - 1).min(shards.saturating_sub(1));
+    if let (Some(h), true) = (&deps.helpers, wanted > 0) {
+        report.helpers = h.start(tick, &fence.owner, wanted).await;
+    }
+    share(deps, tick, due, &fence.owner, budget, report).await
+}
+
+/// A helper invocation's work ([`tickwork_lambda::job::LeasedJob::help`]): the shards of the runs
+/// its leader started. A helper event older than a lease is stale (an asynchronous invocation
+/// retried late) and does nothing; a run its state read does not show as started is left to the
+/// leader (whose start may not be visible yet).
+pub(crate) async fn help(
+    deps: &Deps,
+    tick: &Tick,
+    due: &Due,
+    owner: &str,
+    budget: &dyn Budget,
+    mut report: Report,
+) -> Result<Report, PulseError> {
+    if tick.time_ms < deps.clock.now_ms() - deps.cfg.lease.ttl.as_millis() as i64 {
+        tracing::info!(tick = tick.time_ms, "stale helper event: nothing to do");
+        report.outcome = Outcome::Idle;
+        return Ok(report);
+    }
+    let started =
+        Due { groups: due.groups.iter().filter(|g| g.started_ms.is_some()).cloned().collect(), ..Due::default() };
+    share(deps, tick, &started, owner, budget, report).await
+}
+
+/// Every due group's shards, as one worker of several.
+async fn share(
+    deps: &Deps,
+    tick: &Tick,
+    due: &Due,
+    owner: &str,
+    budget: &dyn Budget,
+    mut report: Report,
+) -> Result<Report, PulseError> {
+    let mut partial = false;
+    for g in &due.groups {
+        match run_group_shared(deps, tick, g, owner, budget, &mut report).await? {
+            GroupEnd::Done => {}
+            GroupEnd::Partial | GroupEnd::LeaseLost => partial = true,
+        }
+    }
+    report.outcome = if partial { Outcome::Partial } else { Outcome::Completed };
+    Ok(report)
+}
+
+/// The lease of shard `k` of `run`: one lease item per shard and run (`lease#<job>#<run>#<k>`).
+fn shard_lease(deps: &Deps, run: &str, k: u32) -> LeaseConfig {
+    LeaseConfig { job: format!("{}#{run}#{k}", deps.cfg.job), ..deps.cfg.lease.clone() }
+}
+
+/// One group's run shared by several workers.
+///
+/// 1. Read the run's checkpoints (one Query); start at a shard chosen by this worker's id, so
+///    that workers starting together spread over the shards.
+/// 2. Per shard not done: take its lease (held by another worker: pass on), read its checkpoint
+///    again (strongly; it may have moved since step 1), page it ([`page_shard`]) with every
+///    flush fenced by the shard's lease, within the lease's safe end. Stopped by the budget: give
+///    the lease up, so that another worker resumes the shard from its checkpoint at once.
+/// 3. **The watermark, last**: when every shard's checkpoint is done, the advance goes in one
+///    transaction with a check of each; whoever sees it first writes it, the others find it done.
+async fn run_group_shared(
+    deps: &Deps,
+    tick: &Tick,
+    g: &DueGroup,
+    owner: &str,
+    budget: &dyn Budget,
+    report: &mut Report,
+) -> Result<GroupEnd, PulseError> {
+    let tz = calendar::zone(&g.group)?;
+    let run = g.run_id();
+    let n = deps.tenants.shards().max(g.recorded_shards);
+    if n > MAX_SHARED_SHARDS {
+        return Err(PulseError::Db(tickwork::DbError::Invalid(format!(
+            "{n} tenant shards: a run shared by shard workers has at most {MAX_SHARED_SHARDS}"
+        ))));
+    }
+    let target = Target {
+        tz: &tz,
+        today: date(&g.local)?,
+        late_at: g.started_ms.unwrap_or(tick.time_ms),
+        mark: g.mark.as_deref().map(date).transpose()?,
+        policy: &deps.cfg.policy,
+    };
+    let states = deps.checkpoints.read(&deps.cfg.job, &run).await?;
+    let first = (tickwork::shard::fnv1a(owner.as_bytes()) % u64::from(n)) as u32;
+    let mut follower: Option<Owed> = None;
+    for i in 0..n {
+        let k = (first + i) % n;
+        if *Checkpoints::state_of(&states, &k.to_string()) == ShardState::Done {
+            continue;
+        }
+        if budget.exhausted() {
+            break;
+        }
+        let lease = match deps.leases.acquire(&shard_lease(deps, &run, k), owner).await? {
+            Acquire::Acquired(l) => l,
+            _ => continue,
+        };
+        let state = deps.checkpoints.read_shard(&deps.cfg.job, &run, &k.to_string()).await?;
+        if state == ShardState::Done {
+            continue;
+        }
+        let fence = lease.fence(&deps.tables.control);
+        let lease_end = Deadline::new(
+            deps.clock.clone(),
+            lease.safe_until_ms(deps.cfg.lease.clock_skew),
+            deps.cfg.margin.as_millis() as i64,
+        );
+        let within = AnyOf(vec![budget, &lease_end]);
+        let mut pending = Pending::new(format!("{PULSE_KIND}#{run}"), &g.group);
+        let mut shard = Shard { k, pending: &mut pending, follower: &mut follower, eager: true };
+        if let ShardEnd::Stopped =
+            page_shard(deps, Mode::Live(&fence), g, &run, &target, &mut shard, state, &within, report).await?
+        {
+            if let Err(e) = deps.leases.release(&lease).await {
+                tracing::warn!(shard = k, error = %e, "could not give a shard up; it waits for its lease to expire");
+            }
+        }
+    }
+    if advance_when_done(deps, g, &run, n).await? {
+        report.groups_completed += 1;
+        Ok(GroupEnd::Done)
+    } else {
+        Ok(GroupEnd::Partial)
+    }
+}
+
+/// Step 3 of a shared run: `true` when the watermark is at the run's date (written now, or by
+/// another worker before).
+async fn advance_when_done(deps: &Deps, g: &DueGroup, run: &str, n: u32) -> Result<bool, PulseError> {
+    let job = &deps.cfg.job;
+    let states = deps.checkpoints.read(job, run).await?;
+    if (0..n).any(|k| *Checkpoints::state_of(&states, &k.to_string()) != ShardState::Done) {
+        return Ok(false);
+    }
+    let mut writes: Vec<_> = (0..n).map(|k| deps.checkpoints.done_check(job, run, &k.to_string())).collect();
+    writes.push(deps.marks.advance_item(job, &g.group, &g.local));
+    match deps.db.transact_write(writes).await {
+        Ok(_) => Ok(true),
+        // Only the advance's own condition (forward only) failed: another worker wrote it.
+        Err(tickwork::DbError::TransactionCanceled { reasons }) => Ok(reasons.len() == n as usize + 1
+            && reasons[n as usize].condition_failed()
+            && reasons[..n as usize].iter().all(|r| !r.condition_failed())),
+        Err(e) => Err(e.into()),
+    }
 }
 
 enum GroupEnd {
@@ -334,66 +519,16 @@ async fn run_group(
     let eager = g.started_ms.is_some();
     let mut done = true;
     // Every shard any writer used: this process's count, or a larger one recorded since it started.
-    'shards: for k in 0..deps.tenants.shards().max(g.recorded_shards) {
-        let mut state = Checkpoints::state_of(&states, &k.to_string()).clone();
-        while state != ShardState::Done {
-            if budget.exhausted() {
+    for k in 0..deps.tenants.shards().max(g.recorded_shards) {
+        let state = Checkpoints::state_of(&states, &k.to_string()).clone();
+        let mut shard = Shard { k, pending: &mut pending, follower: &mut follower, eager };
+        match page_shard(deps, mode, g, &run, &target, &mut shard, state, budget, report).await? {
+            ShardEnd::Done => {}
+            ShardEnd::Stopped => {
                 done = false;
-                break 'shards;
+                break;
             }
-            let (page, next) =
-                deps.tenants.zone_page(&g.group, k, state.cursor(), deps.cfg.page_size).await.map_err(|e| match e {
-                    tickwork::pager::PageError::Db(d) => PulseError::Db(d),
-                    tickwork::pager::PageError::Cursor(c) => PulseError::Cursor(c),
-                    tickwork::pager::PageError::Handler(never) => match never {},
-                })?;
-            report.tenants += page.len() as u64;
-            let failed = page.iter().filter(|r| r.is_err()).count();
-            if tickwork::failures::systemic(failed, page.len()) {
-                let first = page.iter().find_map(|r| r.as_ref().err()).map(|e| e.to_string()).unwrap_or_default();
-                return Err(PulseError::PageFailed { failed, of: page.len(), first });
-            }
-            for r in &page {
-                let id = match r {
-                    Ok(t) => t.id.clone(),
-                    Err(bad) => bad.id.clone(),
-                };
-                let planned = match r {
-                    Err(bad) => Err(bad.to_string()),
-                    Ok(t) if t.pos == Position::Follows && g.mark.is_some() => match &follower {
-                        Some(o) => Ok((t, o.clone())),
-                        None => owed(t, &target, Visit::Run)
-                            .map(|o| {
-                                follower = Some(o.clone());
-                                (t, o)
-                            })
-                            .map_err(|e| e.to_string()),
-                    },
-                    Ok(t) => owed(t, &target, Visit::Run).map(|o| (t, o)).map_err(|e| e.to_string()),
-                };
-                match planned {
-                    Ok((t, o)) => pending.add(t, &o, report),
-                    Err(e) => {
-                        tracing::warn!(tenant = %id, error = %e, "tenant isolated: recorded and passed over");
-                        report.failed_tenants += 1;
-                        pending.failures.push((id.clone(), e));
-                    }
-                }
-                if let (Mode::Live(fence), true) = (mode, pending.counts().full()) {
-                    // Mid-page: the checkpoint is the cursor just after this tenant.
-                    pending.checkpoints.insert(k, ShardState::Resume(deps.tenants.zone_cursor_at(&g.group, k, &id)?));
-                    if let Flushed::LeaseLost = flush(deps, fence, &run, &mut pending, None).await? {
-                        return Ok(GroupEnd::LeaseLost);
-                    }
-                }
-            }
-            state = next.map(ShardState::Resume).unwrap_or(ShardState::Done);
-            pending.checkpoints.insert(k, state.clone());
-            if let (Mode::Live(fence), true) = (mode, eager || pending.counts().full()) {
-                if let Flushed::LeaseLost = flush(deps, fence, &run, &mut pending, None).await? {
-                    return Ok(GroupEnd::LeaseLost);
-                }
-            }
+            ShardEnd::LeaseLost => return Ok(GroupEnd::LeaseLost),
         }
     }
     let Mode::Live(fence) = mode else {
@@ -411,6 +546,101 @@ async fn run_group(
         }
         Flushed::Written => Ok(GroupEnd::Partial),
     }
+}
+
+/// One shard of a run being paged: where its writes gather, and how eagerly they are flushed.
+struct Shard<'p> {
+    k: u32,
+    pending: &'p mut Pending,
+    /// What a tenant that follows the group is owed, planned once per worker.
+    follower: &'p mut Option<Owed>,
+    /// Flush after every page (a resumed run, or a shard under its own lease).
+    eager: bool,
+}
+
+/// How paging one shard ended.
+enum ShardEnd {
+    Done,
+    Stopped,
+    LeaseLost,
+}
+
+/// Steps 2 to 5 for one shard, from `state` until it is drained, the budget stops it, or the
+/// fence is lost. The one enumeration loop: the single leader, the shard workers and the dry run
+/// all page through here.
+#[allow(clippy::too_many_arguments)]
+async fn page_shard(
+    deps: &Deps,
+    mode: Mode<'_>,
+    g: &DueGroup,
+    run: &str,
+    target: &Target<'_>,
+    sh: &mut Shard<'_>,
+    mut state: ShardState,
+    budget: &dyn Budget,
+    report: &mut Report,
+) -> Result<ShardEnd, PulseError> {
+    while state != ShardState::Done {
+        if budget.exhausted() {
+            return Ok(ShardEnd::Stopped);
+        }
+        let (page, next) =
+            deps.tenants.zone_page(&g.group, sh.k, state.cursor(), deps.cfg.page_size).await.map_err(|e| match e {
+                tickwork::pager::PageError::Db(d) => PulseError::Db(d),
+                tickwork::pager::PageError::Cursor(c) => PulseError::Cursor(c),
+                tickwork::pager::PageError::Handler(never) => match never {},
+            })?;
+        report.tenants += page.len() as u64;
+        let failed = page.iter().filter(|r| r.is_err()).count();
+        if tickwork::failures::systemic(failed, page.len()) {
+            let first = page.iter().find_map(|r| r.as_ref().err()).map(|e| e.to_string()).unwrap_or_default();
+            return Err(PulseError::PageFailed { failed, of: page.len(), first });
+        }
+        for r in &page {
+            let id = match r {
+                Ok(t) => t.id.clone(),
+                Err(bad) => bad.id.clone(),
+            };
+            let planned = match r {
+                Err(bad) => Err(bad.to_string()),
+                Ok(t) if t.pos == Position::Follows && g.mark.is_some() => match &*sh.follower {
+                    Some(o) => Ok((t, o.clone())),
+                    None => owed(t, target, Visit::Run)
+                        .map(|o| {
+                            *sh.follower = Some(o.clone());
+                            (t, o)
+                        })
+                        .map_err(|e| e.to_string()),
+                },
+                Ok(t) => owed(t, target, Visit::Run).map(|o| (t, o)).map_err(|e| e.to_string()),
+            };
+            match planned {
+                Ok((t, o)) => sh.pending.add(t, &o, report),
+                Err(e) => {
+                    tracing::warn!(tenant = %id, error = %e, "tenant isolated: recorded and passed over");
+                    report.failed_tenants += 1;
+                    sh.pending.failures.push((id.clone(), e));
+                }
+            }
+            if let (Mode::Live(fence), true) = (mode, sh.pending.counts().full()) {
+                // Mid-page: the checkpoint is the cursor just after this tenant.
+                sh.pending
+                    .checkpoints
+                    .insert(sh.k, ShardState::Resume(deps.tenants.zone_cursor_at(&g.group, sh.k, &id)?));
+                if let Flushed::LeaseLost = flush(deps, fence, run, sh.pending, None).await? {
+                    return Ok(ShardEnd::LeaseLost);
+                }
+            }
+        }
+        state = next.map(ShardState::Resume).unwrap_or(ShardState::Done);
+        sh.pending.checkpoints.insert(sh.k, state.clone());
+        if let (Mode::Live(fence), true) = (mode, sh.eager || sh.pending.counts().full()) {
+            if let Flushed::LeaseLost = flush(deps, fence, run, sh.pending, None).await? {
+                return Ok(ShardEnd::LeaseLost);
+            }
+        }
+    }
+    Ok(ShardEnd::Done)
 }
 
 /// Brings the woken tenants of one group to its watermark and clears them from its wake set;

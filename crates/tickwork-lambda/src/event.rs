@@ -38,6 +38,9 @@ pub struct Tick {
     pub dry_run: bool,
     /// The rule or schedule that fired, when present.
     pub rule: Option<String>,
+    /// `detail.helper`: an invocation the job's leader started to share a boundary's work
+    /// ([`crate::job::LeasedJob::help`]); it works under fences of its own, not the job's lease.
+    pub helper: bool,
 }
 
 /// An event that is not a usable scheduled event; says which field and why.
@@ -70,9 +73,11 @@ impl Tick {
             Some(other) => return Err(BadEvent(format!("`detail-type` must be a string, got {}", kind_of(other)))),
             None => return Err(BadEvent("field `detail-type` is missing (expected an EventBridge envelope)".into())),
         }
-        let dry_run = match obj.get("detail") {
-            None | Some(Value::Null) => false,
-            Some(Value::Object(d)) => flag(d.get("dry_run"), "detail.dry_run")?,
+        let (dry_run, helper) = match obj.get("detail") {
+            None | Some(Value::Null) => (false, false),
+            Some(Value::Object(d)) => {
+                (flag(d.get("dry_run"), "detail.dry_run")?, flag(d.get("helper"), "detail.helper")?)
+            }
             Some(other) => return Err(BadEvent(format!("`detail` must be an object, got {}", kind_of(other)))),
         };
         let rule = match obj.get("resources") {
@@ -80,7 +85,7 @@ impl Tick {
             Some(Value::Array(a)) => a.first().and_then(Value::as_str).map(str::to_string),
             Some(other) => return Err(BadEvent(format!("`resources` must be an array, got {}", kind_of(other)))),
         };
-        Ok(Tick { time_ms: time, id: text(obj.get("id")), dry_run, rule })
+        Ok(Tick { time_ms: time, id: text(obj.get("id")), dry_run, rule, helper })
     }
 
     fn parse_scheduler(obj: &serde_json::Map<String, Value>) -> Result<Self, BadEvent> {
@@ -90,7 +95,17 @@ impl Tick {
             id: text(obj.get("execution-id")),
             dry_run: flag(obj.get("dry_run"), "dry_run")?,
             rule: obj.get("schedule-arn").and_then(Value::as_str).map(str::to_string),
+            helper: false,
         })
+    }
+
+    /// The event a leader sends to start a helper for the tick at `time_ms` (`id` names the
+    /// leader and the helper, for logs).
+    pub fn helper_envelope(time_ms: Millis, id: &str) -> Value {
+        let mut e = Self::envelope(time_ms, false);
+        e["id"] = Value::String(id.to_string());
+        e["detail"] = serde_json::json!({"helper": true});
+        e
     }
 
     /// Refuses a tick further ahead of the wall clock `now_ms` than `interval_ms + skew_ms`.

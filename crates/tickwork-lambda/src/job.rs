@@ -156,6 +156,21 @@ pub trait LeasedJob: Sync {
         budget: &dyn Budget,
         report: Self::Report,
     ) -> impl Future<Output = Result<Self::Report, Self::Error>> + Send;
+
+    /// Step 6 of a helper invocation ([`Tick::helper`]): a share of the work the leader started,
+    /// without the job's lease, each unit of work under a fence of its own. A job that starts no
+    /// helpers refuses the event.
+    fn help(
+        &self,
+        tick: &Tick,
+        plan: Self::Plan,
+        budget: &dyn Budget,
+        report: Self::Report,
+        owner: &str,
+    ) -> impl Future<Output = Result<Self::Report, Self::Error>> + Send {
+        let _ = (tick, plan, budget, report, owner);
+        async move { Err(BadEvent(format!("`{}` starts no helpers: `detail.helper` is refused", self.core().job())).into()) }
+    }
 }
 
 /// A tick's result and what was known about it when it failed (for the metrics line).
@@ -194,6 +209,10 @@ async fn run_inner<J: LeasedJob>(job: &J, tick: &Tick, budget: &dyn Budget, owne
             r.set_outcome(Outcome::DryRun);
             r
         });
+        return Ran { result, known };
+    }
+    if tick.helper {
+        let result = job.help(tick, plan, budget, report, owner).await;
         return Ran { result, known };
     }
     let mut busy = report.clone();

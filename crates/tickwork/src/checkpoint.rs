@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem, Update};
 
 use crate::clock::SharedClock;
 use crate::db::Db;
@@ -142,6 +142,37 @@ impl Checkpoints {
             m.insert(shard.to_string(), st);
         }
         Ok(m)
+    }
+
+    /// One shard's state, strongly consistent: read by a worker right after it takes the shard's
+    /// lease, so that a shard another worker finished or moved on since the run's states were
+    /// read is not paged again from an older position.
+    pub async fn read_shard(&self, job: &str, run: &str, shard: &str) -> Result<ShardState, CheckpointError> {
+        let item = self.db.get_strong(&self.table, checkpoint_key(job, run, shard)).await?;
+        match item.as_ref().and_then(|i| get_s(i, STATE)) {
+            None => Ok(ShardState::Start),
+            Some(DONE) => Ok(ShardState::Done),
+            Some(text) => Ok(ShardState::Resume(text.parse().map_err(|source| CheckpointError::Unreadable {
+                job: job.into(),
+                run: run.into(),
+                shard: shard.into(),
+                source,
+            })?)),
+        }
+    }
+
+    /// "This shard is done", as a transaction item: the watermark of a run paged by several
+    /// workers advances only in a transaction holding one of these for every shard.
+    pub fn done_check(&self, job: &str, run: &str, shard: &str) -> TransactWriteItem {
+        let cc = ConditionCheck::builder()
+            .table_name(&self.table)
+            .set_key(Some(checkpoint_key(job, run, shard)))
+            .condition_expression("#s = :done")
+            .expression_attribute_names("#s", STATE)
+            .expression_attribute_values(":done", av_s(DONE))
+            .build()
+            .expect("condition check has table, key and condition");
+        TransactWriteItem::builder().condition_check(cc).build()
     }
 
     /// The state of one shard, defaulting to [`ShardState::Start`].

@@ -117,6 +117,8 @@ vars! {
         "tenants per page of the zone index (1..=1000)";
     PULSE_TENANT_CONCURRENCY = "TICKWORK_PULSE_TENANT_CONCURRENCY", "8", "pulse-sweep",
         "woken tenants read at once (1..=256)";
+    PULSE_SHARD_WORKERS = "TICKWORK_PULSE_SHARD_WORKERS", "1", "pulse-sweep",
+        "invocations a boundary's shards are paged by at once (1..=64): above 1 the leader starts helpers, each shard under a lease of its own";
     FANOUT_JOB = "TICKWORK_FANOUT_JOB", "utc-daily", "tenant-fanout",
         "the job fanned out per tenant per UTC day (its queue item kind)";
     FANOUT_INTERVAL_SECS = "TICKWORK_FANOUT_INTERVAL_SECS", "300", "tenant-fanout",
