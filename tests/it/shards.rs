@@ -95,7 +95,7 @@ async fn ten_thousand_tenants_over_16_shards_and_8_workers_each_pulsed_once_wate
         let tick = if w == 0 {
             Tick::parse(&Tick::envelope(t1, false)).unwrap()
         } else {
-            Tick::parse(&Tick::helper_envelope(t1, &format!("leader#helper{w}"))).unwrap()
+            Tick::parse(&Tick::helper_envelope(t1, &format!("leader#helper{w}"), w)).unwrap()
         };
         let owner = unique(&format!("w{w}"));
         workers.push(tokio::spawn(async move { pulse_sweep::run(&deps, &tick, &Unlimited, &owner).await }));
@@ -126,7 +126,7 @@ async fn ten_thousand_tenants_over_16_shards_and_8_workers_each_pulsed_once_wate
         let tick = if w == 0 {
             Tick::parse(&Tick::envelope(t2, false)).unwrap()
         } else {
-            Tick::parse(&Tick::helper_envelope(t2, &format!("leader2#helper{w}"))).unwrap()
+            Tick::parse(&Tick::helper_envelope(t2, &format!("leader2#helper{w}"), w)).unwrap()
         };
         let owner = unique(&format!("r2w{w}"));
         round2.push(tokio::spawn(async move { pulse_sweep::run(&deps, &tick, &Unlimited, &owner).await }));

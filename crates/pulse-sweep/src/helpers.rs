@@ -40,8 +40,8 @@ impl Helpers for LambdaHelpers {
     fn start<'a>(&'a self, tick: &'a Tick, leader: &'a str, n: u32) -> BoxFuture<'a, u32> {
         Box::pin(async move {
             let mut started = 0;
-            for i in 0..n {
-                let event = Tick::helper_envelope(tick.time_ms, &format!("{leader}#helper{i}"));
+            for i in 1..=n {
+                let event = Tick::helper_envelope(tick.time_ms, &format!("{leader}#helper{i}"), i);
                 let sent = self
                     .client
                     .invoke()

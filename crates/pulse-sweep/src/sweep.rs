@@ -378,10 +378,14 @@ fn shard_lease(deps: &Deps, run: &str, k: u32) -> LeaseConfig {
 ///
 /// 1. Read the run's checkpoints (one Query); start at a shard chosen by this worker's id, so
 ///    that workers starting together spread over the shards.
-/// 2. Per shard not done: take its lease (held by another worker: pass on), read its checkpoint
-///    again (strongly; it may have moved since step 1), page it ([`page_shard`]) with every
-///    flush fenced by the shard's lease, within the lease's safe end. Stopped by the budget: give
-///    the lease up, so that another worker resumes the shard from its checkpoint at once.
+/// 2. Take a shard not done, unstarted ones first: its lease (held by another worker: pass on),
+///    its checkpoint again (strongly; it may have moved since step 1), then page it
+///    ([`page_shard`]) with every flush fenced by the shard's lease, within the lease's safe end.
+///    Stopped by the budget: give the lease up, so that another worker resumes the shard from its
+///    checkpoint at once. Then the checkpoints again (one Query) and the next shard; a shard
+///    another worker has started is tried only before this worker paged one (an abandoned one is
+///    taken over at the next tick, when its lease has expired), and after its first shard a
+///    worker stops at the first held one. Worker `w` of `W` begins at shard `w·n/W`.
 /// 3. **The watermark, last**: when every shard's checkpoint is done, the advance goes in one
 ///    transaction with a check of each; whoever sees it first writes it, the others find it done.
 async fn run_group_shared(
@@ -407,41 +411,58 @@ async fn run_group_shared(
         mark: g.mark.as_deref().map(date).transpose()?,
         policy: &deps.cfg.policy,
     };
-    let states = deps.checkpoints.read(&deps.cfg.job, &run).await?;
-    let first = (tickwork::shard::fnv1a(owner.as_bytes()) % u64::from(n)) as u32;
+    // Worker w of W begins at shard w·n/W: workers starting together take different shards.
+    let first = (u64::from(tick.worker) * u64::from(n) / u64::from(deps.cfg.shard_workers.max(1))) as u32 % n;
+    let order: Vec<u32> = (0..n).map(|i| (first + i) % n).collect();
+    let mut states = deps.checkpoints.read(&deps.cfg.job, &run).await?;
+    let mut tried = std::collections::BTreeSet::new();
+    let mut paged_one = false;
     let mut follower: Option<Owed> = None;
-    for i in 0..n {
-        let k = (first + i) % n;
-        if *Checkpoints::state_of(&states, &k.to_string()) == ShardState::Done {
-            continue;
-        }
-        if budget.exhausted() {
-            break;
-        }
+    while !budget.exhausted() {
+        // Shards nobody started first. A shard with a position is being paged by another worker
+        // (or was, by one that died): tried only before this worker has paged one of its own,
+        // so a worker that finished its shards stops instead of knocking at every busy one.
+        let state_of = |k: &u32| Checkpoints::state_of(&states, &k.to_string()).clone();
+        let open = |k: &&u32| !tried.contains(*k) && state_of(k) != ShardState::Done;
+        let next = order.iter().filter(open).find(|k| state_of(k) == ShardState::Start).or_else(|| {
+            if paged_one {
+                None
+            } else {
+                order.iter().find(open)
+            }
+        });
+        let Some(&k) = next else { break };
+        tried.insert(k);
         let lease = match deps.leases.acquire(&shard_lease(deps, &run, k), owner).await? {
             Acquire::Acquired(l) => l,
+            // Workers begin spread over the shards, each with a stretch of its own: once this
+            // one has paged its stretch, a held shard means the next stretch's worker is on it,
+            // and the rest of the run is taken.
+            _ if paged_one => break,
             _ => continue,
         };
         let state = deps.checkpoints.read_shard(&deps.cfg.job, &run, &k.to_string()).await?;
-        if state == ShardState::Done {
-            continue;
-        }
-        let fence = lease.fence(&deps.tables.control);
-        let lease_end = Deadline::new(
-            deps.clock.clone(),
-            lease.safe_until_ms(deps.cfg.lease.clock_skew),
-            deps.cfg.margin.as_millis() as i64,
-        );
-        let within = AnyOf(vec![budget, &lease_end]);
-        let mut pending = Pending::new(format!("{PULSE_KIND}#{run}"), &g.group);
-        let mut shard = Shard { k, pending: &mut pending, follower: &mut follower, eager: true };
-        if let ShardEnd::Stopped =
-            page_shard(deps, Mode::Live(&fence), g, &run, &target, &mut shard, state, &within, report).await?
-        {
-            if let Err(e) = deps.leases.release(&lease).await {
-                tracing::warn!(shard = k, error = %e, "could not give a shard up; it waits for its lease to expire");
+        if state != ShardState::Done {
+            let fence = lease.fence(&deps.tables.control);
+            let lease_end = Deadline::new(
+                deps.clock.clone(),
+                lease.safe_until_ms(deps.cfg.lease.clock_skew),
+                deps.cfg.margin.as_millis() as i64,
+            );
+            let within = AnyOf(vec![budget, &lease_end]);
+            let mut pending = Pending::new(format!("{PULSE_KIND}#{run}"), &g.group);
+            let mut shard = Shard { k, pending: &mut pending, follower: &mut follower, eager: true };
+            let end =
+                page_shard(deps, Mode::Live(&fence), g, &run, &target, &mut shard, state, &within, report).await?;
+            if let ShardEnd::Stopped = end {
+                if let Err(e) = deps.leases.release(&lease).await {
+                    tracing::warn!(shard = k, error = %e, "could not give a shard up; it waits for its lease to expire");
+                }
             }
         }
+        paged_one = true;
+        // What the others did meanwhile (one Query).
+        states = deps.checkpoints.read(&deps.cfg.job, &run).await?;
     }
     if advance_when_done(deps, g, &run, n).await? {
         report.groups_completed += 1;

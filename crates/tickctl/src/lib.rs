@@ -232,6 +232,7 @@ pub async fn invoke(env: &Env, function: &str, event: serde_json::Value) -> Resu
 
 pub mod audit;
 pub mod bill;
+pub mod boundary;
 pub mod cost;
 pub mod tenants;
 

@@ -41,6 +41,9 @@ pub struct Tick {
     /// `detail.helper`: an invocation the job's leader started to share a boundary's work
     /// ([`crate::job::LeasedJob::help`]); it works under fences of its own, not the job's lease.
     pub helper: bool,
+    /// `detail.worker`: which helper (1, 2, ...; the leader is 0), so that workers starting
+    /// together begin at different places.
+    pub worker: u32,
 }
 
 /// An event that is not a usable scheduled event; says which field and why.
@@ -73,11 +76,19 @@ impl Tick {
             Some(other) => return Err(BadEvent(format!("`detail-type` must be a string, got {}", kind_of(other)))),
             None => return Err(BadEvent("field `detail-type` is missing (expected an EventBridge envelope)".into())),
         }
-        let (dry_run, helper) = match obj.get("detail") {
-            None | Some(Value::Null) => (false, false),
-            Some(Value::Object(d)) => {
-                (flag(d.get("dry_run"), "detail.dry_run")?, flag(d.get("helper"), "detail.helper")?)
-            }
+        let (dry_run, helper, worker) = match obj.get("detail") {
+            None | Some(Value::Null) => (false, false, 0),
+            Some(Value::Object(d)) => (
+                flag(d.get("dry_run"), "detail.dry_run")?,
+                flag(d.get("helper"), "detail.helper")?,
+                match d.get("worker") {
+                    None | Some(Value::Null) => 0,
+                    Some(v) => v
+                        .as_u64()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .ok_or_else(|| BadEvent(format!("`detail.worker` must be a small whole number, got {v}")))?,
+                },
+            ),
             Some(other) => return Err(BadEvent(format!("`detail` must be an object, got {}", kind_of(other)))),
         };
         let rule = match obj.get("resources") {
@@ -85,7 +96,7 @@ impl Tick {
             Some(Value::Array(a)) => a.first().and_then(Value::as_str).map(str::to_string),
             Some(other) => return Err(BadEvent(format!("`resources` must be an array, got {}", kind_of(other)))),
         };
-        Ok(Tick { time_ms: time, id: text(obj.get("id")), dry_run, rule, helper })
+        Ok(Tick { time_ms: time, id: text(obj.get("id")), dry_run, rule, helper, worker })
     }
 
     fn parse_scheduler(obj: &serde_json::Map<String, Value>) -> Result<Self, BadEvent> {
@@ -96,15 +107,16 @@ impl Tick {
             dry_run: flag(obj.get("dry_run"), "dry_run")?,
             rule: obj.get("schedule-arn").and_then(Value::as_str).map(str::to_string),
             helper: false,
+            worker: 0,
         })
     }
 
-    /// The event a leader sends to start a helper for the tick at `time_ms` (`id` names the
-    /// leader and the helper, for logs).
-    pub fn helper_envelope(time_ms: Millis, id: &str) -> Value {
+    /// The event a leader sends to start helper `worker` (1, 2, ...) for the tick at `time_ms`
+    /// (`id` names the leader and the helper, for logs).
+    pub fn helper_envelope(time_ms: Millis, id: &str, worker: u32) -> Value {
         let mut e = Self::envelope(time_ms, false);
         e["id"] = Value::String(id.to_string());
-        e["detail"] = serde_json::json!({"helper": true});
+        e["detail"] = serde_json::json!({"helper": true, "worker": worker});
         e
     }
 
