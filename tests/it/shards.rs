@@ -170,3 +170,48 @@ async fn ten_thousand_tenants_over_16_shards_and_8_workers_each_pulsed_once_wate
     assert_eq!(r.outcome, Outcome::Idle);
     assert_eq!(idle.db.meter().read_write_requests(), (1, 0));
 }
+
+/// A tenant woken (added since its group's last run) when the group's shared run starts: the run
+/// pages it, it is not visited twice, and the next tick's visit finds it with its group.
+#[tokio::test]
+async fn a_woken_tenant_of_a_group_starting_a_shared_run_gets_each_period_once() {
+    let local = Local::new().await;
+    let tables = pulse_sweep::Tables {
+        control: local.control().await,
+        tenants: local.table(&tenants_table()).await,
+        queue: local.table(&queue_table()).await,
+    };
+    let env = Env::from_pairs([("TICKWORK_PULSE_SHARD_WORKERS", "4"), ("TICKWORK_PULSE_PAGE_SIZE", "3")]);
+    let cfg = pulse_sweep::PulseConfig::from_env(&env, Duration::from_secs(1)).unwrap();
+    let deps = pulse_sweep::Deps::new(local.fresh_db(), local.clock(), cfg, tables.clone(), 4, QueueConfig::default());
+    local.clock.set(ms("2026-11-28T16:00:00Z"));
+    let first: Vec<Tenant> = (0..8).map(|i| Tenant::new(format!("a{i}"), ZONE)).collect();
+    pulse_sweep::add_tenants(&deps, &first).await.unwrap();
+    let run = |at: &str| {
+        let deps = deps.clone();
+        let t = ms(at);
+        local.clock.set(t);
+        async move {
+            pulse_sweep::run(&deps, &Tick::parse(&Tick::envelope(t, false)).unwrap(), &Unlimited, &unique("l"))
+                .await
+                .unwrap()
+        }
+    };
+    // The group's first run (Tokyo's 29th begins), then a tenant added: woken.
+    assert_eq!(run("2026-11-28T15:05:00Z").await.outcome, Outcome::Completed);
+    local.clock.set(ms("2026-11-29T03:00:00Z"));
+    pulse_sweep::add_tenants(&deps, &[Tenant::new("late", ZONE)]).await.unwrap();
+    // Tokyo's 30th begins: the run starts with the woken tenant in it; the next tick visits it.
+    assert_eq!(run("2026-11-29T15:05:00Z").await.outcome, Outcome::Completed);
+    run("2026-11-29T15:20:00Z").await;
+    let mut late: BTreeMap<String, u64> = BTreeMap::new();
+    for (key, n) in queued_units(&local.db, &tables.queue).await.unwrap() {
+        assert_eq!(n, 1, "{key} queued {n} times");
+        if let ["pulse", "late", grain, period] = key.split('#').collect::<Vec<_>>()[..] {
+            *late.entry(format!("{grain} {period}")).or_default() += 1;
+        }
+    }
+    assert!(late.contains_key("day 2026-11-29"), "the run's day for the woken tenant: {late:?}");
+    let state = deps.marks.read_strong("pulse-sweep").await.unwrap();
+    assert!(state.wake.get(ZONE).is_none_or(|w| w.is_empty()), "visited and taken out of the wake set");
+}

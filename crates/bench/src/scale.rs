@@ -183,6 +183,7 @@ pub async fn run(sdk: &SdkConfig) -> Result<()> {
                 rcu_per_page: 0.0,
                 queue_shards: 1,
                 invocation_ms: 295_000.0,
+                interval_ms: 900_000.0,
                 shard_tenants: shard_tenants.clone(),
             },
             service_ms,

@@ -306,7 +306,11 @@ async fn lead_shared(
     budget: &dyn Budget,
     mut report: Report,
 ) -> Result<Report, PulseError> {
-    for w in &due.wake {
+    // A group whose run starts now is not visited for its woken tenants first: the run pages
+    // them (as the single leader's run covers them). They stay woken, and the next tick, after
+    // the run, visits them at the new watermark (nothing to do for one the run reached; the one
+    // an index read did not show yet gets its periods then).
+    for w in due.wake.iter().filter(|w| !due.groups.iter().any(|g| g.group == w.group && g.started_ms.is_none())) {
         if !wake(deps, tick, Mode::Live(fence), w, &mut report).await? {
             report.outcome = Outcome::LostLease;
             return Ok(report);
@@ -324,7 +328,7 @@ async fn lead_shared(
     if let (Some(h), true) = (&deps.helpers, wanted > 0) {
         report.helpers = h.start(tick, &fence.owner, wanted).await;
     }
-    share(deps, tick, due, &fence.owner, budget, report).await
+    share(deps, tick, due, &fence.owner, Some(fence), budget, report).await
 }
 
 /// A helper invocation's work ([`tickwork_lambda::job::LeasedJob::help`]): the shards of the runs
@@ -344,9 +348,14 @@ pub(crate) async fn help(
         report.outcome = Outcome::Idle;
         return Ok(report);
     }
+    // The leader started the runs just before it invoked this helper: read strongly, so that the
+    // start is seen (an eventually consistent read, the tick's one read, may miss it).
+    let _ = due;
+    let state = deps.marks.read_strong(&deps.cfg.job).await?;
+    let fresh = crate::due_groups(&state, tick.time_ms);
     let started =
-        Due { groups: due.groups.iter().filter(|g| g.started_ms.is_some()).cloned().collect(), ..Due::default() };
-    share(deps, tick, &started, owner, budget, report).await
+        Due { groups: fresh.groups.into_iter().filter(|g| g.started_ms.is_some()).collect(), ..Due::default() };
+    share(deps, tick, &started, owner, None, budget, report).await
 }
 
 /// Every due group's shards, as one worker of several.
@@ -355,11 +364,24 @@ async fn share(
     tick: &Tick,
     due: &Due,
     owner: &str,
+    leader: Option<&Fence>,
     budget: &dyn Budget,
     mut report: Report,
 ) -> Result<Report, PulseError> {
     let mut partial = false;
     for g in &due.groups {
+        // More shards than a shared run's watermark transaction can check (a writer recorded a
+        // larger count since): the leader pages that group alone, under the job's lease, as the
+        // single leader does; a helper leaves it to the leader.
+        if deps.tenants.shards().max(g.recorded_shards) > MAX_SHARED_SHARDS {
+            tracing::warn!(group = %g.group, "more tenant shards than a shared run takes: paged by the leader alone");
+            let end = match leader {
+                Some(fence) => run_group(deps, tick, Mode::Live(fence), g, None, budget, &mut report).await?,
+                None => GroupEnd::Partial,
+            };
+            partial |= !matches!(end, GroupEnd::Done);
+            continue;
+        }
         match run_group_shared(deps, tick, g, owner, budget, &mut report).await? {
             GroupEnd::Done => {}
             GroupEnd::Partial | GroupEnd::LeaseLost => partial = true,

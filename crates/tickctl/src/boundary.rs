@@ -20,7 +20,9 @@
 //! The limits checked (DynamoDB Developer Guide, "Service, account, and table quotas"): an
 //! on-demand table's default maximum of 40,000 write request units a second, and 1,000 write
 //! units a second on one partition key. Every pulse item has a partition key of its own (its id,
-//! a digest of its units); the ready index puts them on `TICKWORK_QUEUE_SHARDS` partition keys.
+//! a digest of its units); the ready index puts them on `TICKWORK_QUEUE_SHARDS` partition keys;
+//! every flush saves its shard's checkpoint under the job's one checkpoint key (`ckpt#<job>`),
+//! which bounds the useful workers (about 50 at 50 ms a request).
 
 use serde::Serialize;
 
@@ -55,6 +57,9 @@ pub struct BoundaryInput {
     pub queue_shards: u32,
     /// What one invocation may work before it stops (the function's timeout less the margin), ms.
     pub invocation_ms: f64,
+    /// The sweep's schedule interval, ms: work left when an invocation stops waits for the next
+    /// tick.
+    pub interval_ms: f64,
     /// Tenants of each shard when known (the benchmark counts them); empty: an even split.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub shard_tenants: Vec<u64>,
@@ -77,6 +82,8 @@ pub struct BoundaryTime {
     pub shard_ms: f64,
     /// Every shard fits in one invocation of its worker.
     pub fits_one_invocation: bool,
+    /// Ticks the boundary spans (1: done within the tick that found it due).
+    pub ticks: u64,
     /// Write units the boundary writes.
     pub write_units: f64,
     /// Read units it reads.
@@ -85,6 +92,8 @@ pub struct BoundaryTime {
     pub peak_wcu_per_sec: f64,
     /// Of which on one ready-index partition key.
     pub peak_ready_wcu_per_sec: f64,
+    /// On the checkpoints' one partition key (`ckpt#<job>`): every flush saves its shard there.
+    pub peak_checkpoint_wcu_per_sec: f64,
     /// Within the table's and the partitions' limits.
     pub within_limits: bool,
 }
@@ -136,8 +145,11 @@ pub fn predict_on(b: &BoundaryInput, server_ms: f64) -> BoundaryTime {
         shard_ms = shard_ms.max(ms);
         free[i] = start + ms;
     }
+    // A worker busy longer than an invocation stops and its shards wait for the next tick.
     let end = free.iter().copied().fold(0.0, f64::max);
-    let total_ms = end + 2.0 * request_ms(1);
+    let invocation = b.invocation_ms.max(1.0);
+    let ticks = (end / invocation).ceil().max(1.0) as u64;
+    let total_ms = (ticks - 1) as f64 * b.interval_ms + (end - (ticks - 1) as f64 * invocation) + 2.0 * request_ms(1);
     let pages_per_shard = sizes.iter().map(|t| t / page + 1).max().unwrap_or(1);
     let pages: u64 = sizes.iter().map(|t| t / page + 1).sum();
     let write_units = pages as f64 * b.wcu_per_page;
@@ -146,6 +158,8 @@ pub fn predict_on(b: &BoundaryInput, server_ms: f64) -> BoundaryTime {
     let flushes_per_sec = workers as f64 * 1000.0 / (2.0 * request_ms(workers)).max(0.001);
     let peak_wcu_per_sec = flushes_per_sec * b.wcu_per_page;
     let peak_ready_wcu_per_sec = flushes_per_sec / f64::from(b.queue_shards.max(1));
+    // A checkpoint update in a transaction: 2 write units, all on one partition key.
+    let peak_checkpoint_wcu_per_sec = flushes_per_sec * 2.0;
     BoundaryTime {
         pages_per_shard,
         requests_per_shard: requests(sizes.iter().copied().max().unwrap_or(0)),
@@ -154,11 +168,15 @@ pub fn predict_on(b: &BoundaryInput, server_ms: f64) -> BoundaryTime {
         total_ms,
         shard_ms,
         fits_one_invocation: shard_ms <= b.invocation_ms,
+        ticks,
         write_units,
         read_units,
         peak_wcu_per_sec,
         peak_ready_wcu_per_sec,
-        within_limits: peak_wcu_per_sec <= TABLE_MAX_WCU_PER_SEC && peak_ready_wcu_per_sec <= PARTITION_MAX_WCU_PER_SEC,
+        peak_checkpoint_wcu_per_sec,
+        within_limits: peak_wcu_per_sec <= TABLE_MAX_WCU_PER_SEC
+            && peak_ready_wcu_per_sec <= PARTITION_MAX_WCU_PER_SEC
+            && peak_checkpoint_wcu_per_sec <= PARTITION_MAX_WCU_PER_SEC,
     }
 }
 
@@ -213,6 +231,7 @@ mod tests {
             rcu_per_page: 1.0,
             queue_shards: 1,
             invocation_ms: 295_000.0,
+            interval_ms: 900_000.0,
             shard_tenants: vec![],
         }
     }
@@ -241,6 +260,16 @@ mod tests {
         assert_eq!(response_ms(16, 0.0, 200.0), 0.0);
         let slow = predict_on(&input(16), 20.0);
         assert!(slow.total_ms > predict(&input(16)).total_ms * 1.5);
+    }
+
+    #[test]
+    fn work_beyond_an_invocation_waits_for_the_next_tick() {
+        let mut b = input(1);
+        b.invocation_ms = 10_000.0;
+        let t = predict(&b);
+        // 16 shards of 1.3 s: 21.2 s of work, three invocations a quarter hour apart.
+        assert_eq!(t.ticks, 3);
+        assert!(t.total_ms > 2.0 * 900_000.0 && t.total_ms < 2.0 * 900_000.0 + 10_000.0, "{}", t.total_ms);
     }
 
     #[test]

@@ -136,6 +136,22 @@ pub struct CostArgs {
     /// Price the optional dashboard too (`CreateDashboard=true`).
     #[arg(long)]
     pub dashboard: bool,
+    /// The boundary of one zone group: its tenants (default: the largest group of this load).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+    pub group_tenants: Option<u64>,
+    /// Invocations sharing the boundary (default `TICKWORK_PULSE_SHARD_WORKERS`, else 1).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub shard_workers: Option<u32>,
+    /// One DynamoDB request's latency (an assumption: a page of 1,000 index items or a flush of
+    /// one is tens of milliseconds).
+    #[arg(long, default_value = "50ms")]
+    pub latency: String,
+    /// One asynchronous Invoke until its helper runs (an assumption).
+    #[arg(long, default_value = "100ms")]
+    pub invoke_latency: String,
+    /// The boundary should finish within this (the workers it needs are printed).
+    #[arg(long, default_value = "15m")]
+    pub target: String,
 }
 
 /// A `--price` refused at parsing: a usage error (exit 2) naming the known prices.

@@ -68,6 +68,10 @@ pub struct CostInput {
 /// shortest local day.
 pub const DEFAULT_START_MS: i64 = 1_774_742_400_000;
 
+/// The most tenants the model replays one by one; above, it runs at two sizes and each service
+/// is a straight line through them (minutes at ten million tenants become seconds).
+pub const FULL_MODEL_MAX: usize = 4_000;
+
 /// The load `tickctl cost` is asked about; the deployment's settings come from the environment
 /// ([`CostInput::from_env`]).
 #[derive(Debug, Clone)]

@@ -383,8 +383,66 @@ fn cost(env: &Env, as_json: bool, a: &CostArgs) -> Result<i32> {
         prices.set(p)?;
     }
     let stack = tickctl::bill::Stack { dashboard: a.dashboard, ..Default::default() };
+    let boundary = boundary(env, a, &input, &prices)?;
+    if input.tenants > cost::FULL_MODEL_MAX {
+        // Replaying every tenant's every tick would take minutes at this scale: the model runs in
+        // full at two sizes and each service is a straight line through them (as `make bench`).
+        let sizes = (1_000, cost::FULL_MODEL_MAX);
+        let base = CostInput { tenants: sizes.0, ..input.clone() };
+        let rows = tickctl::bill::at_scales(&base, sizes, &[input.tenants as u64], &stack, &prices)?;
+        return render::print_scaled(as_json, &input, sizes, &rows[0], &boundary);
+    }
     let (r, priced) = tickctl::bill::price(&input, &stack, &prices)?;
-    render::print_cost(as_json, &input, &r, &priced)
+    render::print_cost(as_json, &input, &r, &priced)?;
+    render::print_boundary(as_json, &boundary);
+    Ok(0)
+}
+
+/// The boundary of the load's largest zone group (or `--group-tenants`), shared by
+/// `--shard-workers`, with the assumptions named on the command line.
+fn boundary(env: &Env, a: &CostArgs, input: &CostInput, prices: &tickctl::bill::Prices) -> Result<render::Boundary> {
+    use tickctl::boundary::{page_units, predict, workers_needed, BoundaryInput};
+    let latency_ms = cost::parse_interval(&a.latency).context("--latency")? as f64;
+    let invoke_ms = cost::parse_interval(&a.invoke_latency).context("--invoke-latency")? as f64;
+    let target_ms = cost::parse_interval(&a.target).context("--target")? as f64;
+    anyhow::ensure!(latency_ms > 0.0, "--latency must be above 0");
+    let workers = match a.shard_workers {
+        Some(w) => w,
+        None => env.int_in(tickwork::env::PULSE_SHARD_WORKERS, 1u32, 1..=64)?,
+    };
+    let tenants = a.group_tenants.unwrap_or((input.tenants as u64).div_ceil(input.zones.len().max(1) as u64));
+    let timeout = env.secs_or(tickwork::env::FUNCTION_TIMEOUT_SECS, std::time::Duration::from_secs(300))?;
+    let margin = env.secs_or(tickwork::env::DEADLINE_MARGIN_SECS, std::time::Duration::from_secs(5))?;
+    let (wcu_per_page, rcu_per_page) = page_units(input.page_size as u32, input.queue_shards)?;
+    let b = BoundaryInput {
+        tenants,
+        shards: input.tenant_shards,
+        page_size: input.page_size as u32,
+        workers,
+        latency_ms,
+        invoke_ms,
+        wcu_per_page,
+        rcu_per_page,
+        queue_shards: input.queue_shards,
+        invocation_ms: timeout.saturating_sub(margin).as_millis() as f64,
+        interval_ms: input.tick_ms as f64,
+        shard_tenants: vec![],
+    };
+    let t = predict(&b);
+    // The burst's own bill: its requests' units, and every worker's invocation for its duration.
+    let gb_s = f64::from(workers) * t.total_ms.min(b.invocation_ms * t.ticks as f64) / 1000.0 * 0.25;
+    let burst_usd = t.write_units * prices.ddb_write_million / 1e6
+        + t.read_units * prices.ddb_read_million / 1e6
+        + gb_s * prices.lambda_arm_gb_second
+        + f64::from(workers) * t.ticks as f64 * prices.lambda_requests_million / 1e6;
+    Ok(render::Boundary {
+        needed: workers_needed(&b, target_ms).filter(|w| *w <= 64),
+        target_ms,
+        shared_ok: workers == 1 || input.tenant_shards <= pulse_sweep::MAX_SHARED_SHARDS,
+        input: b,
+        time: t,
+        burst_usd,
+    })
 }
 
 fn audit(env: &Env, as_json: bool, log: &str) -> Result<i32> {

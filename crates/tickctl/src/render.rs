@@ -299,3 +299,121 @@ pub fn print_import(r: &tickctl::tenants::ImportReport) {
         r.refused.len()
     );
 }
+
+/// The boundary of one zone group, as `cost` prints it.
+#[derive(Debug, serde::Serialize)]
+pub struct Boundary {
+    /// What was asked, the assumptions included.
+    pub input: tickctl::boundary::BoundaryInput,
+    /// How it goes.
+    pub time: tickctl::boundary::BoundaryTime,
+    /// The target asked about, ms.
+    pub target_ms: f64,
+    /// The fewest workers that finish within the target (at most 64), if any.
+    pub needed: Option<u32>,
+    /// The tenant shard count allows a shared run (at most 96 shards).
+    pub shared_ok: bool,
+    /// The burst's own cost: its units and its invocations, USD.
+    pub burst_usd: f64,
+}
+
+/// The boundary section (nothing with `--json`: it is in the JSON already).
+pub fn print_boundary(as_json: bool, b: &Boundary) {
+    if as_json {
+        return;
+    }
+    let (i, t) = (&b.input, &b.time);
+    println!(
+        "\none zone group's boundary: {} tenants, {} shards, pages of {}, {} worker(s); assumed {} ms a request, {} ms an Invoke",
+        i.tenants, i.shards, i.page_size, i.workers, i.latency_ms, i.invoke_ms
+    );
+    println!(
+        "  done in {:.1} s{} ({} round(s) of shards, {:.1} s the longest shard, {} pages of it)",
+        t.total_ms / 1000.0,
+        if t.ticks > 1 {
+            format!(", over {} ticks: work past an invocation waits for the next", t.ticks)
+        } else {
+            String::new()
+        },
+        t.rounds,
+        t.shard_ms / 1000.0,
+        t.pages_per_shard
+    );
+    println!(
+        "  writes {:.0} units ({:.0} a second at the peak; the table's limit {:.0}), reads {:.0}; one ready-index key takes {:.0} a second, the checkpoint key {:.0} (a partition's limit {:.0}): {}",
+        t.write_units,
+        t.peak_wcu_per_sec,
+        tickctl::boundary::TABLE_MAX_WCU_PER_SEC,
+        t.read_units,
+        t.peak_ready_wcu_per_sec,
+        t.peak_checkpoint_wcu_per_sec,
+        tickctl::boundary::PARTITION_MAX_WCU_PER_SEC,
+        if t.within_limits { "within both" } else { "OVER A LIMIT: fewer workers, or more queue shards" }
+    );
+    match b.needed {
+        Some(w) => println!(
+            "  workers to finish within {:.0} s: {w} (TICKWORK_PULSE_SHARD_WORKERS / ShardWorkers)",
+            b.target_ms / 1000.0
+        ),
+        None => {
+            println!("  no count of workers up to 64 finishes within {:.0} s: more tenant shards", b.target_ms / 1000.0)
+        }
+    }
+    if !b.shared_ok {
+        println!(
+            "  (shard workers need at most {} tenant shards; this configuration has {})",
+            pulse_sweep::MAX_SHARED_SHARDS,
+            i.shards
+        );
+    }
+    println!("  the burst itself: ${:.4} (its write and read units, its invocations)", b.burst_usd);
+}
+
+/// The bill of a load above [`tickctl::cost::FULL_MODEL_MAX`] tenants: by service, from the model
+/// at two sizes, and the boundary.
+pub fn print_scaled(
+    as_json: bool,
+    input: &CostInput,
+    sizes: (usize, usize),
+    row: &tickctl::bill::AtScale,
+    b: &Boundary,
+) -> Result<i32> {
+    if as_json {
+        json(&serde_json::json!({
+            "tenants": input.tenants,
+            "modelled_at": [sizes.0, sizes.1],
+            "usd_per_month": {
+                "services": tickctl::bill::SERVICES,
+                "tickwork": row.tickwork,
+                "tickwork_total": row.tickwork.iter().sum::<f64>(),
+                "before_dynamodb": row.before_dynamodb,
+                "scheduler_per_tenant": row.scheduler,
+            },
+            "boundary": b,
+        }))?;
+        return Ok(0);
+    }
+    println!(
+        "{} tenants in {} zones: the model runs in full at {} and {} tenants, each service a straight line through them",
+        input.tenants,
+        input.zones.len(),
+        sizes.0,
+        sizes.1
+    );
+    let mut t = table(&["design", "DynamoDB", "Lambda", "CloudWatch", "S3", "EventBridge", "USD / month"]);
+    let mut line = |name: &str, v: &[f64]| {
+        let mut cells = vec![name.to_string()];
+        cells.extend(v.iter().map(|x| format!("{x:.2}")));
+        cells.push(format!("{:.2}", v.iter().sum::<f64>()));
+        t.add_row(cells);
+    };
+    line("tickwork, whole stack", &row.tickwork);
+    line("one Scheduler schedule per tenant", &row.scheduler);
+    println!("{t}");
+    println!(
+        "000_* before design, its DynamoDB alone: ${:.2} a month (it visits 100 tenants a tick and skips the rest)",
+        row.before_dynamodb
+    );
+    print_boundary(false, b);
+    Ok(0)
+}

@@ -169,3 +169,25 @@ fn audit_exits_3_on_a_finding_and_cost_prints_json() {
     assert_eq!(o.status.code(), Some(2), "a bad price is a usage error");
     assert!(String::from_utf8_lossy(&o.stderr).contains("no price named `ddb_write`"));
 }
+
+/// Ten million tenants are priced in seconds (the model at two sizes, each service a line through
+/// them) and the largest boundary asked about, a zone group of three million, finishes within a
+/// quarter hour with 8 shard workers, within DynamoDB's write limits, at the cost it names.
+#[test]
+fn cost_answers_for_ten_million_tenants_with_the_boundary_of_three_million() {
+    let p = prefix();
+    let args = ["--json", "cost", "--tenants", "10000000", "--group-tenants", "3000000", "--shard-workers", "8"];
+    let c = json(&tickctl(&p, &args));
+    assert_eq!(c["tenants"], 10_000_000);
+    assert!(c["usd_per_month"]["tickwork_total"].as_f64().unwrap() > 0.0);
+    let b = &c["boundary"];
+    assert_eq!((b["input"]["tenants"].as_u64(), b["input"]["workers"].as_u64()), (Some(3_000_000), Some(8)));
+    assert!(b["time"]["total_ms"].as_f64().unwrap() < 900_000.0, "{b}");
+    assert_eq!(b["time"]["within_limits"], true, "{b}");
+    assert!(b["needed"].as_u64().unwrap() <= 8, "{b}");
+    assert!(b["burst_usd"].as_f64().unwrap() > 0.0);
+    // An assumption that cannot be right is refused by name.
+    let o = tickctl(&p, &["cost", "--tenants", "10000000", "--latency", "0s"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--latency must be above 0"));
+}
