@@ -2,7 +2,7 @@
 //! function. Lambda's own concurrency is the engine: the leader sends `n` asynchronous
 //! invocations (`InvocationType: Event`, "Invoke", AWS Lambda API reference) of the same function
 //! with a helper event ([`Tick::helper_envelope`]); each takes the shards it can under a lease per
-//! shard ([`crate::sweep`]), and whichever finds every shard done advances the watermark.
+//! shard (`shared`), and whichever finds every shard done advances the watermark.
 //!
 //! A helper that never starts (throttled, the asynchronous queue full) loses nothing: its shards
 //! are taken by the other workers, or by the next tick, from their checkpoints. So starting

@@ -28,12 +28,16 @@
 //!
 //! ## Layout
 //! [`config`] settings; [`pulse`] a pulse's identity and the pure step from a tenant's position
-//! to what it is owed; [`sweep`] the enumeration and its flushes (live and dry); this file the
-//! job's glue.
+//! to what it is owed; `sweep` the enumeration (one loop for the leader, the shard workers and
+//! the dry run); `flush` what a run writes and when; `shared` a boundary shared by shard workers
+//! (the lease per shard, the watermark last); [`helpers`] how the leader starts them; this file
+//! the job's glue.
 
 pub mod config;
+mod flush;
 pub mod helpers;
 pub mod pulse;
+mod shared;
 mod sweep;
 
 use std::collections::BTreeMap;
@@ -55,8 +59,9 @@ use tickwork::{Db, DbError};
 use tickwork_lambda::{BadEvent, Base, JobCore, JobReport, LeasedJob, Tick};
 
 pub use config::{PulseConfig, MAX_LATENESS_LIMIT};
+pub use flush::FlushCounts;
 pub use pulse::{pulse_id, PULSE_KIND};
-pub use sweep::{FlushCounts, MAX_SHARED_SHARDS};
+pub use shared::MAX_SHARED_SHARDS;
 pub use tickwork_lambda::Outcome;
 
 /// Physical table names.
@@ -408,7 +413,7 @@ impl LeasedJob for Deps {
         report: Report,
         owner: &str,
     ) -> Result<Report, PulseError> {
-        sweep::help(self, tick, &plan, owner, budget, report).await
+        shared::help(self, tick, &plan, owner, budget, report).await
     }
 }
 
