@@ -9,11 +9,15 @@
 //!
 //! | item | `pk` | `sk` |
 //! |---|---|---|
-//! | lease | `lease#<job>` | `lease` |
+//! | lease (a job's) | `lease#<job>` | `lease` |
+//! | lease (one shard of a shared run, [`crate::lease`]) | `lease#<job>#<zone>@<date>#<shard>` | `lease` |
 //! | slot record | `slot#<job>` | `<slot>` |
-//! | watermark + pause switch | `wm#<job>` | `wm` |
+//! | the job's state item: watermarks (`mark:<group>`), pause switch, registered groups, runs started (`run:<group>`), wake sets (`wake:<group>`), unit shard counts ([`crate::watermark`]) | `wm#<job>` | `wm` |
 //! | idempotency record | `idem#<scope>` | `<key>` |
-//! | checkpoint (cursor) | `ckpt#<job>` | `<name>` |
+//! | checkpoint (a shard's cursor or `done`, [`crate::checkpoint`]) | `ckpt#<job>` | `<run>\|<shard>` |
+//! | failure record (a unit isolated, [`crate::failures`]) | `fail#<job>` | `<run>#<unit>` |
+//! | shard registry (every count ever written with, [`crate::shard`]) | `shards#<logical table>` | `shards` |
+//! | the archiver's intent (a batch being archived; `archiver::intent`) | `intent#archiver` | `<shard>` |
 
 use std::collections::HashMap;
 use std::time::Duration;
