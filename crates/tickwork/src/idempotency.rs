@@ -6,8 +6,9 @@
 //!
 //! Two forms:
 //! - **In a transaction** ([`insert_once`]): a `Put` with `attribute_not_exists` that joins the
-//!   transaction performing the effect (the pulse sweep enqueues a pulse and advances a cursor in
-//!   one). The effect and its key commit together or not at all.
+//!   transaction performing the effect. The effect and its key commit together or not at all.
+//!   (The shipped jobs need neither form: their queue units' ids are their keys, and a batch
+//!   item's id is a digest of its units, inserted once in the flush that writes them.)
 //! - **Claim / complete** ([`Idempotency`]) for effects outside DynamoDB: claim the key
 //!   `in_progress` with an expiry taken from the caller's deadline; complete it when done; an expired
 //!   in-progress claim (a dead worker) can be claimed again. A worker never deletes or completes a

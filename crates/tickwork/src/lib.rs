@@ -7,14 +7,19 @@
 //!    back a resumable [`pager::Cursor`].
 //! 2. A filter after a read is billed as if returned: [`db::Db::query`] refuses filter expressions;
 //!    the discriminator goes in the key condition.
-//! 3. Coordination is not idempotency, and neither is a watermark: [`lease`] (with fencing),
-//!    [`slot`], [`watermark`] and [`idempotency`] are separate tools, and scheduled work uses all.
+//! 3. Coordination is not idempotency, and neither is a watermark: [`lease`] (with fencing) and
+//!    [`watermark`] keep work cheap, and each unit of work carries its own key so that a repeat is
+//!    harmless. The jobs' keys are their queue units' ids (a pulse is
+//!    `pulse#<tenant>#<grain>#<period>`, and a batch item's id is a digest of its units), which the
+//!    handlers write once under; [`idempotency`] is for an application's effects outside DynamoDB
+//!    (claim, complete, expire), and no shipped job needs it.
 //!
 //! ## Layout
 //! - [`db`]: the one place DynamoDB calls go through; meters them ([`meter`], [`capacity`]) and
 //!   maps errors ([`error`]).
 //! - [`lease`]: leader lease per job with a fencing token; [`lease::fenced_write`].
-//! - [`slot`], [`watermark`], [`idempotency`]: window records, progress marks, per-unit keys.
+//! - [`slot`], [`watermark`]: window records, progress marks; [`batch`]: units packed into
+//!   queue items; [`idempotency`]: claim/complete records for effects outside DynamoDB.
 //! - [`pager`], [`budget`]: enumeration that stops between pages with a cursor.
 //! - [`queue`]: the work queue (sharded ready index, claim with visibility timeout, dead letters).
 //! - [`retry`], [`config`], [`clock`], [`schema`]: policy, settings, time, table definitions.
