@@ -36,11 +36,7 @@ struct Sweep {
 async fn sweep(env: &[(&str, &str)], shards: u32, at: &str, faults: Option<&Faults>) -> Sweep {
     let local = Local::new().await;
     local.clock.set(ms(at));
-    let tables = pulse_sweep::Tables {
-        control: local.control().await,
-        tenants: local.table(&tenants_table()).await,
-        queue: local.table(&queue_table()).await,
-    };
+    let tables = local.sweep_tables().await;
     let cfg =
         pulse_sweep::PulseConfig::from_env(&Env::from_pairs(env.iter().copied()), Duration::from_secs(1)).unwrap();
     let db = local.db_with(faults, None, &quick_retry());

@@ -131,15 +131,7 @@ async fn pause_stops_every_job_with_no_extra_read_and_resume_restarts_it() {
     s.local.clock.set(now);
     let (sweep, fanout, worker, arch) = (s.sweep(), s.fanout(), s.worker(), s.archiver());
     let tick = Tick::parse(&Tick::envelope(now, false)).unwrap();
-    let tenants: Vec<Tenant> = (0..6)
-        .map(|i| Tenant {
-            id: format!("t{i}"),
-            zone: "UTC".into(),
-            active: true,
-            since_ms: None,
-            pos: Default::default(),
-        })
-        .collect();
+    let tenants = tickwork_tests::tenants(6, "UTC", 0);
     pulse_sweep::add_tenants(&sweep, &tenants).await.unwrap();
     let marks = Watermarks::new(s.local.fresh_db(), &s.control, s.local.clock());
     let queue = Queue::new(s.local.fresh_db(), &s.queue, QueueConfig::default(), s.local.clock());

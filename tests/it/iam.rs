@@ -56,15 +56,7 @@ async fn sweep_scenarios(local: &Local) -> (Recorder, Tables) {
         ),
         ..d.clone()
     };
-    let list: Vec<Tenant> = (0..12)
-        .map(|i| Tenant {
-            id: format!("t{i}"),
-            zone: "Europe/Berlin".into(),
-            active: true,
-            since_ms: None,
-            pos: Default::default(),
-        })
-        .collect();
+    let list = tickwork_tests::tenants(12, "Europe/Berlin", 0);
     pulse_sweep::add_tenants(&admin, &list).await.unwrap();
     // One tenant's position is corrupt: it is isolated and recorded as a failure.
     tickwork_tests::set_stored_position(&local.db, &t.tenants, "t3", "not-a-date").await;
@@ -110,15 +102,7 @@ async fn fanout_scenarios(local: &Local) -> (Recorder, Tables) {
         tenant_fanout::Tables { control: t.control.clone(), tenants: t.tenants.clone(), queue: t.queue.clone() };
     local.clock.set(ms("2026-11-29T06:00:00Z"));
     let d = tenant_fanout::Deps::new(db, local.clock(), cfg, &tables, 4, QueueConfig::default()).resolve_shards().await;
-    let list: Vec<Tenant> = (0..20)
-        .map(|i| Tenant {
-            id: format!("t{i}"),
-            zone: "UTC".into(),
-            active: true,
-            since_ms: None,
-            pos: Default::default(),
-        })
-        .collect();
+    let list = tickwork_tests::tenants(20, "UTC", 0);
     Tenants::new(local.fresh_db(), &t.tenants, 4).put_all(&list).await.unwrap();
     // A tenant item written around the checks (a position in no format we write): isolated and
     // recorded.

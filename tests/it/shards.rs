@@ -27,6 +27,20 @@ impl Drop for Unstall {
     }
 }
 
+/// Worker `w` of the tick at `t` as its own task: the leader (0) on the scheduled event, the
+/// others on the helper event the leader sends.
+fn spawn_worker(
+    deps: pulse_sweep::Deps,
+    t: i64,
+    w: u32,
+) -> tokio::task::JoinHandle<Result<pulse_sweep::Report, pulse_sweep::PulseError>> {
+    let event =
+        if w == 0 { Tick::envelope(t, false) } else { Tick::helper_envelope(t, &format!("leader#helper{w}"), w) };
+    let tick = Tick::parse(&event).unwrap();
+    let owner = unique(&format!("w{w}"));
+    tokio::spawn(async move { pulse_sweep::run(&deps, &tick, &Unlimited, &owner).await })
+}
+
 fn ms(s: &str) -> i64 {
     s.parse::<jiff::Timestamp>().unwrap().as_millisecond()
 }
@@ -34,11 +48,7 @@ fn ms(s: &str) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 8)]
 async fn ten_thousand_tenants_over_16_shards_and_8_workers_each_pulsed_once_watermark_last() {
     let local = Local::new().await;
-    let tables = pulse_sweep::Tables {
-        control: local.control().await,
-        tenants: local.table(&tenants_table()).await,
-        queue: local.table(&queue_table()).await,
-    };
+    let tables = local.sweep_tables().await;
     let env = Env::from_pairs([("TICKWORK_PULSE_SHARD_WORKERS", "8"), ("TICKWORK_PULSE_PAGE_SIZE", "100")]);
     let cfg = pulse_sweep::PulseConfig::from_env(&env, Duration::from_secs(1)).unwrap();
     let ttl = cfg.lease.ttl.as_millis() as i64;
@@ -91,14 +101,7 @@ async fn ten_thousand_tenants_over_16_shards_and_8_workers_each_pulsed_once_wate
             5 => Some(&stall),
             _ => None,
         };
-        let deps = deps_with(faults);
-        let tick = if w == 0 {
-            Tick::parse(&Tick::envelope(t1, false)).unwrap()
-        } else {
-            Tick::parse(&Tick::helper_envelope(t1, &format!("leader#helper{w}"), w)).unwrap()
-        };
-        let owner = unique(&format!("w{w}"));
-        workers.push(tokio::spawn(async move { pulse_sweep::run(&deps, &tick, &Unlimited, &owner).await }));
+        workers.push(spawn_worker(deps_with(faults), t1, w));
     }
     // Every worker but the stalled one ends; the stalled one holds its shard.
     let stalled = workers.remove(5);
@@ -122,14 +125,7 @@ async fn ten_thousand_tenants_over_16_shards_and_8_workers_each_pulsed_once_wate
             // The leader's job lease taken (the run is started already): helpers may go.
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let deps = deps_with(None);
-        let tick = if w == 0 {
-            Tick::parse(&Tick::envelope(t2, false)).unwrap()
-        } else {
-            Tick::parse(&Tick::helper_envelope(t2, &format!("leader2#helper{w}"), w)).unwrap()
-        };
-        let owner = unique(&format!("r2w{w}"));
-        round2.push(tokio::spawn(async move { pulse_sweep::run(&deps, &tick, &Unlimited, &owner).await }));
+        round2.push(spawn_worker(deps_with(None), t2, w));
     }
     let mut completed = 0;
     for w in round2 {
@@ -176,11 +172,7 @@ async fn ten_thousand_tenants_over_16_shards_and_8_workers_each_pulsed_once_wate
 #[tokio::test]
 async fn a_woken_tenant_of_a_group_starting_a_shared_run_gets_each_period_once() {
     let local = Local::new().await;
-    let tables = pulse_sweep::Tables {
-        control: local.control().await,
-        tenants: local.table(&tenants_table()).await,
-        queue: local.table(&queue_table()).await,
-    };
+    let tables = local.sweep_tables().await;
     let env = Env::from_pairs([("TICKWORK_PULSE_SHARD_WORKERS", "4"), ("TICKWORK_PULSE_PAGE_SIZE", "3")]);
     let cfg = pulse_sweep::PulseConfig::from_env(&env, Duration::from_secs(1)).unwrap();
     let deps = pulse_sweep::Deps::new(local.fresh_db(), local.clock(), cfg, tables.clone(), 4, QueueConfig::default());

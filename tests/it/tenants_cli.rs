@@ -155,6 +155,7 @@ async fn tenants_are_added_imported_listed_suspended_resumed_moved_and_removed()
     assert_eq!(all.len(), 9_995 + 2);
     assert_eq!(all["imp-0"]["zone"], "Europe/Berlin");
     let berlin = listed(&local, &p, &["--zone", "Europe/Berlin"]);
+    assert!(!berlin.is_empty(), "a zone of the sample list has tenants");
     assert_eq!(berlin.len(), all.values().filter(|v| v["zone"] == "Europe/Berlin").count());
 
     ok(&tickctl(&local, &p, &["tenants", "remove", "acme"]));

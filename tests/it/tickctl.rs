@@ -67,11 +67,7 @@ async fn sweep_deps(local: &Local, at: &str) -> pulse_sweep::Deps {
     use tickwork::queue::queue_table;
     use tickwork::tenants::tenants_table;
     local.clock.set(ms(at));
-    let tables = pulse_sweep::Tables {
-        control: local.control().await,
-        tenants: local.table(&tenants_table()).await,
-        queue: local.table(&queue_table()).await,
-    };
+    let tables = local.sweep_tables().await;
     let cfg = pulse_sweep::PulseConfig::from_env(&Env::from_pairs([]), std::time::Duration::from_secs(1)).unwrap();
     let db = local.fresh_db();
     db.register_gsis(&tables.queue, queue_table().gsi_shapes());

@@ -176,6 +176,16 @@ impl Local {
     pub async fn control(&self) -> String {
         self.table(&schema::control_table()).await
     }
+
+    /// The pulse sweep's three tables, each new (the sweep's tests, the shard workers', the
+    /// example job's).
+    pub async fn sweep_tables(&self) -> pulse_sweep::Tables {
+        pulse_sweep::Tables {
+            control: self.control().await,
+            tenants: self.table(&tickwork::tenants::tenants_table()).await,
+            queue: self.table(&tickwork::queue::queue_table()).await,
+        }
+    }
 }
 
 /// A retry policy with short waits, for tests that inject many retryable faults.

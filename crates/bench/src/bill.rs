@@ -111,13 +111,7 @@ fn draw(path: &str, rows: &[AtScale]) -> Result<()> {
             .label(*name)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], colors[s].filled()));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::MiddleRight)
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.9))
-        .draw()
-        .context("legend")?;
+    tickwork_sim::chart::legend(&mut chart, SeriesLabelPosition::MiddleRight)?;
     root.present().context("write the chart")?;
     Ok(())
 }

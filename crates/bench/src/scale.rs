@@ -18,7 +18,7 @@ use aws_smithy_runtime_api::client::orchestrator::HttpRequest;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use tickctl::boundary::{predict_on, BoundaryInput};
 use tickwork::budget::Unlimited;
-use tickwork::clock::{Clock, ManualClock, SharedClock};
+use tickwork::clock::{ManualClock, SharedClock};
 use tickwork::config::Env;
 use tickwork::meter::{CapacitySource, Meter};
 use tickwork::queue::{queue_table, QueueConfig};
@@ -93,8 +93,8 @@ async fn boundary(sdk: &SdkConfig, workers: u32, latency: Duration) -> Result<(D
         schema::create_table(admin.client(), &def, name).await.with_context(|| format!("creating {name}"))?;
     }
     let at = "2026-11-29T15:00:00Z".parse::<jiff::Timestamp>()?.as_millisecond();
-    let clock = ManualClock::at(at);
-    let shared: SharedClock = std::sync::Arc::new(clock.clone());
+    // Every worker's clock stands at the boundary: leases and the event guard read it.
+    let shared: SharedClock = std::sync::Arc::new(ManualClock::at(at));
     // Shared mode even for one worker (the leader alone, as when no helper starts).
     let n = workers.max(2).to_string();
     let env = Env::from_pairs([("TICKWORK_PULSE_SHARD_WORKERS", n.as_str()), ("TICKWORK_PULSE_PAGE_SIZE", "25")]);
@@ -146,7 +146,6 @@ async fn boundary(sdk: &SdkConfig, workers: u32, latency: Duration) -> Result<(D
     let units = tickwork_sim::queued_units(&admin, &tables.queue).await?;
     let days = units.keys().filter(|k| k.contains("#day#")).count();
     ensure!(days == TENANTS && units.values().all(|n| *n == 1), "{days} day pulses, not {TENANTS} once each");
-    let _ = clock.now_ms();
     let requests = dbs.iter().map(|d| d.meter().total().requests).sum();
     Ok((took, requests))
 }

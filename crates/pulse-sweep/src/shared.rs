@@ -2,6 +2,8 @@
 //! starts the runs and its helpers ([`crate::helpers`]), every worker pages shards under a lease
 //! per shard, and the watermark advances last, when every shard is done.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use tickwork::budget::{AnyOf, Budget, Deadline};
 use tickwork::calendar;
 use tickwork::checkpoint::{Checkpoints, ShardState};
@@ -9,8 +11,8 @@ use tickwork::lease::{Acquire, Fence, LeaseConfig};
 use tickwork_lambda::{Outcome, Tick};
 
 use crate::flush::{Mode, Pending};
-use crate::pulse::{Owed, Target, PULSE_KIND};
-use crate::sweep::{date, page_shard, run_group, wake, GroupEnd, Shard, ShardEnd};
+use crate::pulse::{Owed, PULSE_KIND};
+use crate::sweep::{page_shard, run_group, run_target, wake, GroupEnd, Shard, ShardEnd};
 use crate::{Deps, Due, DueGroup, PulseError, Report};
 
 /// Most shards a shared run may have: its watermark advances in one transaction holding a check
@@ -149,34 +151,14 @@ async fn run_group_shared(
             "{n} tenant shards: a run shared by shard workers has at most {MAX_SHARED_SHARDS}"
         ))));
     }
-    let target = Target {
-        tz: &tz,
-        today: date(&g.local)?,
-        late_at: g.started_ms.unwrap_or(tick.time_ms),
-        mark: g.mark.as_deref().map(date).transpose()?,
-        policy: &deps.cfg.policy,
-    };
-    // Worker w of W begins at shard w·n/W: workers starting together take different shards.
-    let first = (u64::from(tick.worker) * u64::from(n) / u64::from(deps.cfg.shard_workers.max(1))) as u32 % n;
-    let order: Vec<u32> = (0..n).map(|i| (first + i) % n).collect();
+    let target = run_target(g, &tz, tick.time_ms, &deps.cfg.policy)?;
+    let order = shard_order(tick.worker, deps.cfg.shard_workers, n);
     let mut states = deps.checkpoints.read(&deps.cfg.job, &run).await?;
-    let mut tried = std::collections::BTreeSet::new();
+    let mut tried = BTreeSet::new();
     let mut paged_one = false;
     let mut follower: Option<Owed> = None;
     while !budget.exhausted() {
-        // Shards nobody started first. A shard with a position is being paged by another worker
-        // (or was, by one that died): tried only before this worker has paged one of its own,
-        // so a worker that finished its shards stops instead of knocking at every busy one.
-        let state_of = |k: &u32| Checkpoints::state_of(&states, &k.to_string()).clone();
-        let open = |k: &&u32| !tried.contains(*k) && state_of(k) != ShardState::Done;
-        let next = order.iter().filter(open).find(|k| state_of(k) == ShardState::Start).or_else(|| {
-            if paged_one {
-                None
-            } else {
-                order.iter().find(open)
-            }
-        });
-        let Some(&k) = next else { break };
+        let Some(k) = next_shard(&order, &states, &tried, paged_one) else { break };
         tried.insert(k);
         let lease = match deps.leases.acquire(&shard_lease(deps, &run, k), owner).await? {
             Acquire::Acquired(l) => l,
@@ -222,17 +204,104 @@ async fn run_group_shared(
 async fn advance_when_done(deps: &Deps, g: &DueGroup, run: &str, n: u32) -> Result<bool, PulseError> {
     let job = &deps.cfg.job;
     let states = deps.checkpoints.read(job, run).await?;
-    if (0..n).any(|k| *Checkpoints::state_of(&states, &k.to_string()) != ShardState::Done) {
+    if !all_done(&states, n) {
         return Ok(false);
     }
     let mut writes: Vec<_> = (0..n).map(|k| deps.checkpoints.done_check(job, run, &k.to_string())).collect();
     writes.push(deps.marks.advance_item(job, &g.group, &g.local));
     match deps.db.transact_write(writes).await {
         Ok(_) => Ok(true),
-        // Only the advance's own condition (forward only) failed: another worker wrote it.
-        Err(tickwork::DbError::TransactionCanceled { reasons }) => Ok(reasons.len() == n as usize + 1
-            && reasons[n as usize].condition_failed()
-            && reasons[..n as usize].iter().all(|r| !r.condition_failed())),
+        Err(tickwork::DbError::TransactionCanceled { reasons }) => Ok(advanced_by_another(&reasons, n)),
         Err(e) => Err(e.into()),
+    }
+}
+
+/// The order worker `worker` of `workers` tries the `n` shards in: from shard `worker·n/workers`
+/// on, round, so that workers starting together take different shards. Pure.
+pub(crate) fn shard_order(worker: u32, workers: u32, n: u32) -> Vec<u32> {
+    let n = n.max(1);
+    let first = (u64::from(worker) * u64::from(n) / u64::from(workers.max(1))) as u32 % n;
+    (0..n).map(|i| (first + i) % n).collect()
+}
+
+/// The next shard to try, or `None` when this worker is done. Pure.
+///
+/// Shards nobody started first. A shard with a position is being paged by another worker (or
+/// was, by one that died): tried only before this worker has paged one of its own, so a worker
+/// that finished its shards stops instead of knocking at every busy one.
+pub(crate) fn next_shard(
+    order: &[u32],
+    states: &BTreeMap<String, ShardState>,
+    tried: &BTreeSet<u32>,
+    paged_one: bool,
+) -> Option<u32> {
+    let state_of = |k: u32| Checkpoints::state_of(states, &k.to_string());
+    let mut open = order.iter().copied().filter(|k| !tried.contains(k) && *state_of(*k) != ShardState::Done);
+    let unstarted = order.iter().copied().find(|k| !tried.contains(k) && *state_of(*k) == ShardState::Start);
+    unstarted.or_else(|| if paged_one { None } else { open.next() })
+}
+
+/// Every one of the run's `n` shards is done. Pure.
+pub(crate) fn all_done(states: &BTreeMap<String, ShardState>, n: u32) -> bool {
+    (0..n).all(|k| *Checkpoints::state_of(states, &k.to_string()) == ShardState::Done)
+}
+
+/// How a cancelled advance (`n` shard checks, then the advance) reads: `true` when only the
+/// advance's own condition (forward only) failed, so another worker wrote it; `false` when a
+/// shard was not done after all. Reasons come one per item, in the request's order
+/// ("TransactWriteItems", DynamoDB API reference: CancellationReasons). Pure.
+pub(crate) fn advanced_by_another(reasons: &[tickwork::error::CancelReason], n: u32) -> bool {
+    let n = n as usize;
+    reasons.len() == n + 1 && reasons[n].condition_failed() && reasons[..n].iter().all(|r| !r.condition_failed())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cursor() -> ShardState {
+        ShardState::Resume(
+            tickwork::pager::Cursor::encode(&tickwork::capacity::Item::from([(
+                "pk".to_string(),
+                tickwork::schema::av_s("x"),
+            )]))
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn workers_begin_spread_over_the_shards() {
+        assert_eq!(shard_order(0, 4, 8), [0, 1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(shard_order(1, 4, 8), [2, 3, 4, 5, 6, 7, 0, 1]);
+        assert_eq!(shard_order(3, 4, 8)[0], 6);
+        // More workers than shards: each begins somewhere in range.
+        assert!(shard_order(15, 16, 4).iter().all(|k| *k < 4));
+        assert_eq!(shard_order(0, 0, 0), [0]);
+    }
+
+    #[test]
+    fn unstarted_shards_come_first_and_busy_ones_only_before_a_workers_first_shard() {
+        let order = shard_order(0, 1, 4);
+        let states = BTreeMap::from([("0".to_string(), ShardState::Done), ("1".to_string(), cursor())]);
+        let none = BTreeSet::new();
+        // Shard 1 has a position (another worker's), 2 and 3 nobody started: 2 first.
+        assert_eq!(next_shard(&order, &states, &none, false), Some(2));
+        assert_eq!(next_shard(&order, &states, &BTreeSet::from([2, 3]), false), Some(1), "an abandoned one");
+        assert_eq!(next_shard(&order, &states, &BTreeSet::from([2, 3]), true), None, "after a shard of its own");
+        let done: BTreeMap<String, ShardState> = (0..4).map(|k| (k.to_string(), ShardState::Done)).collect();
+        assert_eq!(next_shard(&order, &done, &none, false), None);
+        assert!(all_done(&done, 4));
+        assert!(!all_done(&states, 4));
+        assert!(!all_done(&done, 5), "a shard a larger count adds is not done");
+    }
+
+    #[test]
+    fn a_cancelled_advance_is_another_workers_only_when_the_advance_alone_failed() {
+        let ok = tickwork::error::CancelReason { code: None, item: None };
+        let failed = tickwork::error::CancelReason { code: Some("ConditionalCheckFailed".into()), item: None };
+        assert!(advanced_by_another(&[ok.clone(), ok.clone(), failed.clone()], 2));
+        assert!(!advanced_by_another(&[failed.clone(), ok.clone(), failed.clone()], 2), "a shard not done");
+        assert!(!advanced_by_another(&[ok.clone(), ok.clone(), ok.clone()], 2), "cancelled for another cause");
+        assert!(!advanced_by_another(&[ok, failed], 2), "reasons not one per item");
     }
 }

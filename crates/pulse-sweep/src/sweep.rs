@@ -90,6 +90,24 @@ pub(crate) fn date(s: &str) -> Result<jiff::civil::Date, PulseError> {
     s.parse().map_err(|_| PulseError::Calendar(calendar::CalendarError(format!("`{s}` is not a date"))))
 }
 
+/// What a run of group `g` owes its tenants: periods complete by its local date, lateness
+/// measured from the run's start (this tick's time when the run starts now). Pure; the single
+/// leader and every shard worker plan from it, so they agree.
+pub(crate) fn run_target<'a>(
+    g: &DueGroup,
+    tz: &'a jiff::tz::TimeZone,
+    tick_ms: tickwork::clock::Millis,
+    policy: &'a tickwork::calendar::Policy,
+) -> Result<Target<'a>, PulseError> {
+    Ok(Target {
+        tz,
+        today: date(&g.local)?,
+        late_at: g.started_ms.unwrap_or(tick_ms),
+        mark: g.mark.as_deref().map(date).transpose()?,
+        policy,
+    })
+}
+
 pub(crate) async fn run_group(
     deps: &Deps,
     tick: &Tick,
@@ -104,13 +122,7 @@ pub(crate) async fn run_group(
     if let (Mode::Live(_), None) = (mode, g.started_ms) {
         deps.marks.start_run(&deps.cfg.job, &g.group, &g.local, tick.time_ms).await?;
     }
-    let target = Target {
-        tz: &tz,
-        today: date(&g.local)?,
-        late_at: g.started_ms.unwrap_or(tick.time_ms),
-        mark: g.mark.as_deref().map(date).transpose()?,
-        policy: &deps.cfg.policy,
-    };
+    let target = run_target(g, &tz, tick.time_ms, &deps.cfg.policy)?;
     // Every tenant that follows the group is owed the same: planned once.
     let mut follower: Option<Owed> = None;
     let states = match mode {

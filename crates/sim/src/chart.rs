@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
+use plotters::coord::CoordTranslate;
 use plotters::prelude::*;
 
 use crate::{SimConfig, SimReport};
@@ -20,6 +21,23 @@ const GRAINS: [(&str, RGBColor); 5] = [
 ];
 
 /// Hours the run covers, a partial last hour included.
+/// The legend every chart of the project draws (the run's and the bench's): boxed, on white.
+pub fn legend<'a, DB, CT>(chart: &mut ChartContext<'a, DB, CT>, at: SeriesLabelPosition) -> Result<()>
+where
+    DB: DrawingBackend + 'a,
+    DB::ErrorType: 'static,
+    CT: CoordTranslate,
+{
+    chart
+        .configure_series_labels()
+        .position(at)
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.9))
+        .draw()
+        .context("legend")?;
+    Ok(())
+}
+
 fn hours(cfg: &SimConfig) -> u64 {
     let ms = cfg.ticks.map(|t| t as i64 * cfg.tick_ms).unwrap_or(i64::from(cfg.days) * 86_400_000);
     ((ms + 3_599_999) / 3_600_000).max(1) as u64
@@ -74,13 +92,7 @@ pub fn requests_per_hour(r: &SimReport, cfg: &SimConfig, path: &Path) -> Result<
             .label(name)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.9))
-        .draw()
-        .context("legend")?;
+    legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     root.present().with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }
@@ -123,13 +135,7 @@ pub fn pulses_per_hour(r: &SimReport, cfg: &SimConfig, path: &Path) -> Result<()
             .label(*grain)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.9))
-        .draw()
-        .context("legend")?;
+    legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     root.present().with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }

@@ -185,6 +185,18 @@ pub fn workers_needed(b: &BoundaryInput, target_ms: f64) -> Option<u32> {
     (1..=b.shards.max(1)).find(|w| predict(&BoundaryInput { workers: *w, ..b.clone() }).total_ms <= target_ms)
 }
 
+/// The burst's own bill: its write and read units, and every worker's invocations (one a tick
+/// the boundary spans) at `memory_mb` for as long as the boundary runs within them. Pure.
+pub fn burst_usd(b: &BoundaryInput, t: &BoundaryTime, memory_mb: u32, p: &crate::bill::Prices) -> f64 {
+    let workers = f64::from(b.workers.max(1));
+    let busy_s = t.total_ms.min(b.invocation_ms * t.ticks as f64) / 1000.0;
+    let gb_s = workers * busy_s * f64::from(memory_mb) / 1024.0;
+    t.write_units * p.ddb_write_million / 1e6
+        + t.read_units * p.ddb_read_million / 1e6
+        + gb_s * p.lambda_arm_gb_second
+        + workers * t.ticks as f64 * p.lambda_requests_million / 1e6
+}
+
 /// Write and read units of one full page's flush and Query, from the items the sweep builds:
 /// `tenants` ids like `t0000001` owed a day pulse, in one batch item.
 pub fn page_units(page_size: u32, queue_shards: u32) -> anyhow::Result<(f64, f64)> {
@@ -199,17 +211,14 @@ pub fn page_units(page_size: u32, queue_shards: u32) -> anyhow::Result<(f64, f64
     let qcfg = tickwork::queue::QueueConfig { shards: queue_shards.max(1), ..Default::default() };
     let mut wcu = 2.0 * 2.0; // the shard lease's check and the checkpoint, transactional
     for b in batch.split() {
-        let item = pulse_sweep::pulse::batch_item("pulse#Z@2026-11-30", &b, 0);
-        let put = tickwork::queue::enqueue_item("q", &qcfg, &item, 0).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let bytes = put.put().map(|p| capacity::item_size(p.item())).unwrap_or(0);
-        // The item, doubled in a transaction, and its keys-only ready-index entry.
-        wcu += capacity::transactional(capacity::write_units(None, Some(bytes))) + 1.0;
+        // The item, doubled in a transaction, and its keys-only ready-index entry: sized as the
+        // bill's model sizes them.
+        let (id, bytes) = crate::cost::batch_item_bytes("Z@2026-11-30", &b, &qcfg, 0)?;
+        wcu += capacity::transactional(capacity::write_units(None, Some(bytes))) + crate::cost::ready_entry_units(&id);
     }
     let tenant = tickwork::tenants::Tenant::new("t0000000", "Europe/Berlin");
-    let mut index_item = tenant.to_item(8);
-    index_item.remove(tickwork::tenants::TSHARD);
     let rcu = capacity::query_units(
-        std::iter::repeat_n(capacity::item_size(&index_item), page_size as usize),
+        std::iter::repeat_n(crate::cost::index_item_bytes(&tenant, 8), page_size as usize),
         Consistency::Eventual,
     );
     Ok((wcu, rcu))
@@ -270,6 +279,18 @@ mod tests {
         // 16 shards of 1.3 s: 21.2 s of work, three invocations a quarter hour apart.
         assert_eq!(t.ticks, 3);
         assert!(t.total_ms > 2.0 * 900_000.0 && t.total_ms < 2.0 * 900_000.0 + 10_000.0, "{}", t.total_ms);
+    }
+
+    #[test]
+    fn a_burst_costs_its_units_and_its_invocations() {
+        let p = crate::bill::Prices::default();
+        let b = input(8);
+        let t = predict(&b);
+        let usd = burst_usd(&b, &t, 256, &p);
+        let units = t.write_units * p.ddb_write_million / 1e6 + t.read_units * p.ddb_read_million / 1e6;
+        let lambda = 8.0 * t.total_ms / 1000.0 * 0.25 * p.lambda_arm_gb_second + 8.0 * p.lambda_requests_million / 1e6;
+        assert!((usd - units - lambda).abs() < 1e-12, "{usd} vs {units} + {lambda}");
+        assert!(burst_usd(&b, &t, 512, &p) > usd, "more memory, more GB-seconds");
     }
 
     #[test]

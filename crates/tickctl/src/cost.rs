@@ -72,59 +72,34 @@ pub const DEFAULT_START_MS: i64 = 1_774_742_400_000;
 /// is a straight line through them (minutes at ten million tenants become seconds).
 pub const FULL_MODEL_MAX: usize = 4_000;
 
-/// The load `tickctl cost` is asked about; the deployment's settings come from the environment
-/// ([`CostInput::from_env`]).
-#[derive(Debug, Clone)]
-pub struct Load {
-    /// Active tenants (at least 1).
-    pub tenants: usize,
-    /// IANA zone names.
-    pub zones: Vec<String>,
-    /// Sweep tick interval (ms), 1 s to 1 day.
-    pub tick_ms: i64,
-    /// Sweep workers on phase-shifted ticks (at least 1).
-    pub workers: u32,
-    /// Ticks to price (at least 1).
-    pub ticks: u64,
-    /// First tick (ms).
-    pub start_ms: i64,
-    /// The queue worker's drain interval (ms), at least one tick.
-    pub drain_ms: i64,
-}
-
 impl CostInput {
-    /// `load` under the deployment the environment describes: the same variables, defaults and
-    /// bounds the functions read (an unset one is the deployed default), so `tickctl cost` prices
-    /// what is deployed. Refuses a degenerate load (no tenant, a tick of 0, no tick) naming it,
-    /// where it would otherwise divide by zero.
-    pub fn from_env(env: &Env, load: Load) -> Result<Self> {
+    /// This load under the deployment the environment describes: the shard counts, page sizes,
+    /// worker batch and catch-up rules the functions read, with the same defaults and bounds
+    /// (an unset one is the deployed default), so `tickctl cost` prices what is deployed. The
+    /// load itself (tenants, zones, tick, workers, ticks, start, drains) stays as given. Refuses
+    /// a degenerate load (no tenant, a tick of 0, no tick, drains more often than ticks) naming
+    /// it, where it would otherwise divide by zero.
+    pub fn with_env(self, env: &Env) -> Result<Self> {
         use tickwork::env as vars;
-        ensure!(load.tenants >= 1, "--tenants must be at least 1");
-        ensure!(load.workers >= 1, "--workers must be at least 1");
-        ensure!((1_000..=86_400_000).contains(&load.tick_ms), "--tick must be 1s to 1d");
-        ensure!(load.ticks >= 1, "nothing to price: --days or --ticks must be at least 1");
-        ensure!(load.drain_ms >= load.tick_ms, "--worker-every must be at least one --tick");
+        ensure!(self.tenants >= 1, "--tenants must be at least 1");
+        ensure!(self.workers >= 1, "--workers must be at least 1");
+        ensure!((1_000..=86_400_000).contains(&self.tick_ms), "--tick must be 1s to 1d");
+        ensure!(self.ticks >= 1, "nothing to price: --days or --ticks must be at least 1");
+        ensure!(self.drain_every >= 1, "--worker-every must be at least one --tick");
         let s = std::time::Duration::from_secs;
-        let deployed = Self::deployed(load.tenants);
         let lateness = env.secs_in(vars::PULSE_MAX_LATENESS_SECS, s(40 * 86_400), s(1), s(60 * 86_400))?;
         Ok(CostInput {
-            tenants: load.tenants,
-            zones: load.zones,
-            tick_ms: load.tick_ms,
-            workers: load.workers,
-            ticks: load.ticks,
-            start_ms: load.start_ms,
-            drain_every: (load.drain_ms / load.tick_ms).clamp(1, i64::from(u32::MAX)) as u32,
-            tenant_shards: env.int_in(vars::TENANT_SHARDS, deployed.tenant_shards, 1..=1000)?,
-            queue_shards: env.int_in(vars::QUEUE_SHARDS, deployed.queue_shards, 1..=1000)?,
-            page_size: env.int_in(vars::PULSE_PAGE_SIZE, deployed.page_size, 1..=1000)?,
-            fanout_page_size: env.int_in(vars::FANOUT_PAGE_SIZE, deployed.fanout_page_size, 1..=1000)?,
-            worker_batch: env.int_in(vars::WORKER_BATCH, deployed.worker_batch, 1..=100)?,
+            tenant_shards: env.int_in(vars::TENANT_SHARDS, self.tenant_shards, 1..=1000)?,
+            queue_shards: env.int_in(vars::QUEUE_SHARDS, self.queue_shards, 1..=1000)?,
+            page_size: env.int_in(vars::PULSE_PAGE_SIZE, self.page_size, 1..=1000)?,
+            fanout_page_size: env.int_in(vars::FANOUT_PAGE_SIZE, self.fanout_page_size, 1..=1000)?,
+            worker_batch: env.int_in(vars::WORKER_BATCH, self.worker_batch, 1..=100)?,
             policy: Policy {
-                catch_up: env.parse_or(vars::PULSE_CATCH_UP, deployed.policy.catch_up)?,
+                catch_up: env.parse_or(vars::PULSE_CATCH_UP, self.policy.catch_up)?,
                 max_lateness_ms: lateness.as_millis() as i64,
-                interval_ms: load.tick_ms,
+                interval_ms: self.tick_ms,
             },
+            ..self
         })
     }
 
@@ -370,11 +345,8 @@ fn run_calls(
      -> Result<()> {
         let mut wcu = TXN_SMALL; // the lease's ConditionCheck
         for b in batch.clone().split() {
-            let item = pulse_sweep::pulse::batch_item(&format!("{}#{run}", pulse_sweep::PULSE_KIND), &b, now);
-            let id = item.id.clone();
+            let (id, bytes) = batch_item_bytes(run, &b, qcfg, now)?;
             let day_units = b.sets.iter().map(|s| s.tenants.len() as u64).sum::<u64>() * day_each;
-            let put = queue::enqueue_item("q", qcfg, &item, now).map_err(|e| anyhow::anyhow!("{e}"))?;
-            let bytes = put.put().map(|p| capacity::item_size(p.item())).unwrap_or(0);
             wcu += capacity::transactional(capacity::write_units(None, Some(bytes)));
             out.push(calls(table::QUEUE_READY, "TransactWriteItems", 0, ready_entry_units(&id)));
             queued.push(QueuedBatch { shard: queue::shard_of(&id, qcfg.shards), bytes, day_units });
@@ -426,8 +398,21 @@ fn run_calls(
     Ok((out, queued))
 }
 
+/// The pulse item a flush of run `run` writes for batch `b`, as the sweep builds it: its id and
+/// its size in bytes (the model sizes every write from it).
+pub(crate) fn batch_item_bytes(
+    run: &str,
+    b: &tickwork::batch::Batch,
+    qcfg: &queue::QueueConfig,
+    now: i64,
+) -> Result<(String, usize)> {
+    let item = pulse_sweep::pulse::batch_item(&format!("{}#{run}", pulse_sweep::PULSE_KIND), b, now);
+    let put = queue::enqueue_item("q", qcfg, &item, now).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok((item.id, put.put().map(|p| capacity::item_size(p.item())).unwrap_or(0)))
+}
+
 /// The ready-index entry of a queue item (keys only: id, shard, visible time), in write units.
-fn ready_entry_units(id: &str) -> f64 {
+pub(crate) fn ready_entry_units(id: &str) -> f64 {
     let entry = tickwork::capacity::Item::from([
         ("pk".to_string(), tickwork::schema::av_s(id)),
         (queue::SHARD.to_string(), tickwork::schema::av_s(queue::shard_key(0))),
@@ -437,7 +422,7 @@ fn ready_entry_units(id: &str) -> f64 {
 }
 
 /// The index item of a tenant as the zone index projects it (keys and the included attributes).
-fn index_item_bytes(t: &tenants::Tenant, shards: u32) -> usize {
+pub(crate) fn index_item_bytes(t: &tenants::Tenant, shards: u32) -> usize {
     let mut item = t.to_item(shards);
     item.remove(tenants::TSHARD);
     capacity::item_size(&item)

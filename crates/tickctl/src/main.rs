@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::{CommandFactory, Parser};
 use cli::{Cli, Cmd, CostArgs, Dead, TenantCmd};
 use render::{bar, bytes_bar, json, table, time};
-use tickctl::cost::{self, CostInput, Load};
+use tickctl::cost::{self, CostInput};
 use tickwork::config::Env;
 use tickwork::queue::{Queue, QueueConfig};
 use tickwork_lambda::Base;
@@ -72,12 +72,9 @@ fn load_env_file(cli: &Cli) -> Result<()> {
             .with_context(|| format!("reading {}", path.display()))?
             .filter_map(|kv| kv.ok().map(|(k, _)| k))
             .collect();
-        for (k, _) in std::env::vars() {
-            let local = k.starts_with("AWS_ENDPOINT_URL") || k.starts_with("TICKWORK_");
-            if local && !file.contains(&k) {
-                // Before the runtime starts: no other thread reads the environment yet.
-                std::env::remove_var(&k);
-            }
+        for k in shell_settings_to_drop(std::env::vars().map(|(k, _)| k), &file) {
+            // Before the runtime starts: no other thread reads the environment yet.
+            std::env::remove_var(&k);
         }
     }
     // The file wins over the shell: naming a file or a stack is the more explicit choice.
@@ -253,13 +250,9 @@ async fn tenants(env: &Env, as_json: bool, action: TenantCmd) -> Result<i32> {
             if r.added == 1 {
                 return one(&id, "added");
             }
-            match t.get(&id).await? {
-                Some(s) if s.zone == zone => one(&id, "exists (unchanged)"),
-                Some(s) => anyhow::bail!(
-                    "tenant `{id}` exists in zone {}; `tickctl tenants move {id} --zone {zone}` moves it",
-                    s.zone
-                ),
-                None => anyhow::bail!("tenant `{id}` was removed while it was being added; add it again"),
+            match tickctl::tenants::existing(&id, &zone, t.get(&id).await?.as_ref()) {
+                Ok(()) => one(&id, "exists (unchanged)"),
+                Err(why) => anyhow::bail!("tenant `{id}`: {why}"),
             }
         }
         TenantCmd::Import { file, format } => {
@@ -368,16 +361,17 @@ fn cost(env: &Env, as_json: bool, a: &CostArgs) -> Result<i32> {
     };
     // Refuses a bad queue setting as every other command would.
     QueueConfig::from_env(env)?;
-    let load = Load {
-        tenants: usize::try_from(a.tenants)?,
+    let tenants = usize::try_from(a.tenants)?;
+    let input = CostInput {
         zones: cost::zones(&a.zone, a.zones.map(usize::from))?,
         tick_ms,
         workers: a.workers,
         ticks: a.ticks.unwrap_or(u64::from(a.days) * 86_400_000 / tick_ms as u64),
         start_ms,
-        drain_ms,
-    };
-    let input = CostInput::from_env(env, load)?;
+        drain_every: u32::try_from(drain_ms / tick_ms).unwrap_or(u32::MAX),
+        ..CostInput::deployed(tenants)
+    }
+    .with_env(env)?;
     let mut prices = tickctl::bill::Prices::default();
     for p in &a.price {
         prices.set(p)?;
@@ -429,12 +423,7 @@ fn boundary(env: &Env, a: &CostArgs, input: &CostInput, prices: &tickctl::bill::
         shard_tenants: vec![],
     };
     let t = predict(&b);
-    // The burst's own bill: its requests' units, and every worker's invocation for its duration.
-    let gb_s = f64::from(workers) * t.total_ms.min(b.invocation_ms * t.ticks as f64) / 1000.0 * 0.25;
-    let burst_usd = t.write_units * prices.ddb_write_million / 1e6
-        + t.read_units * prices.ddb_read_million / 1e6
-        + gb_s * prices.lambda_arm_gb_second
-        + f64::from(workers) * t.ticks as f64 * prices.lambda_requests_million / 1e6;
+    let burst_usd = tickctl::boundary::burst_usd(&b, &t, tickctl::bill::Stack::default().memory_mb, prices);
     Ok(render::Boundary {
         needed: workers_needed(&b, target_ms).filter(|w| *w <= 64),
         target_ms,
@@ -468,4 +457,27 @@ fn audit(env: &Env, as_json: bool, log: &str) -> Result<i32> {
         render::print_audit(&a);
     }
     Ok(if a.findings.is_empty() { 0 } else { 3 })
+}
+
+/// The shell's variables a stack's file does not set and that would point `tickctl` elsewhere:
+/// endpoints (`AWS_ENDPOINT_URL*`) and tickwork settings. Pure.
+fn shell_settings_to_drop(shell: impl Iterator<Item = String>, file: &[String]) -> Vec<String> {
+    shell.filter(|k| (k.starts_with("AWS_ENDPOINT_URL") || k.starts_with("TICKWORK_")) && !file.contains(k)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stack_file_keeps_only_its_own_endpoints_and_settings() {
+        let shell = ["AWS_ENDPOINT_URL_DYNAMODB", "TICKWORK_TABLE_PREFIX", "TICKWORK_PULSE_JOB", "AWS_PROFILE", "HOME"]
+            .map(String::from);
+        let file = ["TICKWORK_TABLE_PREFIX".to_string()];
+        assert_eq!(
+            shell_settings_to_drop(shell.into_iter(), &file),
+            ["AWS_ENDPOINT_URL_DYNAMODB", "TICKWORK_PULSE_JOB"],
+            "credentials and the rest of the shell stay"
+        );
+    }
 }

@@ -348,7 +348,7 @@ pub fn print_boundary(as_json: bool, b: &Boundary) {
         t.peak_ready_wcu_per_sec,
         t.peak_checkpoint_wcu_per_sec,
         tickctl::boundary::PARTITION_MAX_WCU_PER_SEC,
-        if t.within_limits { "within both" } else { "OVER A LIMIT: fewer workers, or more queue shards" }
+        if t.within_limits { "within each" } else { "OVER A LIMIT: fewer workers, or more queue shards" }
     );
     match b.needed {
         Some(w) => println!(

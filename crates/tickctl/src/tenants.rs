@@ -180,6 +180,21 @@ pub fn parse(mut input: impl BufRead, format: Format) -> Result<Rows> {
     Ok(rows)
 }
 
+/// What an id `add` found existing means for a row that gives it `zone`: `Ok` when it is there
+/// as asked (unchanged); otherwise why the row is refused: it lives in another zone (a move,
+/// which `add` never makes), or it was removed between the add and the read (a rerun adds it).
+/// Pure; `tenants add` and `tenants import` decide alike.
+pub fn existing(id: &str, zone: &str, stored: Option<&Tenant>) -> Result<(), String> {
+    match stored {
+        Some(s) if s.zone == zone => Ok(()),
+        Some(s) => Err(format!(
+            "exists in zone {}; `tickctl tenants move {id} --zone {zone}` moves it without losing a period",
+            s.zone
+        )),
+        None => Err("removed while it was being added; add it again".into()),
+    }
+}
+
 /// What an import did.
 #[derive(Debug, Default, Serialize)]
 pub struct ImportReport {
@@ -236,22 +251,9 @@ pub async fn import(
                 }
                 Err(e) => return Err(e.into()),
             };
-            match got {
-                Some(stored) if stored.zone == zone => report.unchanged += 1,
-                Some(stored) => report.refused.push(Refused {
-                    line,
-                    id: Some(id.clone()),
-                    reason: format!(
-                        "exists in zone {}; `tickctl tenants move {id} --zone {zone}` moves it without losing a period",
-                        stored.zone
-                    ),
-                }),
-                // Removed between the add and this read: added again by a rerun.
-                None => report.refused.push(Refused {
-                    line,
-                    id: Some(id.clone()),
-                    reason: "removed while the import ran; import again to add it".into(),
-                }),
+            match existing(id, zone, got.as_ref()) {
+                Ok(()) => report.unchanged += 1,
+                Err(reason) => report.refused.push(Refused { line, id: Some(id.clone()), reason }),
             }
         }
         done += chunk.len() as u64;
@@ -338,6 +340,17 @@ mod tests {
         assert_eq!(rows.tenants.len(), 1);
         assert_eq!(rows.refused.iter().map(|r| r.line).collect::<Vec<_>>(), [3, 4, 5]);
         assert!(rows.refused[1].reason.contains("zone"), "{:?}", rows.refused[1]);
+    }
+
+    #[test]
+    fn an_existing_id_is_unchanged_in_its_zone_and_refused_in_another() {
+        let t = Tenant::new("acme", "Europe/Berlin");
+        assert_eq!(existing("acme", "Europe/Berlin", Some(&t)), Ok(()));
+        let other = existing("acme", "Asia/Tokyo", Some(&t)).unwrap_err();
+        assert!(
+            other.contains("exists in zone Europe/Berlin") && other.contains("tenants move acme --zone Asia/Tokyo")
+        );
+        assert!(existing("acme", "UTC", None).unwrap_err().contains("removed"));
     }
 
     #[test]

@@ -52,6 +52,17 @@ pub enum ShardState {
 }
 
 impl ShardState {
+    /// The state a checkpoint item's `state` attribute holds: none is a shard not started,
+    /// `done` a drained one, anything else a cursor (which must decode). Pure; the one reading
+    /// of a stored state, for a run's states and for one shard's.
+    pub fn stored(text: Option<&str>) -> Result<Self, CursorError> {
+        match text {
+            None => Ok(ShardState::Start),
+            Some(DONE) => Ok(ShardState::Done),
+            Some(t) => Ok(ShardState::Resume(t.parse()?)),
+        }
+    }
+
     /// The cursor to start from (`None` for start; meaningless for done).
     pub fn cursor(&self) -> Option<&Cursor> {
         match self {
@@ -134,12 +145,11 @@ impl Checkpoints {
                 shard: shard.into(),
                 source,
             };
-            let Some(text) = get_s(item, STATE) else {
-                continue; // a position forgotten (a rolling run back at its start)
-            };
-            let st =
-                if text == DONE { ShardState::Done } else { ShardState::Resume(text.parse().map_err(unreadable)?) };
-            m.insert(shard.to_string(), st);
+            // No state: a position forgotten (a rolling run back at its start).
+            if get_s(item, STATE).is_none() {
+                continue;
+            }
+            m.insert(shard.to_string(), ShardState::stored(get_s(item, STATE)).map_err(unreadable)?);
         }
         Ok(m)
     }
@@ -149,16 +159,12 @@ impl Checkpoints {
     /// read is not paged again from an older position.
     pub async fn read_shard(&self, job: &str, run: &str, shard: &str) -> Result<ShardState, CheckpointError> {
         let item = self.db.get_strong(&self.table, checkpoint_key(job, run, shard)).await?;
-        match item.as_ref().and_then(|i| get_s(i, STATE)) {
-            None => Ok(ShardState::Start),
-            Some(DONE) => Ok(ShardState::Done),
-            Some(text) => Ok(ShardState::Resume(text.parse().map_err(|source| CheckpointError::Unreadable {
-                job: job.into(),
-                run: run.into(),
-                shard: shard.into(),
-                source,
-            })?)),
-        }
+        ShardState::stored(item.as_ref().and_then(|i| get_s(i, STATE))).map_err(|source| CheckpointError::Unreadable {
+            job: job.into(),
+            run: run.into(),
+            shard: shard.into(),
+            source,
+        })
     }
 
     /// "This shard is done", as a transaction item: the watermark of a run paged by several
@@ -221,5 +227,19 @@ impl Checkpoints {
                 .expression_attribute_values(":v", av_s(DONE)),
         };
         TransactWriteItem::builder().update(update.build().expect("update has table, key and expression")).build()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_state_is_start_done_or_a_cursor_that_decodes() {
+        assert_eq!(ShardState::stored(None).unwrap(), ShardState::Start);
+        assert_eq!(ShardState::stored(Some(DONE)).unwrap(), ShardState::Done);
+        let c = Cursor::encode(&crate::capacity::Item::from([("pk".to_string(), av_s("t1"))])).unwrap();
+        assert_eq!(ShardState::stored(Some(c.as_str())).unwrap(), ShardState::Resume(c.clone()));
+        assert!(ShardState::stored(Some("not a cursor!")).is_err());
     }
 }

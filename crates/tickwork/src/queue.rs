@@ -380,6 +380,16 @@ pub struct Queue {
 
 const MINE: &str = "#owner = :owner AND #attempts = :gen AND #state = :claimed";
 
+/// "Still our claim": the item is claimed, by this owner, at this attempt. Pure; the one
+/// condition of every settle, single ([`Queue::mine`]) or in a transaction.
+fn mine_condition(job: &Job) -> crate::schema::ExprParts {
+    (
+        MINE.to_string(),
+        vec![("#owner", OWNER), ("#attempts", ATTEMPTS), ("#state", STATE)],
+        vec![(":owner", av_s(&job.owner)), (":gen", av_n(job.attempts)), (":claimed", av_s(CLAIMED))],
+    )
+}
+
 impl Queue {
     /// The queue in `table`.
     pub fn new(db: Db, table: impl Into<String>, cfg: QueueConfig, clock: SharedClock) -> Self {
@@ -571,18 +581,16 @@ impl Queue {
     }
 
     fn mine(&self, job: &Job) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
-        self.db
-            .client()
-            .update_item()
-            .table_name(&self.table)
-            .key(PK, av_s(&job.id))
-            .condition_expression(MINE)
-            .expression_attribute_names("#owner", OWNER)
-            .expression_attribute_names("#attempts", ATTEMPTS)
-            .expression_attribute_names("#state", STATE)
-            .expression_attribute_values(":owner", av_s(&job.owner))
-            .expression_attribute_values(":gen", av_n(job.attempts))
-            .expression_attribute_values(":claimed", av_s(CLAIMED))
+        let (cond, names, values) = mine_condition(job);
+        let mut req =
+            self.db.client().update_item().table_name(&self.table).key(PK, av_s(&job.id)).condition_expression(cond);
+        for (k, v) in names {
+            req = req.expression_attribute_names(k, v);
+        }
+        for (k, v) in values {
+            req = req.expression_attribute_values(k, v);
+        }
+        req
     }
 
     /// Marks the job done (a tombstone out of the ready index), if still ours.
@@ -698,17 +706,18 @@ impl Queue {
         names: &[(&str, &str)],
         values: Vec<(&str, AttributeValue)>,
     ) -> TransactWriteItem {
+        let (cond, mine_names, mine_values) = mine_condition(job);
         let mut u = aws_sdk_dynamodb::types::Update::builder()
             .table_name(&self.table)
             .key(PK, av_s(&job.id))
             .update_expression(expr)
-            .condition_expression(MINE)
-            .expression_attribute_names("#owner", OWNER)
-            .expression_attribute_names("#attempts", ATTEMPTS)
-            .expression_attribute_names("#state", STATE)
-            .expression_attribute_values(":owner", av_s(&job.owner))
-            .expression_attribute_values(":gen", av_n(job.attempts))
-            .expression_attribute_values(":claimed", av_s(CLAIMED));
+            .condition_expression(cond);
+        for (k, v) in mine_names {
+            u = u.expression_attribute_names(k, v);
+        }
+        for (k, v) in mine_values {
+            u = u.expression_attribute_values(k, v);
+        }
         for (k, v) in names {
             u = u.expression_attribute_names(*k, *v);
         }
@@ -966,6 +975,30 @@ mod tests {
         );
     }
 
+    fn job() -> Job {
+        Job {
+            id: "j".into(),
+            kind: "k".into(),
+            payload: "{}".into(),
+            tenant: None,
+            attempts: 2,
+            owner: "o".into(),
+            claim_until_ms: 0,
+        }
+    }
+
+    #[test]
+    fn the_claim_condition_names_and_values_what_it_uses() {
+        let (cond, names, values) = mine_condition(&job());
+        for (k, _) in &names {
+            assert!(cond.contains(k), "{k} named, not used");
+        }
+        for (k, _) in &values {
+            assert!(cond.contains(k), "{k} given, not used");
+        }
+        assert_eq!((names.len(), values.len()), (3, 3));
+    }
+
     #[test]
     fn every_transition_names_and_values_what_its_expression_uses() {
         let long = "e".repeat(5000);
@@ -978,8 +1011,9 @@ mod tests {
         ] {
             let (expr, names, values) = t.update();
             // DynamoDB refuses a name or value given and unused, and one used and not given; the
-            // caller adds MINE's own (#owner, #attempts, #state, :owner, :gen, :claimed).
-            let given_n: Vec<&str> = names.iter().map(|(k, _)| *k).chain(["#owner", "#attempts", "#state"]).collect();
+            // caller adds the claim condition's own (`mine_condition`: #owner, #attempts, #state).
+            let (_, mine_names, _) = mine_condition(&job());
+            let given_n: Vec<&str> = names.iter().map(|(k, _)| *k).chain(mine_names.iter().map(|(k, _)| *k)).collect();
             let given_v: Vec<&str> = values.iter().map(|(k, _)| *k).collect();
             let used = |sigil: char| -> Vec<String> {
                 expr.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == sigil))

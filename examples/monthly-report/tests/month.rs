@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use tickwork::budget::Unlimited;
 use tickwork::config::Env;
-use tickwork::queue::{queue_table, Job, Queue, QueueConfig};
-use tickwork::schema::{av_s, control_table};
-use tickwork::tenants::{tenants_table, Tenant};
+use tickwork::queue::{Job, Queue, QueueConfig};
+use tickwork::schema::av_s;
+use tickwork::tenants::Tenant;
 use tickwork_example_monthly_report::{registry, reports_table};
 use tickwork_lambda::Tick;
 use tickwork_tests::Local;
@@ -34,11 +34,7 @@ async fn rows(local: &Local, table: &str, tenant: &str) -> Vec<tickwork::capacit
 #[tokio::test]
 async fn a_month_pulse_writes_one_report_per_tenant() {
     let local = Local::new().await;
-    let tables = pulse_sweep::Tables {
-        control: local.table(&control_table()).await,
-        tenants: local.table(&tenants_table()).await,
-        queue: local.table(&queue_table()).await,
-    };
+    let tables = local.sweep_tables().await;
     let summaries = local.table(&queue_worker::summary::summaries_table()).await;
     let reports = local.table(&reports_table()).await;
     // Added on 30 November (Tokyo), swept at Tokyo's midnight into December: November ends.
@@ -92,4 +88,20 @@ async fn a_month_pulse_writes_one_report_per_tenant() {
     // A unit that can never succeed is permanent (dead-lettered at once), not retried.
     let bad = Job { payload: r#"{"tenant":"acme","grain":"month","period":"2026-13"}"#.into(), ..unit };
     assert!(matches!(handlers.get("pulse").unwrap().handle(&bad).await, Err(queue_worker::HandlerError::Permanent(_))));
+}
+
+/// `docs/own-job.md` shows this crate's code as it is: the worker's `main.rs` whole, the registry
+/// and the handler's `impl`, so the page cannot drift from the code it teaches.
+#[test]
+fn the_guide_shows_this_code_as_it_is() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let guide = std::fs::read_to_string(root.join("../../docs/own-job.md")).unwrap();
+    let main = std::fs::read_to_string(root.join("src/main.rs")).unwrap();
+    assert!(guide.contains(main.trim_end()), "docs/own-job.md does not show src/main.rs as it is");
+    let lib = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
+    for start in ["/// The worker's handlers:", "impl Handler for MonthlyReport {"] {
+        let i = lib.find(start).unwrap();
+        let piece = &lib[i..i + lib[i..].find("\n}\n").unwrap() + 2];
+        assert!(guide.contains(piece), "docs/own-job.md does not show `{start}` as it is");
+    }
 }
