@@ -18,7 +18,7 @@ use tickwork::pager::Cursor;
 use tickwork::schema::{av_s, get_s, key};
 use tickwork::Db;
 
-use crate::ArchiveError;
+use crate::report::ArchiveError;
 
 /// The intent partition.
 pub const INTENT_PK: &str = "intent#archiver";

@@ -23,7 +23,7 @@ use tickwork::capacity::Item;
 use tickwork::changes::to_ddb_json;
 use tickwork::shard::fnv1a;
 
-use crate::ArchiveError;
+use crate::report::ArchiveError;
 
 /// The object key of a batch: deterministic from the shard and its first and last sort keys.
 pub fn object_key(prefix: &str, table: &str, shard: u32, first_tsid: &str, last_tsid: &str) -> String {

@@ -7,7 +7,7 @@ use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
 use tickwork::Db;
 
 use crate::object::decode_batch;
-use crate::ArchiveError;
+use crate::report::ArchiveError;
 
 /// Restores every row of the archived objects under `prefix` in `bucket` back into `table`.
 /// Returns rows restored.

@@ -42,9 +42,10 @@ use tickwork::pager::{for_each_page, Cursor, Page, PageError, PageRun};
 use tickwork::schema::{av_s, get_s, PK};
 use tickwork::DbError;
 
+use crate::deps::Deps;
 use crate::intent::{self, Intent};
 use crate::object;
-use crate::{ArchiveError, Deps};
+use crate::report::ArchiveError;
 
 /// Checkpoint run name: one rolling position per shard.
 pub const RUN: &str = "current";

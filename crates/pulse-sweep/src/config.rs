@@ -9,6 +9,11 @@ use tickwork::env as vars;
 use tickwork::lease::LeaseConfig;
 use tickwork_lambda::settings::{check_job_name, lease_config};
 
+/// Most shards a shared run may have: its watermark advances in one transaction holding a check
+/// of every shard's checkpoint and the advance (at most 100 items, "TransactWriteItems",
+/// DynamoDB API reference), with room to spare.
+pub const MAX_SHARED_SHARDS: u32 = 96;
+
 /// Longest lateness accepted: bounds what one tenant's catch-up adds to a batch.
 pub const MAX_LATENESS_LIMIT: Duration = Duration::from_secs(60 * 86_400);
 

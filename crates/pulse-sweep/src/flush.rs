@@ -10,8 +10,9 @@ use tickwork::lease::{fenced_write, Fence, Fenced};
 use tickwork::queue::enqueue_item;
 use tickwork::tenants::{Position, Tenant};
 
+use crate::deps::Deps;
 use crate::pulse::{Owed, PULSE_KIND};
-use crate::{Deps, PulseError, Report};
+use crate::report::{PulseError, Report};
 
 /// Live (fenced by the lease) or dry (nothing written).
 #[derive(Clone, Copy)]

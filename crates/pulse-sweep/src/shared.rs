@@ -10,15 +10,13 @@ use tickwork::checkpoint::{Checkpoints, ShardState};
 use tickwork::lease::{Acquire, Fence, LeaseConfig};
 use tickwork_lambda::{Outcome, Tick};
 
+use crate::config::MAX_SHARED_SHARDS;
+use crate::deps::Deps;
+use crate::due::{due_groups, Due, DueGroup};
 use crate::flush::{Mode, Pending};
 use crate::pulse::{Owed, PULSE_KIND};
+use crate::report::{PulseError, Report};
 use crate::sweep::{page_shard, run_group, run_target, wake, GroupEnd, Shard, ShardEnd};
-use crate::{Deps, Due, DueGroup, PulseError, Report};
-
-/// Most shards a shared run may have: its watermark advances in one transaction holding a check
-/// of every shard's checkpoint and the advance (at most 100 items, "TransactWriteItems",
-/// DynamoDB API reference), with room to spare.
-pub const MAX_SHARED_SHARDS: u32 = 96;
 
 /// The leader of a tick in shared mode ([`crate::PulseConfig::shard_workers`] above 1): woken
 /// tenants first (under the job's lease), each due group's run started, helpers started for the
@@ -77,7 +75,7 @@ pub(crate) async fn help(
     // start is seen (an eventually consistent read, the tick's one read, may miss it).
     let _ = due;
     let state = deps.marks.read_strong(&deps.cfg.job).await?;
-    let fresh = crate::due_groups(&state, tick.time_ms);
+    let fresh = due_groups(&state, tick.time_ms);
     let started =
         Due { groups: fresh.groups.into_iter().filter(|g| g.started_ms.is_some()).collect(), ..Due::default() };
     share(deps, tick, &started, owner, None, budget, report).await

@@ -32,10 +32,12 @@ use tickwork::checkpoint::{Checkpoints, ShardState};
 use tickwork::tenants::{Position, Tenant};
 use tickwork_lambda::{Outcome, Tick};
 
+use crate::deps::Deps;
+use crate::due::{Due, DueGroup, WakeGroup};
 pub(crate) use crate::flush::Mode;
 use crate::flush::{flush, FlushCounts, Flushed, Pending};
 use crate::pulse::{owed, Owed, Target, Visit, PULSE_KIND};
-use crate::{Deps, Due, DueGroup, PulseError, Report, WakeGroup};
+use crate::report::{PulseError, Report};
 
 /// Steps 1 to 5 for every due group; the report's outcome says how it ended.
 pub(crate) async fn sweep(
@@ -46,9 +48,6 @@ pub(crate) async fn sweep(
     budget: &dyn Budget,
     mut report: Report,
 ) -> Result<Report, PulseError> {
-    if let (Mode::Live(fence), true) = (mode, deps.cfg.shard_workers > 1) {
-        return crate::shared::lead_shared(deps, tick, fence, due, budget, report).await;
-    }
     let mut partial = false;
     // A group whose run starts now covers its woken tenants (they are active in its index).
     let starts_now = |group: &str| due.groups.iter().any(|g| g.group == group && g.started_ms.is_none());

@@ -30,8 +30,9 @@ use tickwork::queue::{enqueue_item, QueueError};
 use tickwork::DbError;
 use tickwork_lambda::Outcome;
 
+use crate::deps::Deps;
+use crate::report::{FanoutError, Report};
 use crate::window::batch_for;
-use crate::{Deps, FanoutError, Report};
 
 /// Live (fenced by the lease) or dry (nothing written).
 #[derive(Clone, Copy)]
@@ -79,7 +80,7 @@ pub(crate) async fn fan_out(
             if deps.slots.is_recorded(&job, window).await? {
                 // Finished before; only its watermark is missing.
                 if let tickwork::watermark::Advance::Stale =
-                    deps.marks.advance(fence, crate::MARK_GROUP, window).await?
+                    deps.marks.advance(fence, crate::window::MARK_GROUP, window).await?
                 {
                     report.outcome = Outcome::LostLease;
                     return Ok(report);
@@ -140,14 +141,14 @@ pub(crate) async fn fan_out(
             Mode::Live(fence) => {
                 let writes = vec![
                     deps.slots.record_item(fence, window),
-                    deps.marks.advance_item(&fence.job, crate::MARK_GROUP, window),
+                    deps.marks.advance_item(&fence.job, crate::window::MARK_GROUP, window),
                 ];
                 match fenced_write(&deps.db, fence, writes).await? {
                     Fenced::Written => {}
                     // Recorded already (a duplicate run), or the watermark is there already: the
                     // watermark alone (forward only, so a no-op when it is).
                     Fenced::ConditionFailed { .. } => {
-                        deps.marks.advance(fence, crate::MARK_GROUP, window).await?;
+                        deps.marks.advance(fence, crate::window::MARK_GROUP, window).await?;
                     }
                     Fenced::Stale => {
                         report.outcome = Outcome::LostLease;

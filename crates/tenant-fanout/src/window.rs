@@ -11,6 +11,9 @@ use tickwork::clock::Millis;
 use tickwork::queue::NewItem;
 use tickwork::tenants::Tenant;
 
+/// The watermark group of the fan-out: one mark, the last window completed.
+pub const MARK_GROUP: &str = "all";
+
 /// The window a tick belongs to: its UTC date.
 pub fn window_of(time_ms: Millis) -> String {
     jiff::Timestamp::from_millisecond(time_ms)

@@ -242,7 +242,7 @@ async fn run_inner<J: LeasedJob>(job: &J, tick: &Tick, budget: &dyn Budget, owne
 pub async fn handle<J: LeasedJob>(job: &J, event: Value, deadline_ms: Millis) -> Result<J::Report, J::Error> {
     let core = job.core();
     core.db.meter().reset();
-    let owner = crate::owner_id(core.function);
+    let owner = crate::invocation::owner_id(core.function);
     let ran = match parse_and_guard(&event, core) {
         Err(e) => Ran { result: Err(e.into()), known: None },
         Ok(tick) => {
@@ -269,7 +269,7 @@ fn parse_and_guard(event: &Value, core: &JobCore) -> Result<Tick, BadEvent> {
 fn finish<R: JobReport, E: std::error::Error>(core: &JobCore, result: Result<&R, &E>, known: Option<&R>) {
     let (outcome, report, error) = match result {
         Ok(r) => (r.outcome().name().to_string(), Some(r), None),
-        Err(e) => ("failed".to_string(), known, Some(crate::error_chain(e))),
+        Err(e) => ("failed".to_string(), known, Some(crate::errors::error_chain(e))),
     };
     emit(core.db.meter(), &core.namespace, core.job(), core.clock.now_ms(), &outcome, report, error.as_deref());
     match (&error, report) {

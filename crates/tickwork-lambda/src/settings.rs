@@ -2,8 +2,15 @@
 
 use std::time::Duration;
 
-use tickwork::config::{ConfigError, CoreConfig};
+use tickwork::config::{ConfigError, CoreConfig, Env};
 use tickwork::lease::LeaseConfig;
+
+/// `TICKWORK_DRY_RUN=true` turns every tick of a function into a dry run (compute and report, write
+/// nothing), whatever the event says: a first deployment can run on its real schedule and show in
+/// its logs what it would do before it does it. The event's `detail.dry_run` still works alone.
+pub fn forced_dry_run(env: &Env) -> Result<bool, ConfigError> {
+    env.bool_or(tickwork::env::DRY_RUN, false)
+}
 
 /// Job names become key prefixes and metric properties: short, plain, and distinct per job.
 pub fn check_job_name(var: &str, job: &str) -> Result<(), ConfigError> {

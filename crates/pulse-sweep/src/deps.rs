@@ -1,0 +1,142 @@
+//! Everything the handler needs, built once per process from the environment or from parts.
+
+use std::time::Duration;
+
+use tickwork::checkpoint::Checkpoints;
+use tickwork::clock::SharedClock;
+use tickwork::config::{ConfigError, Env};
+use tickwork::env as vars;
+use tickwork::lease::LeaseStore;
+use tickwork::queue::QueueConfig;
+use tickwork::tenants::{Tenant, Tenants};
+use tickwork::watermark::Watermarks;
+use tickwork::Db;
+use tickwork_lambda::{Base, JobCore};
+
+use crate::config::{PulseConfig, MAX_SHARED_SHARDS};
+use crate::helpers;
+use crate::report::PulseError;
+
+/// Physical table names.
+#[derive(Debug, Clone)]
+pub struct Tables {
+    /// Control table (lease, watermark, checkpoints).
+    pub control: String,
+    /// Tenants table.
+    pub tenants: String,
+    /// Queue table (pulses are queue items).
+    pub queue: String,
+}
+
+/// Everything the handler needs, built once per process.
+#[derive(Debug, Clone)]
+pub struct Deps {
+    /// What every leased job has.
+    pub core: JobCore,
+    /// Metered client.
+    pub db: Db,
+    /// Settings.
+    pub cfg: PulseConfig,
+    /// Table names.
+    pub tables: Tables,
+    /// Tenants (with the zone registry).
+    pub tenants: Tenants,
+    /// Queue settings (for the shard of each pulse item).
+    pub queue_cfg: QueueConfig,
+    /// Leases.
+    pub leases: LeaseStore,
+    /// Watermark, pause switch, zone registry.
+    pub marks: Watermarks,
+    /// Per zone/shard positions.
+    pub checkpoints: Checkpoints,
+    /// Wall clock.
+    pub clock: SharedClock,
+    /// Starts helper invocations at a boundary ([`helpers`]; shared mode only). `None`: the
+    /// leader pages every shard itself (outside Lambda, and in tests that drive the workers).
+    pub helpers: Option<std::sync::Arc<dyn helpers::Helpers>>,
+}
+
+impl Deps {
+    /// Builds from the environment; fails naming the variable.
+    pub async fn from_env(env: &Env) -> Result<Self, ConfigError> {
+        let base = Base::from_env(env, "pulse-sweep").await?;
+        let cfg = PulseConfig::from_core(env, &base.core)?;
+        let tables = Tables {
+            control: base.core.control_table.clone(),
+            tenants: base.core.table_from(env, vars::TENANTS_TABLE, "tenants"),
+            queue: base.core.table_from(env, vars::QUEUE_TABLE, "queue"),
+        };
+        let shards = env.int_in(vars::TENANT_SHARDS, 8u32, 1..=1000)?;
+        if cfg.shard_workers > 1 && shards > MAX_SHARED_SHARDS {
+            return Err(ConfigError::invalid(
+                vars::PULSE_SHARD_WORKERS,
+                format!(
+                    "shard workers need at most {MAX_SHARED_SHARDS} tenant shards ({} is {shards}): a shared run's watermark advances in one transaction checking every shard",
+                    vars::TENANT_SHARDS
+                ),
+            ));
+        }
+        let helpers = (cfg.shard_workers > 1)
+            .then(|| helpers::LambdaHelpers::from_sdk(&base.sdk))
+            .flatten()
+            .map(|h| std::sync::Arc::new(h) as std::sync::Arc<dyn helpers::Helpers>);
+        let mut d = Self::new(base.db, base.clock, cfg, tables, shards, QueueConfig::from_env(env)?);
+        d.helpers = helpers;
+        d.core.namespace = base.core.metrics_namespace.clone();
+        Ok(d.resolve_shards().await)
+    }
+
+    /// Start-up: records the shard counts this process writes with and enumerates every tenant
+    /// shard ever written to ([`tickwork::shard::ShardRegistry`]).
+    pub async fn resolve_shards(mut self) -> Self {
+        let reg = tickwork::shard::ShardRegistry::new(self.db.clone(), &self.tables.control);
+        reg.resolve("queue", self.queue_cfg.shards).await;
+        let n = reg.resolve("tenants", self.tenants.write_shards()).await;
+        self.tenants = self.tenants.with_read_shards(n);
+        self
+    }
+
+    /// Builds from parts (tests, local drivers).
+    pub fn new(
+        db: Db,
+        clock: SharedClock,
+        cfg: PulseConfig,
+        tables: Tables,
+        tenant_shards: u32,
+        queue_cfg: QueueConfig,
+    ) -> Self {
+        let retention = Duration::from_secs(14 * 86_400);
+        let marks = Watermarks::new(db.clone(), &tables.control, clock.clone());
+        let leases = LeaseStore::new(db.clone(), &tables.control, clock.clone());
+        Self {
+            core: JobCore {
+                function: "pulse-sweep",
+                db: db.clone(),
+                clock: clock.clone(),
+                leases: leases.clone(),
+                marks: marks.clone(),
+                lease: cfg.lease.clone(),
+                margin: cfg.margin,
+                dry_run: cfg.dry_run,
+                namespace: "tickwork".into(),
+            },
+            tenants: Tenants::new(db.clone(), &tables.tenants, tenant_shards).with_registry(marks.clone(), &cfg.job),
+            checkpoints: Checkpoints::new(db.clone(), &tables.control, clock.clone(), retention),
+            leases,
+            marks,
+            db,
+            cfg,
+            tables,
+            queue_cfg,
+            clock,
+            helpers: None,
+        }
+    }
+}
+
+/// Adds tenants and registers their zones with the sweep ([`Tenants::add`]): every tenant
+/// validated first, zones registered before tenants are written, `since` stamped.
+pub async fn add_tenants(deps: &Deps, tenants: &[Tenant]) -> Result<(), PulseError> {
+    deps.tenants.add(tenants, deps.clock.now_ms()).await?;
+    Ok(())
+}

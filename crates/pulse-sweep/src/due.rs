@@ -1,0 +1,133 @@
+//! What is due at a tick, read from the state item alone (the idle tick's one read): zone groups
+//! whose local date moved past their watermark, and woken tenants. Pure.
+
+use tickwork::calendar;
+use tickwork::clock::Millis;
+use tickwork::watermark::WatermarkState;
+
+/// A zone group whose local date moved past its watermark: one run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueGroup {
+    /// The zone.
+    pub group: String,
+    /// Its local date now (the run's window).
+    pub local: String,
+    /// When this run started, if an earlier tick started it.
+    pub started_ms: Option<Millis>,
+    /// The group's watermark (the last local date completed), `None` before its first run.
+    pub mark: Option<String>,
+    /// The largest tenant shard count any writer recorded in the state item: the run pages at
+    /// least that many shards, even when this process's start-up registry read is older.
+    pub recorded_shards: u32,
+}
+
+/// Tenants woken in one group (added, resumed or moved since its run), visited at this tick.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WakeGroup {
+    /// The zone.
+    pub group: String,
+    /// Tenant ids.
+    pub ids: Vec<String>,
+    /// The group's watermark.
+    pub mark: Option<String>,
+    /// A run of the group has started and not finished.
+    pub run_in_progress: bool,
+}
+
+impl DueGroup {
+    /// The run's name in checkpoints and failure records: `<zone>@<local date>`.
+    pub fn run_id(&self) -> String {
+        format!("{}@{}", self.group, self.local)
+    }
+}
+
+/// A zone group is due when its local date (`YYYY-MM-DD`) is past its watermark, or it has none.
+/// The one rule the sweep, `tickctl plan` and `tickctl cost` apply.
+pub fn group_due(watermark: Option<&str>, local_date: &str) -> bool {
+    watermark.is_none_or(|m| m < local_date)
+}
+
+/// What the state item says is due at `time_ms`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Due {
+    /// Groups whose local date is past their watermark.
+    pub groups: Vec<DueGroup>,
+    /// Tenants added, resumed or moved since their group's run, visited now.
+    pub wake: Vec<WakeGroup>,
+    /// Registered zones the tz database does not know: skipped, reported.
+    pub unknown: Vec<String>,
+}
+
+impl Due {
+    /// Nothing to do.
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty() && self.wake.is_empty()
+    }
+}
+
+/// The groups whose local date at `time_ms` is past their watermark, with that date.
+pub fn due_groups(state: &WatermarkState, time_ms: Millis) -> Due {
+    let mut due = Due::default();
+    for g in &state.groups {
+        let local = match calendar::zone(g).and_then(|tz| calendar::local_date(time_ms, &tz)) {
+            Ok(d) => d.to_string(),
+            Err(e) => {
+                tracing::error!(zone = %g, error = %e, "registered zone is unknown; it is skipped");
+                due.unknown.push(g.clone());
+                continue;
+            }
+        };
+        let mark = state.marks.get(g).cloned();
+        if group_due(mark.as_deref(), &local) {
+            let started_ms = state.run_started(g, &local);
+            due.groups.push(DueGroup {
+                group: g.clone(),
+                local,
+                started_ms,
+                mark: mark.clone(),
+                recorded_shards: state.unit_shards,
+            });
+        }
+        if let Some(w) = state.wake.get(g).filter(|w| !w.is_empty()) {
+            let run_in_progress =
+                state.runs.get(g).is_some_and(|(window, _)| mark.as_deref().is_none_or(|m| window.as_str() > m));
+            due.wake.push(WakeGroup { group: g.clone(), ids: w.iter().cloned().collect(), mark, run_in_progress });
+        }
+    }
+    due
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn due_groups_compare_local_dates_and_skip_unknown_zones() {
+        let mut s = WatermarkState::default();
+        s.groups.insert("Europe/Berlin".into());
+        s.groups.insert("America/Los_Angeles".into());
+        s.marks.insert("Europe/Berlin".into(), "2026-11-29".into());
+        s.marks.insert("America/Los_Angeles".into(), "2026-11-28".into());
+        // A writer with 16 shards recorded itself in the state item: the run pages them all.
+        s.unit_shards = 16;
+        // 2026-11-29T12:00Z: Berlin 13:00 on the 29th (done), Los Angeles 04:00 on the 29th (due).
+        let t = "2026-11-29T12:00:00Z".parse::<jiff::Timestamp>().unwrap().as_millisecond();
+        let want = DueGroup {
+            group: "America/Los_Angeles".into(),
+            local: "2026-11-29".into(),
+            started_ms: None,
+            mark: Some("2026-11-28".into()),
+            recorded_shards: 16,
+        };
+        assert_eq!(due_groups(&s, t), Due { groups: vec![want.clone()], wake: vec![], unknown: vec![] });
+        s.groups.insert("Nowhere/Atlantis".into());
+        let d = due_groups(&s, t);
+        assert_eq!(
+            (d.groups, d.unknown),
+            (vec![want], vec!["Nowhere/Atlantis".to_string()]),
+            "one bad zone blocks nothing"
+        );
+        s.runs.insert("America/Los_Angeles".into(), ("2026-11-29".into(), t - 5_000));
+        assert_eq!(due_groups(&s, t).groups[0].started_ms, Some(t - 5_000));
+    }
+}

@@ -1,0 +1,452 @@
+//! The house rules, read from the source as a reviewer reads it:
+//! - no import cycle between the modules of a crate: a module depends on another when its code
+//!   (comments and test modules aside) names it, by `use crate::…`, an inline `crate::…::` path,
+//!   `super::…`, a crate root's path to a child, or an item the root re-exports from it;
+//! - no file of the Lambda crates or `tickctl` over about 350 lines of code (its test module
+//!   aside), unless it holds one concept, named in [`ONE_CONCEPT`].
+//!
+//! Why written here rather than with `cargo modules dependencies --acyclic`: that tool builds
+//! rust-analyzer's crates (a long build on CI's two cores) for a question that a page of code
+//! answers from the text.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The crates the size rule covers: the Lambdas, their shared runtime, and `tickctl`.
+const SIZED: [&str; 6] = ["archiver", "pulse-sweep", "queue-worker", "tenant-fanout", "tickwork-lambda", "tickctl"];
+
+/// Lines of code (test module aside) above which a file must say what its one concept is.
+const MAX_LINES: usize = 350;
+
+/// Files over [`MAX_LINES`] that hold one concept, and which.
+const ONE_CONCEPT: [(&str, &str); 0] = [];
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `text` without comments, string contents and `#[cfg(test)] mod … { … }` blocks, line breaks
+/// kept so that line numbers stay true.
+fn code(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c == b'/' && b.get(i + 1) == Some(&b'/') {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+        } else if c == b'/' && b.get(i + 1) == Some(&b'*') {
+            i += 2;
+            while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
+                if b[i] == b'\n' {
+                    out.push('\n');
+                }
+                i += 1;
+            }
+            i += 2;
+        } else if c == b'\''
+            && i + 2 < b.len()
+            && (b[i + 2] == b'\'' || (b[i + 1] == b'\\' && b.get(i + 3) == Some(&b'\'')))
+        {
+            // A character literal ('"', '\\', '{'): skipped whole.
+            i += if b[i + 1] == b'\\' { 4 } else { 3 };
+            out.push_str("' '");
+        } else if c == b'"' {
+            out.push('"');
+            i += 1;
+            while i < b.len() && b[i] != b'"' {
+                if b[i] == b'\\' {
+                    i += 1;
+                } else if b[i] == b'\n' {
+                    out.push('\n');
+                }
+                i += 1;
+            }
+            out.push('"');
+            i += 1;
+        } else {
+            out.push(c as char);
+            i += 1;
+        }
+    }
+    strip_test_modules(&out)
+}
+
+fn strip_test_modules(s: &str) -> String {
+    let mut out = s.to_string();
+    while let Some(at) = out.find("#[cfg(test)]") {
+        let rest = &out[at..];
+        let Some(open) = rest.find('{') else { break };
+        let mut depth = 0;
+        let mut end = rest.len();
+        for (k, ch) in rest[open..].char_indices() {
+            match ch {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = open + k + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let lines = rest[..end].matches('\n').count();
+        out.replace_range(at..at + end, &"\n".repeat(lines));
+    }
+    out
+}
+
+fn ident(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// The paths of a use tree or an inline path starting at `s` (just after `crate::` or the like):
+/// `a::b::{c, d::e as f, self}` gives `a::b::c`, `a::b::d::e`, `a::b`.
+fn paths(s: &str) -> Vec<Vec<String>> {
+    fn skip_ws(b: &[char], i: &mut usize) {
+        while *i < b.len() && b[*i].is_whitespace() {
+            *i += 1;
+        }
+    }
+    fn word(b: &[char], i: &mut usize) -> String {
+        let start = *i;
+        while *i < b.len() && (ident(b[*i]) || b[*i] == '*') {
+            *i += 1;
+        }
+        b[start..*i].iter().collect()
+    }
+    fn tree(b: &[char], i: &mut usize, prefix: &[String], out: &mut Vec<Vec<String>>) {
+        let mut path = prefix.to_vec();
+        loop {
+            skip_ws(b, i);
+            if b.get(*i) == Some(&'{') {
+                *i += 1;
+                loop {
+                    while *i < b.len() && (b[*i].is_whitespace() || b[*i] == ',') {
+                        *i += 1;
+                    }
+                    if *i >= b.len() || b[*i] == '}' {
+                        *i += 1;
+                        return;
+                    }
+                    let before = *i;
+                    tree(b, i, &path, out);
+                    if *i == before {
+                        // Not a path (a stray token): give up on this group rather than loop.
+                        return;
+                    }
+                }
+            }
+            let seg = word(b, i);
+            if !seg.is_empty() && seg != "self" && seg != "*" {
+                path.push(seg);
+            }
+            if b.get(*i) == Some(&':') && b.get(*i + 1) == Some(&':') {
+                *i += 2;
+                continue;
+            }
+            if !path.is_empty() {
+                out.push(path);
+            }
+            // An alias: `X as Y`.
+            let mut j = *i;
+            skip_ws(b, &mut j);
+            if b.get(j) == Some(&'a') && b.get(j + 1) == Some(&'s') && b.get(j + 2).is_some_and(|c| c.is_whitespace()) {
+                j += 2;
+                skip_ws(b, &mut j);
+                word(b, &mut j);
+                *i = j;
+            }
+            return;
+        }
+    }
+    // A use statement ends at `;`; an inline path long before.
+    let end = s.find(';').unwrap_or(s.len()).min(4_000);
+    let end = (0..=end).rev().find(|k| s.is_char_boundary(*k)).unwrap_or(0);
+    let b: Vec<char> = s[..end].chars().collect();
+    let mut out = vec![];
+    let mut i = 0;
+    tree(&b, &mut i, &[], &mut out);
+    out
+}
+
+/// A crate's modules by path (`""` for the root), each with its code.
+type Modules = BTreeMap<String, String>;
+
+/// The modules reachable from a crate root file by `mod x;` declarations.
+fn modules(root_file: &Path) -> BTreeMap<String, (PathBuf, String)> {
+    let mut found = BTreeMap::new();
+    let mut todo = vec![(String::new(), root_file.to_path_buf())];
+    while let Some((name, file)) = todo.pop() {
+        let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let c = code(&text);
+        let dir = match file.file_name().and_then(|f| f.to_str()) {
+            Some("lib.rs" | "main.rs" | "mod.rs") => file.parent().unwrap().to_path_buf(),
+            _ => file.with_extension(""),
+        };
+        for line in c.lines() {
+            let l = line.trim();
+            let l = l.strip_prefix("pub(crate) ").or_else(|| l.strip_prefix("pub ")).unwrap_or(l);
+            if let Some(m) = l.strip_prefix("mod ").and_then(|r| r.strip_suffix(';')) {
+                let child = if name.is_empty() { m.to_string() } else { format!("{name}::{m}") };
+                let f = dir.join(format!("{m}.rs"));
+                let f = if f.exists() { f } else { dir.join(m).join("mod.rs") };
+                todo.push((child, f));
+            }
+        }
+        found.insert(name, (file, c));
+    }
+    found
+}
+
+/// Module → modules it names, with the first line that names each.
+fn edges(mods: &Modules) -> BTreeMap<String, BTreeMap<String, usize>> {
+    let root = mods.get("").map(String::as_str).unwrap_or("");
+    // Items the root re-exports from a module, so that `crate::Item` is that module's.
+    let mut reexported: BTreeMap<String, String> = BTreeMap::new();
+    for (i, _) in root.match_indices("pub use ") {
+        let s = &root[i + "pub use ".len()..];
+        let s = s.strip_prefix("crate::").unwrap_or(s);
+        for p in paths(s) {
+            if let (Some(first), Some(last)) = (p.first(), p.last()) {
+                if mods.contains_key(first) {
+                    reexported.insert(last.clone(), first.clone());
+                }
+            }
+        }
+    }
+    let resolve = |from_root: &[String]| -> String {
+        let mut best = String::new();
+        for k in 1..=from_root.len() {
+            let m = from_root[..k].join("::");
+            if mods.contains_key(&m) {
+                best = m;
+            }
+        }
+        if best.is_empty() {
+            if let Some(m) = from_root.first().and_then(|n| reexported.get(n)) {
+                return m.clone();
+            }
+        }
+        best
+    };
+    let mut out: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+    for (name, text) in mods {
+        let parent: Vec<String> = {
+            let mut p: Vec<String> = name.split("::").filter(|s| !s.is_empty()).map(String::from).collect();
+            p.pop();
+            p
+        };
+        let own: Vec<String> = name.split("::").filter(|s| !s.is_empty()).map(String::from).collect();
+        let mut add = |target: String, at: usize| {
+            if target != *name {
+                let line = text[..at].matches('\n').count() + 1;
+                out.entry(name.clone()).or_default().entry(target).or_insert(line);
+            }
+        };
+        for (i, _) in text.match_indices("crate::") {
+            if i > 0 && (ident(text[..i].chars().last().unwrap()) || text[..i].ends_with(':')) {
+                continue;
+            }
+            for p in paths(&text[i + "crate::".len()..]) {
+                add(resolve(&p), i);
+            }
+        }
+        for (i, _) in text.match_indices("super::") {
+            if i > 0 && text[..i].ends_with(':') {
+                continue;
+            }
+            for p in paths(&text[i + "super::".len()..]) {
+                add(resolve(&[parent.clone(), p].concat()), i);
+            }
+        }
+        // A relative path to one of this module's children: `sweep::run(..)`, `use config::X`.
+        for child in mods.keys().filter(|k| {
+            let segs: Vec<&str> = k.split("::").filter(|s| !s.is_empty()).collect();
+            segs.len() == own.len() + 1 && segs[..own.len()].iter().zip(&own).all(|(a, b)| a == b)
+        }) {
+            let last = child.rsplit("::").next().unwrap();
+            let needle = format!("{last}::");
+            for (i, _) in text.match_indices(&needle) {
+                let before = text[..i].chars().last();
+                if before.is_some_and(|c| ident(c) || c == ':') {
+                    continue;
+                }
+                add(child.clone(), i);
+            }
+        }
+    }
+    out
+}
+
+/// The strongly connected groups of more than one module (Tarjan), each sorted.
+fn cycles(graph: &BTreeMap<String, BTreeMap<String, usize>>) -> Vec<Vec<String>> {
+    struct T<'a> {
+        g: &'a BTreeMap<String, BTreeMap<String, usize>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on: BTreeSet<&'a str>,
+        next: usize,
+        out: Vec<Vec<String>>,
+    }
+    fn visit<'a>(t: &mut T<'a>, v: &'a str) {
+        t.index.insert(v, t.next);
+        t.low.insert(v, t.next);
+        t.next += 1;
+        t.stack.push(v);
+        t.on.insert(v);
+        if let Some(ws) = t.g.get(v) {
+            for w in ws.keys() {
+                let w = w.as_str();
+                if !t.index.contains_key(w) {
+                    visit(t, w);
+                    let lw = t.low[w];
+                    let lv = t.low[v];
+                    t.low.insert(v, lv.min(lw));
+                } else if t.on.contains(w) {
+                    let iw = t.index[w];
+                    let lv = t.low[v];
+                    t.low.insert(v, lv.min(iw));
+                }
+            }
+        }
+        if t.low[v] == t.index[v] {
+            let mut scc = vec![];
+            while let Some(w) = t.stack.pop() {
+                t.on.remove(w);
+                scc.push(w.to_string());
+                if w == v {
+                    break;
+                }
+            }
+            if scc.len() > 1 {
+                scc.sort();
+                t.out.push(scc);
+            }
+        }
+    }
+    let mut t = T {
+        g: graph,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: vec![],
+        on: BTreeSet::new(),
+        next: 0,
+        out: vec![],
+    };
+    let mut all: BTreeSet<&str> = graph.keys().map(String::as_str).collect();
+    all.extend(graph.values().flat_map(|m| m.keys().map(String::as_str)));
+    for v in all {
+        if !t.index.contains_key(v) {
+            visit(&mut t, v);
+        }
+    }
+    t.out
+}
+
+/// Every crate root of the workspace: each `lib.rs` and `main.rs` is a crate of its own.
+fn crate_roots() -> Vec<(String, PathBuf)> {
+    let mut roots = vec![];
+    for dir in ["crates", "examples"] {
+        for k in std::fs::read_dir(root().join(dir)).unwrap() {
+            let k = k.unwrap().path();
+            for f in ["lib.rs", "main.rs"] {
+                let p = k.join("src").join(f);
+                if p.exists() {
+                    roots.push((format!("{}/{f}", k.file_name().unwrap().to_string_lossy()), p));
+                }
+            }
+        }
+    }
+    roots.sort();
+    roots
+}
+
+fn name(m: &str) -> &str {
+    if m.is_empty() {
+        "(root)"
+    } else {
+        m
+    }
+}
+
+#[test]
+fn no_module_imports_a_module_that_imports_it_back() {
+    let mut problems = vec![];
+    let mut read = 0;
+    for (krate, file) in crate_roots() {
+        let found = modules(&file);
+        read += found.len();
+        let mods: Modules = found.iter().map(|(k, (_, c))| (k.clone(), c.clone())).collect();
+        let g = edges(&mods);
+        for scc in cycles(&g) {
+            let mut why = vec![];
+            for a in &scc {
+                for (b, line) in g.get(a).into_iter().flatten() {
+                    if scc.contains(b) {
+                        why.push(format!("{} → {} ({}:{line})", name(a), name(b), found[a].0.display()));
+                    }
+                }
+            }
+            problems.push(format!(
+                "{krate}: {}\n    {}",
+                scc.iter().map(|m| name(m)).collect::<Vec<_>>().join(", "),
+                why.join("\n    ")
+            ));
+        }
+    }
+    assert!(read > 60, "read only {read} modules: the walk from the crate roots is broken");
+    assert!(problems.is_empty(), "import cycles:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn no_file_of_the_lambdas_or_tickctl_is_over_350_lines_unless_it_is_one_concept() {
+    let mut over = vec![];
+    let mut read = 0;
+    for (krate, file) in crate_roots() {
+        if !SIZED.iter().any(|k| krate.starts_with(&format!("{k}/"))) {
+            continue;
+        }
+        for (_, (path, c)) in modules(&file) {
+            read += 1;
+            let lines = c.trim_end().lines().count();
+            let rel = path.strip_prefix(root()).unwrap_or(&path).to_string_lossy().trim_start_matches("/").to_string();
+            let rel = rel.trim_start_matches("./").trim_start_matches("../").to_string();
+            if lines > MAX_LINES && !ONE_CONCEPT.iter().any(|(f, _)| rel.ends_with(f)) {
+                over.push(format!("{rel}: {lines} lines of code"));
+            }
+        }
+    }
+    assert!(read > 30, "read only {read} files");
+    assert!(over.is_empty(), "over {MAX_LINES} lines, and not named as one concept:\n{}", over.join("\n"));
+}
+
+#[test]
+fn the_cycle_check_finds_a_cycle_through_a_use_tree_a_root_reexport_and_super() {
+    let m = |pairs: &[(&str, &str)]| -> Modules { pairs.iter().map(|(k, v)| (k.to_string(), code(v))).collect() };
+    // a → b by a use tree, b → a by an inline path.
+    let direct =
+        m(&[("", "mod a; mod b;"), ("a", "use crate::{b::{X, Y as Z}, c};"), ("b", "fn f() { crate::a::g() }")]);
+    assert_eq!(cycles(&edges(&direct)), vec![vec!["a".to_string(), "b".to_string()]]);
+    // b names an item the root re-exports from a.
+    let reexport = m(&[("", "mod a; mod b; pub use a::Deps;"), ("a", "use crate::b::run;"), ("b", "use crate::Deps;")]);
+    assert_eq!(cycles(&edges(&reexport)), vec![vec!["a".to_string(), "b".to_string()]]);
+    // The root defines an item a child uses, and uses the child.
+    let root = m(&[("", "mod a; pub struct Deps; fn h() { a::run() }"), ("a", "use crate::Deps; // crate::b\n")]);
+    assert_eq!(cycles(&edges(&root)), vec![vec!["".to_string(), "a".to_string()]]);
+    // A child of a nested module reaches its parent by `super::`.
+    let nested = m(&[("", "mod a;"), ("a", "mod b; fn f() { b::g() }"), ("a::b", "use super::f;")]);
+    assert_eq!(cycles(&edges(&nested)), vec![vec!["a".to_string(), "a::b".to_string()]]);
+    // Comments, strings and test modules name nothing.
+    let quiet = m(&[
+        ("", "mod a; mod b;"),
+        ("a", "use crate::b::X; // crate::a"),
+        ("b", "const S: &str = \"crate::a::x\";\n#[cfg(test)]\nmod tests { use crate::a::Y; }"),
+    ]);
+    assert_eq!(cycles(&edges(&quiet)), Vec::<Vec<String>>::new());
+}
