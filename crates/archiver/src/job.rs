@@ -38,7 +38,7 @@ impl Deps {
     /// Returns the due shards. While any shard is due the mark is left as it is: it stays at or
     /// below the cutoff, so the next tick probes again until the backlog is gone.
     async fn probe_and_record(&self, cutoff: &str, write: bool) -> Result<Vec<u32>, ArchiveError> {
-        let probes = sweep::probe(self, cutoff).await?;
+        let probes = crate::probe::probe(self, cutoff).await?;
         let due: Vec<u32> = probes.iter().filter(|p| p.due).map(|p| p.k).collect();
         if write && due.is_empty() {
             let now = self.clock.now_ms();
@@ -89,7 +89,7 @@ impl LeasedJob for Deps {
             let mut n = 0u64;
             let run = for_each_page(
                 &self.db,
-                sweep::due_query(self, k, &plan.cutoff),
+                crate::probe::due_query(self, k, &plan.cutoff),
                 None,
                 self.cfg.page_size,
                 budget,

@@ -13,7 +13,7 @@
 //!    the last probe — with the probe's time. While the cutoff has not passed `oldest` and the
 //!    probe is younger than [`ArchiverConfig::probe_every`], nothing can be due: return. That is
 //!    the whole cost of an idle tick: **1 read**.
-//! 3. Otherwise probe every shard ([`sweep::probe`]: one `Limit 1` key-condition Query each).
+//! 3. Otherwise probe every shard ([`probe`]: one `Limit 1` key-condition Query each).
 //!    Nothing due: record the new `oldest` and return.
 //! 4. Take the lease; archive each due shard batch by batch ([`sweep`]), crash-safe by an intent
 //!    recorded before each object ([`intent`]).
@@ -22,7 +22,8 @@
 //! ## Layout
 //! - [`config`] settings; [`deps`] the clients and tables; [`report`] what a sweep did or why it
 //!   failed; `job` the leased job's steps and the idle tick's marks;
-//! - [`object`] keys, bytes, S3; [`intent`] the crash-safety record; [`sweep`] probe and batches;
+//! - [`object`] keys, bytes, S3; [`intent`] the crash-safety record; [`probe`] which shards are
+//!   due; [`sweep`] the batches;
 //! - [`restore`] the operator's way back;
 //! - this file: the entry points.
 
@@ -31,6 +32,7 @@ pub mod deps;
 pub mod intent;
 mod job;
 pub mod object;
+pub mod probe;
 pub mod report;
 pub mod restore;
 pub mod sweep;

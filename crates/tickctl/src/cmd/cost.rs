@@ -1,0 +1,96 @@
+//! `tickctl cost`: the model's input from the command line and the deployment's environment, the
+//! month's bill, and the boundary shared by shard workers.
+
+use anyhow::{Context, Result};
+use tickctl::cost::{self, CostInput};
+use tickwork::config::Env;
+use tickwork::queue::QueueConfig;
+
+use crate::cli::CostArgs;
+use crate::render;
+
+pub fn run(env: &Env, as_json: bool, a: &CostArgs) -> Result<i32> {
+    let tick_ms = cost::parse_interval(&a.tick).context("--tick")?;
+    let drain_ms = cost::parse_interval(&a.worker_every).context("--worker-every")?;
+    anyhow::ensure!(tick_ms > 0, "--tick must be above 0");
+    let start_ms = match &a.start {
+        Some(s) => s.parse::<jiff::Timestamp>().with_context(|| format!("--start `{s}`"))?.as_millisecond(),
+        None => cost::DEFAULT_START_MS,
+    };
+    // Refuses a bad queue setting as every other command would.
+    QueueConfig::from_env(env)?;
+    let tenants = usize::try_from(a.tenants)?;
+    let input = CostInput {
+        zones: cost::zones(&a.zone, a.zones.map(usize::from))?,
+        tick_ms,
+        workers: a.workers,
+        ticks: a.ticks.unwrap_or(u64::from(a.days) * 86_400_000 / tick_ms as u64),
+        start_ms,
+        drain_every: u32::try_from(drain_ms / tick_ms).unwrap_or(u32::MAX),
+        ..CostInput::deployed(tenants)
+    }
+    .with_env(env)?;
+    let mut prices = tickctl::bill::Prices::default();
+    for p in &a.price {
+        prices.set(p)?;
+    }
+    let stack = tickctl::bill::Stack { dashboard: a.dashboard, ..Default::default() };
+    let boundary = boundary(env, a, &input, &prices)?;
+    if input.tenants > cost::FULL_MODEL_MAX {
+        // Replaying every tenant's every tick would take minutes at this scale: the model runs in
+        // full at two sizes and each service is a straight line through them (as `make bench`).
+        let sizes = (1_000, cost::FULL_MODEL_MAX);
+        let base = CostInput { tenants: sizes.0, ..input.clone() };
+        let rows = tickctl::bill::at_scales(&base, sizes, &[input.tenants as u64], &stack, &prices)?;
+        return render::print_scaled(as_json, &input, sizes, &rows[0], &boundary);
+    }
+    let (r, priced) = tickctl::bill::price(&input, &stack, &prices)?;
+    render::print_cost(as_json, &input, &r, &priced)?;
+    render::print_boundary(as_json, &boundary);
+    Ok(0)
+}
+
+/// The boundary of the load's largest zone group (or `--group-tenants`), shared by
+/// `--shard-workers`, with the assumptions named on the command line.
+fn boundary(env: &Env, a: &CostArgs, input: &CostInput, prices: &tickctl::bill::Prices) -> Result<render::Boundary> {
+    use tickctl::boundary::{page_units, predict, workers_needed, BoundaryInput};
+    let latency_ms = cost::parse_interval(&a.latency).context("--latency")? as f64;
+    let invoke_ms = cost::parse_interval(&a.invoke_latency).context("--invoke-latency")? as f64;
+    let target_ms = cost::parse_interval(&a.target).context("--target")? as f64;
+    anyhow::ensure!(latency_ms > 0.0, "--latency must be above 0");
+    let workers = match a.shard_workers {
+        Some(w) => w,
+        None => env.int_in(tickwork::env::PULSE_SHARD_WORKERS, 1u32, 1..=64)?,
+    };
+    let tenants = a.group_tenants.unwrap_or((input.tenants as u64).div_ceil(input.zones.len().max(1) as u64));
+    // The functions' own reading of timeout and margin (bounds, margin below timeout); the
+    // template's 300 s timeout where none is declared.
+    let core = tickwork::config::CoreConfig::from_env(env)?;
+    let timeout = core.function_timeout.unwrap_or(std::time::Duration::from_secs(300));
+    let margin = core.margin;
+    let (wcu_per_page, rcu_per_page) = page_units(input.page_size as u32, input.queue_shards)?;
+    let b = BoundaryInput {
+        tenants,
+        shards: input.tenant_shards,
+        page_size: input.page_size as u32,
+        workers,
+        latency_ms,
+        invoke_ms,
+        wcu_per_page,
+        rcu_per_page,
+        queue_shards: input.queue_shards,
+        invocation_ms: timeout.saturating_sub(margin).as_millis() as f64,
+        interval_ms: input.tick_ms as f64,
+        shard_tenants: vec![],
+    };
+    let t = predict(&b);
+    let burst_usd = tickctl::boundary::burst_usd(&b, &t, tickctl::bill::Stack::default().memory_mb, prices);
+    Ok(render::Boundary {
+        needed: workers_needed(&b, target_ms).filter(|w| *w <= 64),
+        target_ms,
+        shared_ok: workers == 1 || input.tenant_shards <= pulse_sweep::MAX_SHARED_SHARDS,
+        input: b,
+        time: t,
+        burst_usd,
+    })
+}

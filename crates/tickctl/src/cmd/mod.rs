@@ -1,0 +1,6 @@
+//! One module per command that is more than a call and a print.
+
+pub mod audit;
+pub mod cost;
+pub mod dead_letters;
+pub mod tenants;

@@ -1,0 +1,148 @@
+//! `tickctl tenants …`: the tenant lifecycle on the command line, through the library's
+//! [`tickwork::tenants::Tenants`], so every path registers the zone with the sweep first.
+
+use anyhow::{Context, Result};
+use tickwork::config::Env;
+use tickwork_lambda::Base;
+
+use crate::cli::TenantCmd;
+use crate::render::{self, bar, done, json};
+
+/// The tenants table as the sweep's configuration names it, with the sweep's zone registry. Only
+/// reads the shard registry (the sweep's start-up records its own counts; an operator's tool
+/// with another environment must not add to them).
+async fn tenants_table(env: &Env) -> Result<tickwork::tenants::Tenants> {
+    use tickwork::env as vars;
+    let base = Base::from_env(env, "tickctl").await?;
+    let job = env.get(vars::PULSE_JOB).unwrap_or_else(|| "pulse-sweep".into());
+    let shards = env.int_in(vars::TENANT_SHARDS, 8u32, 1..=1000)?;
+    let read = tickwork::shard::ShardRegistry::new(base.db.clone(), &base.core.control_table)
+        .effective("tenants", shards)
+        .await?;
+    let marks = tickwork::watermark::Watermarks::new(base.db.clone(), &base.core.control_table, base.clock.clone());
+    Ok(tickwork::tenants::Tenants::new(
+        base.db.clone(),
+        base.core.table_from(env, vars::TENANTS_TABLE, "tenants"),
+        shards,
+    )
+    .with_read_shards(read)
+    .with_registry(marks, job))
+}
+
+pub async fn run(env: &Env, as_json: bool, action: TenantCmd) -> Result<i32> {
+    let table = tenants_table(env).await?;
+    let t = &table;
+    let now = || jiff::Timestamp::now().as_millisecond();
+    let one = |id: &str, what: &str| -> Result<i32> {
+        done(as_json, what, id)?;
+        Ok(0)
+    };
+    match action {
+        TenantCmd::Add { id, zone } => {
+            // As an import reads a row: trimmed, the zone under its canonical name.
+            let new = tickctl::tenants::canonical(tickwork::tenants::Tenant::new(id.trim(), zone.trim()))?;
+            let (id, zone) = (new.id.clone(), new.zone.clone());
+            let r = t.add(&[new], now()).await?;
+            if r.added == 1 {
+                return one(&id, "added");
+            }
+            match tickctl::tenants::existing(&id, &zone, t.get(&id).await?.as_ref()) {
+                Ok(()) => one(&id, "exists (unchanged)"),
+                Err(why) => anyhow::bail!("tenant `{id}`: {why}"),
+            }
+        }
+        TenantCmd::Import { file, format } => {
+            let format = match format {
+                Some(f) => f,
+                None if file == "-" => anyhow::bail!("reading standard input: say --format csv or --format ndjson"),
+                None => tickctl::tenants::Format::of_path(&file)?,
+            };
+            let rows = if file == "-" {
+                tickctl::tenants::parse(std::io::stdin().lock(), format)?
+            } else {
+                let f = std::fs::File::open(&file).with_context(|| format!("opening {file}"))?;
+                tickctl::tenants::parse(std::io::BufReader::new(f), format).with_context(|| file.clone())?
+            };
+            let pb = bar(rows.tenants.len() as u64, "adding tenants");
+            let report = tickctl::tenants::import(t, rows, now(), |done, _| pb.set_position(done)).await?;
+            pb.finish_and_clear();
+            if as_json {
+                json(&report)?;
+            } else {
+                render::print_import(&report);
+            }
+            if !report.refused.is_empty() {
+                eprintln!(
+                    "tickctl: {} of {} rows refused (each listed with its reason)",
+                    report.refused.len(),
+                    report.rows
+                );
+                return Ok(1);
+            }
+            Ok(0)
+        }
+        TenantCmd::List { zone } => {
+            let mut shown = 0u64;
+            let mut print = |page: Vec<Result<tickwork::tenants::Tenant, tickwork::tenants::InvalidTenant>>| {
+                for x in page {
+                    let l = tickctl::tenants::Listed::of(x);
+                    shown += 1;
+                    if as_json {
+                        println!("{}", serde_json::to_string(&l).expect("a listed tenant serialises"));
+                    } else {
+                        println!("{:<40} {:<24} {:<10} {}", l.id, l.zone, l.status, l.position);
+                    }
+                }
+            };
+            match zone {
+                None => {
+                    let mut cursor = None;
+                    loop {
+                        let (page, next) = t.list_page(cursor.as_ref(), 1000).await?;
+                        print(page);
+                        match next {
+                            Some(c) => cursor = Some(c),
+                            None => break,
+                        }
+                    }
+                }
+                Some(zone) => {
+                    let tz = tickwork::calendar::zone(&zone).map_err(|e| anyhow::anyhow!("--zone: {}", e.0))?;
+                    let zone = tz.iana_name().map(str::to_string).unwrap_or(zone);
+                    for k in 0..t.shards() {
+                        let mut cursor = None;
+                        loop {
+                            let (page, next) = t.zone_page(&zone, k, cursor.as_ref(), 1000).await?;
+                            print(page);
+                            match next {
+                                Some(c) => cursor = Some(c),
+                                None => break,
+                            }
+                        }
+                    }
+                }
+            }
+            if !as_json {
+                eprintln!("{shown} tenant(s)");
+            }
+            Ok(0)
+        }
+        TenantCmd::Suspend { id } => {
+            anyhow::ensure!(t.suspend(&id).await?, "no tenant `{id}`");
+            one(&id, "suspended")
+        }
+        TenantCmd::Resume { id } => {
+            anyhow::ensure!(t.resume(&id).await?, "no tenant `{id}`");
+            one(&id, "resumed")
+        }
+        TenantCmd::Move { id, zone } => {
+            let zone = tickctl::tenants::canonical(tickwork::tenants::Tenant::new(id.as_str(), zone.trim()))?.zone;
+            anyhow::ensure!(t.move_zone(&id, &zone).await?, "no tenant `{id}`");
+            one(&id, &format!("in {zone}"))
+        }
+        TenantCmd::Remove { id } => {
+            anyhow::ensure!(t.remove(&id).await?, "no tenant `{id}`");
+            one(&id, "removed")
+        }
+    }
+}

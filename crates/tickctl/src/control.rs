@@ -1,0 +1,147 @@
+//! What an operator does to the stack: the tables it declares, the jobs and functions by name,
+//! pause and resume, provision, and one handler run in-process.
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use tickwork::config::Env;
+use tickwork::queue::{queue_table, Queue, QueueConfig};
+use tickwork::schema::{self, TableDef};
+use tickwork::watermark::Watermarks;
+use tickwork_lambda::Base;
+
+/// Every table the stack declares, by logical name: the single source `provision` and the
+/// template test use.
+pub fn all_tables() -> Vec<TableDef> {
+    vec![
+        schema::control_table(),
+        queue_table(),
+        tickwork::tenants::tenants_table(),
+        queue_worker::summary::summaries_table(),
+        tickwork::changes::changes_table(),
+    ]
+}
+
+/// The jobs `status` reports on (lease and watermark names).
+pub fn jobs(env: &Env) -> Vec<String> {
+    [Function::PulseSweep, Function::TenantFanout, Function::Archiver].iter().map(|f| f.job(env)).collect()
+}
+
+/// The four functions, as operators name them (`tickctl pause tenant-fanout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Function {
+    /// The pulse sweep.
+    PulseSweep,
+    /// The tenant fan-out.
+    TenantFanout,
+    /// The queue worker.
+    QueueWorker,
+    /// The archiver.
+    Archiver,
+}
+
+impl Function {
+    /// The name operators type (`tenant-fanout`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Function::PulseSweep => "pulse-sweep",
+            Function::TenantFanout => "tenant-fanout",
+            Function::QueueWorker => "queue-worker",
+            Function::Archiver => "archiver",
+        }
+    }
+
+    /// The job name its lease, state item and metrics line use.
+    pub fn job(self, env: &Env) -> String {
+        match self {
+            Function::PulseSweep => env.get(tickwork::env::PULSE_JOB).unwrap_or_else(|| "pulse-sweep".into()),
+            Function::TenantFanout => {
+                format!("fanout-{}", env.get(tickwork::env::FANOUT_JOB).unwrap_or_else(|| "utc-daily".into()))
+            }
+            Function::QueueWorker => queue_worker::JOB.into(),
+            Function::Archiver => archiver::config::JOB.into(),
+        }
+    }
+}
+
+/// The queue as an operator sees it: every ready shard any producer ever wrote to.
+pub async fn queue(base: &Base, env: &Env) -> Result<Queue> {
+    let cfg = QueueConfig::from_env(env)?;
+    let shards = tickwork::shard::ShardRegistry::new(base.db.clone(), &base.core.control_table)
+        .effective("queue", cfg.shards)
+        .await
+        .unwrap_or(cfg.shards);
+    Ok(Queue::new(
+        base.db.clone(),
+        base.core.table_from(env, tickwork::env::QUEUE_TABLE, "queue"),
+        cfg,
+        base.clock.clone(),
+    )
+    .with_poll_shards(shards))
+}
+
+/// Pauses or resumes a function at its next tick, through the one read that tick already makes:
+/// the job's state item for the leased jobs, a marker in each ready shard for the queue worker
+/// (its idle tick reads no state item, only the ready index). Returns the job name.
+pub async fn set_paused(base: &Base, env: &Env, f: Function, paused: bool, reason: Option<&str>) -> Result<String> {
+    let job = f.job(env);
+    match f {
+        Function::QueueWorker => queue(base, env).await?.set_paused(paused).await?,
+        _ => {
+            Watermarks::new(base.db.clone(), &base.core.control_table, base.clock.clone())
+                .set_paused(&job, paused, if paused { reason } else { None })
+                .await?;
+        }
+    }
+    Ok(job)
+}
+
+/// Creates every table (and the archive bucket when `TICKWORK_ARCHIVE_BUCKET` is set).
+pub async fn provision(base: &Base, env: &Env) -> Result<Vec<String>> {
+    let mut made = Vec::new();
+    for def in all_tables() {
+        let name = base.core.table(def.logical);
+        schema::create_table(base.db.client(), &def, &name).await.with_context(|| format!("creating table {name}"))?;
+        made.push(name);
+    }
+    if let Some(bucket) = env.get("TICKWORK_ARCHIVE_BUCKET") {
+        let s3 = archiver::s3_client(&base.sdk);
+        match s3.create_bucket().bucket(&bucket).send().await {
+            Ok(_) => {}
+            Err(e) if format!("{e:?}").contains("BucketAlready") => {}
+            Err(e) => {
+                return Err(anyhow::anyhow!(
+                    "creating bucket {bucket}: {}",
+                    aws_sdk_dynamodb::error::DisplayErrorContext(&e)
+                ))
+            }
+        }
+        made.push(format!("s3://{bucket}"));
+    }
+    Ok(made)
+}
+
+/// Runs one handler in-process on an event file, against the configured endpoints.
+pub async fn invoke(env: &Env, function: &str, event: serde_json::Value) -> Result<serde_json::Value> {
+    let deadline = tickwork::clock::Clock::now_ms(&tickwork::clock::SystemClock) + 60_000;
+    let out = match function {
+        "pulse-sweep" => {
+            let d = pulse_sweep::Deps::from_env(env).await?;
+            serde_json::to_value(pulse_sweep::handle(&d, event, deadline).await?)?
+        }
+        "tenant-fanout" => {
+            let d = tenant_fanout::Deps::from_env(env).await?;
+            serde_json::to_value(tenant_fanout::handle(&d, event, deadline).await?)?
+        }
+        "queue-worker" => {
+            let d = queue_worker::Deps::from_env(env).await?;
+            serde_json::to_value(queue_worker::handle(&d, event, deadline).await?)?
+        }
+        "archiver" => {
+            let d = archiver::Deps::from_env(env).await?;
+            serde_json::to_value(archiver::handle(&d, event, deadline).await?)?
+        }
+        other => anyhow::bail!("unknown function `{other}` (pulse-sweep, tenant-fanout, queue-worker, archiver)"),
+    };
+    Ok(out)
+}

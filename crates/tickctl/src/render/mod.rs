@@ -1,0 +1,10 @@
+//! What `tickctl` prints: [`style`] how (tables, JSON, progress bars), [`reports`] the operator's
+//! views, [`cost`] the bill.
+
+pub mod cost;
+pub mod reports;
+pub mod style;
+
+pub use cost::{print_boundary, print_cost, print_scaled, Boundary};
+pub use reports::{print_audit, print_import, print_plan, print_status};
+pub use style::{bar, bytes_bar, done, json, table, time};
