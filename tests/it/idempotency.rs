@@ -1,7 +1,7 @@
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
-use tickwork::idempotency::{insert_once, Claim, Idempotency, Settle};
+use tickwork::idempotency::{insert_once, Idempotency, KeyClaim, KeySettle};
 use tickwork::schema::key;
 use tickwork::DbError;
 use tickwork_tests::Local;
@@ -13,26 +13,26 @@ async fn claim_complete_and_expired_reclaim() {
     let idem = Idempotency::new(local.db.clone(), &table, local.clock(), Duration::from_secs(86_400));
     let now = 1_700_000_000_000;
     local.clock.set(now);
-    assert_eq!(idem.claim("pulse", "t1#day#2026-11-29", "a", now + 10_000).await.unwrap(), Claim::Claimed);
+    assert_eq!(idem.claim("pulse", "t1#day#2026-11-29", "a", now + 10_000).await.unwrap(), KeyClaim::Claimed);
     assert_eq!(
         idem.claim("pulse", "t1#day#2026-11-29", "b", now + 10_000).await.unwrap(),
-        Claim::InProgress { owner: "a".into(), until_ms: now + 10_000 }
+        KeyClaim::InProgress { owner: "a".into(), until_ms: now + 10_000 }
     );
     // A dead worker's claim expires and can be taken again; the old owner then owns nothing.
     local.clock.set(now + 10_001);
-    assert_eq!(idem.claim("pulse", "t1#day#2026-11-29", "b", now + 20_000).await.unwrap(), Claim::Claimed);
-    assert_eq!(idem.complete("pulse", "t1#day#2026-11-29", "a").await.unwrap(), Settle::NotOwner);
+    assert_eq!(idem.claim("pulse", "t1#day#2026-11-29", "b", now + 20_000).await.unwrap(), KeyClaim::Claimed);
+    assert_eq!(idem.complete("pulse", "t1#day#2026-11-29", "a").await.unwrap(), KeySettle::NotOwner);
     assert_eq!(
         idem.abandon("pulse", "t1#day#2026-11-29", "a").await.unwrap(),
-        Settle::NotOwner,
+        KeySettle::NotOwner,
         "never delete what you do not own"
     );
-    assert_eq!(idem.complete("pulse", "t1#day#2026-11-29", "b").await.unwrap(), Settle::Settled);
-    assert_eq!(idem.claim("pulse", "t1#day#2026-11-29", "c", now + 30_000).await.unwrap(), Claim::Done);
+    assert_eq!(idem.complete("pulse", "t1#day#2026-11-29", "b").await.unwrap(), KeySettle::Settled);
+    assert_eq!(idem.claim("pulse", "t1#day#2026-11-29", "c", now + 30_000).await.unwrap(), KeyClaim::Done);
     // Abandon gives an unfinished claim back for a retry.
-    assert_eq!(idem.claim("pulse", "k2", "a", now + 30_000).await.unwrap(), Claim::Claimed);
-    assert_eq!(idem.abandon("pulse", "k2", "a").await.unwrap(), Settle::Settled);
-    assert_eq!(idem.claim("pulse", "k2", "b", now + 30_000).await.unwrap(), Claim::Claimed);
+    assert_eq!(idem.claim("pulse", "k2", "a", now + 30_000).await.unwrap(), KeyClaim::Claimed);
+    assert_eq!(idem.abandon("pulse", "k2", "a").await.unwrap(), KeySettle::Settled);
+    assert_eq!(idem.claim("pulse", "k2", "b", now + 30_000).await.unwrap(), KeyClaim::Claimed);
 }
 
 /// The in-transaction key makes the effect and its key commit together: a repeat changes nothing.

@@ -67,7 +67,7 @@ impl ArchiverConfig {
             dry_run: tickwork_lambda::forced_dry_run(env)?,
             age: env.secs_in(vars::ARCHIVE_AGE_SECS, s(30 * 86_400), s(60), s(366 * 86_400))?,
             page_size: env.int_in(vars::ARCHIVE_PAGE_SIZE, 100, 1..=MAX_PAGE_SIZE)?,
-            shards: env.int_in(vars::CHANGE_SHARDS, 8, 1..=1000)?,
+            shards: tickwork::config::change_shards(env)?,
             shard_concurrency: env.int_in(vars::ARCHIVE_SHARD_CONCURRENCY, 4usize, 1..=64)?,
             bucket: env.required(vars::ARCHIVE_BUCKET)?,
             prefix,

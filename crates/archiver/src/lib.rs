@@ -48,6 +48,7 @@ pub use job::{Plan, OLDEST, PROBED};
 pub use object::{decode_batch, encode_batch, object_key, s3_client};
 pub use report::{ArchiveError, Outcome, Report};
 pub use restore::restore;
+
 /// The Lambda entry ([`tickwork_lambda::job::handle`]).
 pub async fn handle(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Report, ArchiveError> {
     tickwork_lambda::job::handle(deps, event, deadline_ms).await

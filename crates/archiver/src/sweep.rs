@@ -271,10 +271,12 @@ async fn reload(deps: &Deps, rows: &[String]) -> Result<Vec<Item>, ArchiveError>
         while !keys.is_empty() {
             rounds += 1;
             if rounds > 10 {
-                return Err(ArchiveError::Db(DbError::Invalid(format!(
-                    "{} keys still unprocessed after 10 rounds",
-                    keys.len()
-                ))));
+                return Err(ArchiveError::Db(DbError::Unprocessed {
+                    op: "BatchGetItem",
+                    table: deps.table.clone(),
+                    left: keys.len(),
+                    rounds: 10,
+                }));
             }
             let ka =
                 KeysAndAttributes::builder().set_keys(Some(keys.clone())).consistent_read(true).build().expect("keys");

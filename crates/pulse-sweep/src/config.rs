@@ -17,6 +17,12 @@ pub const MAX_SHARED_SHARDS: u32 = 96;
 /// Longest lateness accepted: bounds what one tenant's catch-up adds to a batch.
 pub const MAX_LATENESS_LIMIT: Duration = Duration::from_secs(60 * 86_400);
 
+/// Invocations a boundary's shards are paged by ([`vars::PULSE_SHARD_WORKERS`]): the sweep's and
+/// `tickctl cost`'s one reading.
+pub fn shard_workers(env: &Env) -> Result<u32, ConfigError> {
+    env.int_in(vars::PULSE_SHARD_WORKERS, 1u32, 1..=64)
+}
+
 /// Sweep settings.
 #[derive(Debug, Clone)]
 pub struct PulseConfig {
@@ -70,7 +76,7 @@ impl PulseConfig {
             page_size: env.int_in(vars::PULSE_PAGE_SIZE, 1000, 1..=1000)?,
             tenant_concurrency: env.int_in(vars::PULSE_TENANT_CONCURRENCY, 8usize, 1..=256)?,
             margin: core.margin,
-            shard_workers: env.int_in(vars::PULSE_SHARD_WORKERS, 1u32, 1..=64)?,
+            shard_workers: shard_workers(env)?,
         })
     }
 }

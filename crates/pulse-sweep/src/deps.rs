@@ -66,7 +66,7 @@ impl Deps {
             tenants: base.core.table_from(env, vars::TENANTS_TABLE, "tenants"),
             queue: base.core.table_from(env, vars::QUEUE_TABLE, "queue"),
         };
-        let shards = env.int_in(vars::TENANT_SHARDS, 8u32, 1..=1000)?;
+        let shards = tickwork::config::tenant_shards(env)?;
         if cfg.shard_workers > 1 && shards > MAX_SHARED_SHARDS {
             return Err(ConfigError::invalid(
                 vars::PULSE_SHARD_WORKERS,

@@ -213,13 +213,16 @@ pub(crate) async fn flush(
                 return Ok(Flushed::Written);
             }
             Fenced::ConditionFailed { index, .. } => {
-                return Err(PulseError::Db(tickwork::DbError::Invalid(format!(
-                    "flush of {run}: unexpected condition failure at write {index}"
+                return Err(PulseError::Db(tickwork::DbError::Unexpected(format!(
+                    "flush of {run}: condition failure at write {index}, which no writer should fail"
                 ))))
             }
         }
     }
-    Err(PulseError::Db(tickwork::DbError::Invalid(format!("flush of {run}: tenants kept changing under us"))))
+    Err(PulseError::Db(tickwork::DbError::Contended {
+        what: format!("the tenants of the flush of {run}"),
+        attempts: FlushCounts::MAX_REPOSITIONS as u32 + 2,
+    }))
 }
 
 #[cfg(test)]

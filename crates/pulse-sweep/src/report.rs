@@ -75,6 +75,15 @@ pub enum PulseError {
     /// A tenant refused before writing.
     #[error(transparent)]
     Tenant(#[from] AddError),
+    /// More tenant shards than a shared run can check in its last transaction (a writer with a
+    /// larger count recorded itself since start-up); the group is left for the next tick.
+    #[error("{shards} tenant shards: a run shared by shard workers has at most {max}")]
+    SharedShards {
+        /// Shards the run must page.
+        shards: u32,
+        /// [`crate::config::MAX_SHARED_SHARDS`].
+        max: u32,
+    },
     /// Most of a page failed ([`tickwork::failures::systemic`]): not a bad tenant but a bad run.
     #[error("{failed} of {of} tenants of a page failed (first: {first}); stopping rather than isolating them all")]
     PageFailed {
@@ -97,6 +106,7 @@ impl From<PulseError> for lambda_runtime::Diagnostic {
             PulseError::Cursor(_) => "Cursor",
             PulseError::Item(_) | PulseError::Tenant(_) => "Invalid",
             PulseError::PageFailed { .. } => "Tenants",
+            PulseError::SharedShards { .. } => "Shards",
         };
         tickwork_lambda::diagnostic(error_type, &e)
     }

@@ -145,9 +145,7 @@ async fn run_group_shared(
     let run = g.run_id();
     let n = deps.tenants.shards().max(g.recorded_shards);
     if n > MAX_SHARED_SHARDS {
-        return Err(PulseError::Db(tickwork::DbError::Invalid(format!(
-            "{n} tenant shards: a run shared by shard workers has at most {MAX_SHARED_SHARDS}"
-        ))));
+        return Err(PulseError::SharedShards { shards: n, max: MAX_SHARED_SHARDS });
     }
     let target = run_target(g, &tz, tick.time_ms, &deps.cfg.policy)?;
     let order = shard_order(tick.worker, deps.cfg.shard_workers, n);

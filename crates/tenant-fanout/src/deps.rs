@@ -57,7 +57,7 @@ impl Deps {
     pub async fn from_env(env: &Env) -> Result<Self, ConfigError> {
         let base = Base::from_env(env, "tenant-fanout").await?;
         let cfg = FanoutConfig::from_core(env, &base.core)?;
-        let tenant_shards = env.int_in(vars::TENANT_SHARDS, 8u32, 1..=1000)?;
+        let tenant_shards = tickwork::config::tenant_shards(env)?;
         let tables = Tables {
             control: base.core.control_table.clone(),
             tenants: base.core.table_from(env, vars::TENANTS_TABLE, "tenants"),

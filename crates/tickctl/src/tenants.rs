@@ -241,11 +241,11 @@ pub async fn import(
             let got = match got {
                 Ok(g) => g,
                 // One unreadable stored tenant is its row's problem, not the import's.
-                Err(tickwork::DbError::Invalid(why)) => {
+                Err(tickwork::DbError::Unreadable { problem, .. }) => {
                     report.refused.push(Refused {
                         line,
                         id: Some(id.clone()),
-                        reason: format!("the stored tenant is unreadable: {why}"),
+                        reason: format!("the stored tenant is unreadable: {problem}"),
                     });
                     continue;
                 }

@@ -8,6 +8,7 @@ use tickwork::config::{ConfigError, CoreConfig, Env};
 use tickwork::meter::Meter;
 use tickwork::Db;
 
+/// Clients and shared settings, built once per process.
 #[derive(Debug, Clone)]
 pub struct Base {
     /// Shared settings.

@@ -96,6 +96,18 @@ impl CoreConfig {
     }
 }
 
+/// Tenant enumeration shards ([`vars::TENANT_SHARDS`]): one reading for every process that writes
+/// or pages tenants (the sweep, the fan-out, `tickctl`), so that none accepts a count another
+/// refuses. 0 is refused: no shard would hold a tenant.
+pub fn tenant_shards(env: &Env) -> Result<u32, ConfigError> {
+    env.int_in(vars::TENANT_SHARDS, 8u32, 1..=1000)
+}
+
+/// Change-feed shards ([`vars::CHANGE_SHARDS`]): the archiver's and `tickctl audit`'s one reading.
+pub fn change_shards(env: &Env) -> Result<u32, ConfigError> {
+    env.int_in(vars::CHANGE_SHARDS, 8u32, 1..=1000)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

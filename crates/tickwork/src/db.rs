@@ -498,10 +498,12 @@ impl Db {
             }
             stalled += 1;
             if stalled > max_rounds {
-                return Err(DbError::Invalid(format!(
-                    "BatchWriteItem on `{table}`: {} items still unprocessed after {max_rounds} retries",
-                    next.len()
-                )));
+                return Err(DbError::Unprocessed {
+                    op: "BatchWriteItem",
+                    table: table.to_string(),
+                    left: next.len(),
+                    rounds: max_rounds,
+                });
             }
             let cap = 50u64.saturating_mul(1 << stalled.min(6));
             tokio::time::sleep(Duration::from_millis(fastrand::u64(0..=cap))).await;

@@ -24,6 +24,18 @@ impl CancelReason {
     }
 }
 
+/// A cursor that cannot be decoded (a persisted one edited by hand, or from another table's keys).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unreadable cursor: {0}")]
+pub struct CursorError(String);
+
+impl CursorError {
+    /// A cursor error with this explanation.
+    pub fn new(why: impl Into<String>) -> Self {
+        Self(why.into())
+    }
+}
+
 /// A DynamoDB call that did not do what was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
@@ -73,6 +85,42 @@ pub enum DbError {
     /// because the local server accepts some of these and we must not rely on it.
     #[error("refused before sending: {0}")]
     Invalid(String),
+    /// A stored item this code cannot read (an attribute missing or of the wrong type): that
+    /// item's problem, isolated like any failure of one unit; nothing was written on its account.
+    #[error("an item of `{table}` is unreadable: {problem}")]
+    Unreadable {
+        /// Table.
+        table: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// A read-modify-write that lost to other writers on every attempt: nothing was changed.
+    #[error("{what} kept changing under {attempts} attempts; try again")]
+    Contended {
+        /// What kept changing.
+        what: String,
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// A resume cursor that does not decode.
+    #[error(transparent)]
+    Cursor(#[from] CursorError),
+    /// DynamoDB answered outside what the request asked for (a value it was asked to return is
+    /// missing, a condition fails that only another writer could fail and none can).
+    #[error("unexpected answer from DynamoDB: {0}")]
+    Unexpected(String),
+    /// Keys a batch call still left unprocessed after every round (sustained throttling).
+    #[error("{op} on `{table}`: {left} keys still unprocessed after {rounds} rounds")]
+    Unprocessed {
+        /// Operation.
+        op: &'static str,
+        /// Table.
+        table: String,
+        /// Keys left.
+        left: usize,
+        /// Rounds made.
+        rounds: u32,
+    },
     /// The SDK could not build or start the request (nothing reached DynamoDB).
     #[error("DynamoDB {op} on `{table}` was not sent")]
     NotSent {
@@ -127,7 +175,12 @@ impl DbError {
     /// on; any other stops the run, since every unit after it would fail the same way.
     pub fn is_unit_specific(&self) -> bool {
         match self {
-            DbError::ConditionFailed { .. } | DbError::Invalid(_) => true,
+            DbError::ConditionFailed { .. }
+            | DbError::Invalid(_)
+            | DbError::Unreadable { .. }
+            | DbError::Contended { .. }
+            | DbError::Cursor(_)
+            | DbError::Unexpected(_) => true,
             DbError::TransactionCanceled { reasons } => {
                 !crate::retry::cancellation_is_retryable(reasons.iter().map(|r| r.code.as_deref()))
             }
@@ -135,7 +188,8 @@ impl DbError {
             DbError::TableNotFound { .. }
             | DbError::Throttled { .. }
             | DbError::Unreachable { .. }
-            | DbError::NotSent { .. } => false,
+            | DbError::NotSent { .. }
+            | DbError::Unprocessed { .. } => false,
         }
     }
 

@@ -91,7 +91,7 @@ pub async fn list(db: &Db, table: &str, job: &str) -> Result<Vec<Failure>, DbErr
     .await
     .map_err(|e| match e {
         crate::pager::PageError::Db(d) | crate::pager::PageError::Handler(d) => d,
-        crate::pager::PageError::Cursor(c) => DbError::Invalid(c.to_string()),
+        crate::pager::PageError::Cursor(c) => DbError::Cursor(c),
     })?;
     Ok(out)
 }

@@ -48,9 +48,10 @@ pub fn insert_once(table: &str, scope: &str, k: &str, extra: Item) -> TransactWr
     crate::schema::put_new_item(table, item)
 }
 
-/// Outcome of a claim.
+/// Outcome of claiming an idempotency key (named apart from the queue's [`crate::queue::Claim`],
+/// which claims a work item).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Claim {
+pub enum KeyClaim {
     /// Ours until the given instant.
     Claimed,
     /// Already done: skip the effect.
@@ -64,9 +65,9 @@ pub enum Claim {
     },
 }
 
-/// Outcome of complete or abandon.
+/// Outcome of completing or abandoning a key's claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Settle {
+pub enum KeySettle {
     /// Done as asked.
     Settled,
     /// Not ours (expired and re-claimed, or already done): nothing changed.
@@ -89,7 +90,7 @@ impl Idempotency {
     }
 
     /// Claims `scope/key` for `owner` until `until_ms` (derive it from the caller's deadline).
-    pub async fn claim(&self, scope: &str, k: &str, owner: &str, until_ms: Millis) -> Result<Claim, DbError> {
+    pub async fn claim(&self, scope: &str, k: &str, owner: &str, until_ms: Millis) -> Result<KeyClaim, DbError> {
         let now = self.clock.now_ms();
         let req = self
             .db
@@ -111,13 +112,13 @@ impl Idempotency {
             .expression_attribute_values(":ttl", av_n(now / 1000 + self.retention.as_secs() as i64))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
         match self.db.update(req).await {
-            Ok(_) => Ok(Claim::Claimed),
+            Ok(_) => Ok(KeyClaim::Claimed),
             Err(DbError::ConditionFailed { item, .. }) => {
                 let item = item.map(|b| *b).unwrap_or_default();
                 if get_s(&item, STATE) == Some(DONE) {
-                    Ok(Claim::Done)
+                    Ok(KeyClaim::Done)
                 } else {
-                    Ok(Claim::InProgress {
+                    Ok(KeyClaim::InProgress {
                         owner: get_s(&item, "owner").unwrap_or("?").to_string(),
                         until_ms: get_i64(&item, "expires_at").unwrap_or(0),
                     })
@@ -128,7 +129,7 @@ impl Idempotency {
     }
 
     /// Marks the claim done, if still ours.
-    pub async fn complete(&self, scope: &str, k: &str, owner: &str) -> Result<Settle, DbError> {
+    pub async fn complete(&self, scope: &str, k: &str, owner: &str) -> Result<KeySettle, DbError> {
         let req = self
             .db
             .client()
@@ -146,7 +147,7 @@ impl Idempotency {
     }
 
     /// Gives an unfinished claim back (the effect failed and may be retried), if still ours.
-    pub async fn abandon(&self, scope: &str, k: &str, owner: &str) -> Result<Settle, DbError> {
+    pub async fn abandon(&self, scope: &str, k: &str, owner: &str) -> Result<KeySettle, DbError> {
         let req = self
             .db
             .client()
@@ -162,10 +163,10 @@ impl Idempotency {
     }
 }
 
-fn settle(r: Result<(), DbError>) -> Result<Settle, DbError> {
+fn settle(r: Result<(), DbError>) -> Result<KeySettle, DbError> {
     match r {
-        Ok(()) => Ok(Settle::Settled),
-        Err(DbError::ConditionFailed { .. }) => Ok(Settle::NotOwner),
+        Ok(()) => Ok(KeySettle::Settled),
+        Err(DbError::ConditionFailed { .. }) => Ok(KeySettle::NotOwner),
         Err(e) => Err(e),
     }
 }

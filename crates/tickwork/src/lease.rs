@@ -229,7 +229,7 @@ impl LeaseStore {
                 let token = out
                     .attributes()
                     .and_then(|a| get_u64(a, TOKEN))
-                    .ok_or_else(|| DbError::Invalid(format!("lease `{}`: acquire returned no token", cfg.job)))?;
+                    .ok_or_else(|| DbError::Unexpected(format!("lease `{}`: acquire returned no token", cfg.job)))?;
                 Ok(Acquire::Acquired(Lease {
                     job: cfg.job.clone(),
                     owner: owner.to_string(),

@@ -27,17 +27,7 @@ use crate::error::DbError;
 #[serde(try_from = "String", into = "String")]
 pub struct Cursor(String);
 
-/// A cursor that cannot be decoded.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unreadable cursor: {0}")]
-pub struct CursorError(String);
-
-impl CursorError {
-    /// A cursor error with this explanation.
-    pub fn new(why: impl Into<String>) -> Self {
-        Self(why.into())
-    }
-}
+pub use crate::error::CursorError;
 
 #[derive(serde::Serialize, serde::Deserialize)]
 enum KeyValue {
@@ -55,11 +45,11 @@ impl Cursor {
                 AttributeValue::S(s) => KeyValue::S(s.clone()),
                 AttributeValue::N(n) => KeyValue::N(n.clone()),
                 AttributeValue::B(b) => KeyValue::B(base64::engine::general_purpose::STANDARD.encode(b.as_ref())),
-                other => return Err(CursorError(format!("key attribute `{k}` has non-key type {other:?}"))),
+                other => return Err(CursorError::new(format!("key attribute `{k}` has non-key type {other:?}"))),
             };
             m.insert(k.clone(), kv);
         }
-        let json = serde_json::to_vec(&m).map_err(|e| CursorError(e.to_string()))?;
+        let json = serde_json::to_vec(&m).map_err(|e| CursorError::new(e.to_string()))?;
         Ok(Self(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)))
     }
 
@@ -67,24 +57,24 @@ impl Cursor {
     pub fn decode(&self) -> Result<Item, CursorError> {
         let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .decode(&self.0)
-            .map_err(|e| CursorError(format!("not base64: {e}")))?;
+            .map_err(|e| CursorError::new(format!("not base64: {e}")))?;
         let m: BTreeMap<String, KeyValue> =
-            serde_json::from_slice(&json).map_err(|e| CursorError(format!("not a key: {e}")))?;
+            serde_json::from_slice(&json).map_err(|e| CursorError::new(format!("not a key: {e}")))?;
         if m.is_empty() {
-            return Err(CursorError("empty key".into()));
+            return Err(CursorError::new("empty key"));
         }
         m.into_iter()
             .map(|(k, v)| {
                 let av = match v {
                     KeyValue::S(s) => AttributeValue::S(s),
                     KeyValue::N(n) => {
-                        n.parse::<f64>().map_err(|_| CursorError(format!("`{k}`: `{n}` is not a number")))?;
+                        n.parse::<f64>().map_err(|_| CursorError::new(format!("`{k}`: `{n}` is not a number")))?;
                         AttributeValue::N(n)
                     }
                     KeyValue::B(b) => AttributeValue::B(Blob::new(
                         base64::engine::general_purpose::STANDARD
                             .decode(b)
-                            .map_err(|e| CursorError(format!("`{k}`: {e}")))?,
+                            .map_err(|e| CursorError::new(format!("`{k}`: {e}")))?,
                     )),
                 };
                 Ok((k, av))

@@ -753,7 +753,7 @@ impl Queue {
         .await
         .map_err(|e| match e {
             crate::pager::PageError::Db(d) | crate::pager::PageError::Handler(d) => QueueError::Db(d),
-            crate::pager::PageError::Cursor(c) => QueueError::Db(DbError::Invalid(c.to_string())),
+            crate::pager::PageError::Cursor(c) => QueueError::Db(DbError::Cursor(c)),
         })?;
         Ok(out)
     }

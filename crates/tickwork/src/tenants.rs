@@ -293,9 +293,15 @@ pub enum AddError {
 }
 
 impl Tenants {
-    /// `table` with `shards` enumeration shards (`TICKWORK_TENANT_SHARDS`).
+    /// `table` with `shards` enumeration shards ([`crate::config::tenant_shards`]).
+    ///
+    /// # Panics
+    /// When `shards` is 0: no shard would hold a tenant. Every reading of the setting refuses 0 at
+    /// start-up, so only a program's own constant can get here, and it should fail loudly rather
+    /// than be taken for 1.
     pub fn new(db: Db, table: impl Into<String>, shards: u32) -> Self {
-        Self { db, table: table.into(), write_count: shards.max(1), read_count: shards.max(1), registry: None }
+        assert!(shards >= 1, "a tenants table needs at least one enumeration shard (TICKWORK_TENANT_SHARDS)");
+        Self { db, table: table.into(), write_count: shards, read_count: shards, registry: None }
     }
 
     /// Enumerates `n` shards (at least the write count): the largest count ever written with,
@@ -368,7 +374,10 @@ impl Tenants {
     /// The stored tenant (strongly consistent), for operators and the lifecycle operations below.
     pub async fn get(&self, id: &str) -> Result<Option<Tenant>, DbError> {
         let item = self.db.get_strong(&self.table, Item::from([(PK.to_string(), av_s(id))])).await?;
-        item.as_ref().map(Tenant::from_item).transpose().map_err(|e| DbError::Invalid(e.to_string()))
+        item.as_ref()
+            .map(Tenant::from_item)
+            .transpose()
+            .map_err(|e| DbError::Unreadable { table: self.table.clone(), problem: e.to_string() })
     }
 
     /// Where a tenant that follows its group stands, for an operator's change that takes it out
@@ -439,7 +448,8 @@ impl Tenants {
     where
         F: Fn(&Tenant, Position) -> Option<Vec<(&'static str, Option<String>)>>,
     {
-        for _ in 0..5 {
+        const ATTEMPTS: u32 = 5;
+        for _ in 0..ATTEMPTS {
             let Some(t) = self.get(id).await? else { return Ok(None) };
             let leaving = self.position_leaving(&t).await?;
             let Some(set) = decide(&t, leaving) else { return Ok(Some(t)) };
@@ -447,7 +457,7 @@ impl Tenants {
                 return Ok(Some(t));
             }
         }
-        Err(DbError::Invalid(format!("tenant `{id}` kept changing under five attempts; try again")))
+        Err(DbError::Contended { what: format!("tenant `{id}`"), attempts: ATTEMPTS })
     }
 
     /// Suspends a tenant: out of both enumeration indexes (never visited), its zone and `since`

@@ -4,7 +4,8 @@
 //! Why a bill and not request counts: a design that saves DynamoDB requests can still cost more
 //! than it saves in metrics and logs (each distinct custom metric is billed every month, whether
 //! or not it moves). Pricing the whole stack is how that shows.
-//!//! Prices are [`Prices`] ([`prices`]); the stack priced is [`Stack`] ([`stack`]).
+//!
+//! Prices are [`Prices`] ([`prices`]); the stack priced is [`Stack`] ([`stack`]).
 
 pub mod prices;
 pub mod stack;

@@ -8,8 +8,9 @@ use crate::render::{self, bytes_bar, json};
 pub fn run(env: &Env, as_json: bool, log: &str) -> Result<i32> {
     // An idle queue worker or archiver reads one Query per shard: the shard counts configured.
     let mut rules = tickctl::audit::Rules::default();
-    rules.idle_reads.insert("queue-worker".into(), u64::from(env.int_in(tickwork::env::QUEUE_SHARDS, 8u32, 1..=1000)?));
-    rules.idle_reads.insert("archiver".into(), u64::from(env.int_in(tickwork::env::CHANGE_SHARDS, 8u32, 1..=1000)?));
+    let queue_shards = tickwork::queue::QueueConfig::from_env(env)?.shards;
+    rules.idle_reads.insert("queue-worker".into(), u64::from(queue_shards));
+    rules.idle_reads.insert("archiver".into(), u64::from(tickwork::config::change_shards(env)?));
     let a = if log == "-" {
         let pb = bytes_bar(None, "reading stdin");
         let a = tickctl::audit::audit(std::io::stdin().lock(), &rules, |b| pb.set_position(b))?;

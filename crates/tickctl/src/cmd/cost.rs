@@ -60,7 +60,7 @@ fn boundary(env: &Env, a: &CostArgs, input: &CostInput, prices: &tickctl::bill::
     anyhow::ensure!(latency_ms > 0.0, "--latency must be above 0");
     let workers = match a.shard_workers {
         Some(w) => w,
-        None => env.int_in(tickwork::env::PULSE_SHARD_WORKERS, 1u32, 1..=64)?,
+        None => pulse_sweep::config::shard_workers(env)?,
     };
     let tenants = a.group_tenants.unwrap_or((input.tenants as u64).div_ceil(input.zones.len().max(1) as u64));
     // The functions' own reading of timeout and margin (bounds, margin below timeout); the
@@ -68,6 +68,13 @@ fn boundary(env: &Env, a: &CostArgs, input: &CostInput, prices: &tickctl::bill::
     let core = tickwork::config::CoreConfig::from_env(env)?;
     let timeout = core.function_timeout.unwrap_or(std::time::Duration::from_secs(300));
     let margin = core.margin;
+    anyhow::ensure!(
+        margin < timeout,
+        "{} ({} s) leaves no time to work in a {} s function",
+        tickwork::env::DEADLINE_MARGIN_SECS,
+        margin.as_secs_f64(),
+        timeout.as_secs_f64()
+    );
     let (wcu_per_page, rcu_per_page) = page_units(input.page_size as u32, input.queue_shards)?;
     let b = BoundaryInput {
         tenants,

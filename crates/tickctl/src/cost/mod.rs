@@ -14,9 +14,9 @@
 //!   builder, then sized), their queue shards, and how many rounds of polls a drain makes
 //!   ([`queue_worker::drain`]'s loop),
 //!
-//! and multiplying by the requests each code path makes (the constants below, one per call site,
-//! checked against a live simulated run by `tests/it/cost.rs`). Capacity units follow DynamoDB's
-//! size rules as [`tickwork::capacity`] applies them.
+//! and multiplying by the requests each code path makes (the constants in [`calls`], one per call
+//! site, checked against a live simulated run by `tests/it/cost.rs`). Capacity units follow
+//! DynamoDB's size rules as [`tickwork::capacity`] applies them.
 //!
 //! Assumptions, stated: sweep invocations do not overlap (a boundary tick finishes before the next
 //! worker's tick, so the leader takes an expired lease and nobody else contends), no retries, no
@@ -35,15 +35,15 @@ pub mod input;
 pub mod report;
 mod seed;
 
-use before::model_before;
-use seed::seed;
-
 use std::collections::BTreeMap;
 
 use anyhow::{ensure, Result};
 use tickwork::calendar;
 use tickwork::capacity;
 use tickwork::{queue, tenants};
+
+use before::model_before;
+use seed::seed;
 
 pub use before::before_period_id;
 pub(crate) use calls::{batch_item_bytes, index_item_bytes, ready_entry_units};
