@@ -17,12 +17,9 @@
 //!   writes when the index key changes: a delete and a put).
 //! - Transactions: twice the units of the same non-transactional operation.
 
-use std::collections::HashMap;
-
 use aws_sdk_dynamodb::types::AttributeValue;
 
-/// A DynamoDB item as the SDK represents it.
-pub type Item = HashMap<String, AttributeValue>;
+pub use crate::item::Item;
 
 /// Read consistency, which halves or keeps the read cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -258,7 +255,7 @@ mod tests {
     fn lists_maps_and_sets() {
         let l = AttributeValue::L(vec![s("ab"), n("1")]);
         assert_eq!(value_size(&l), 3 + (1 + 2) + (1 + 2));
-        let m = AttributeValue::M(HashMap::from([("k".to_string(), s("v"))]));
+        let m = AttributeValue::M(std::collections::HashMap::from([("k".to_string(), s("v"))]));
         assert_eq!(value_size(&m), 3 + 1 + 1 + 1);
         assert_eq!(value_size(&AttributeValue::Ss(vec!["ab".into(), "c".into()])), 3);
     }

@@ -15,10 +15,11 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use base64::Engine;
 use serde_json::{Map, Value};
 
-use crate::capacity::{Item, Projection};
+use crate::capacity::Projection;
 use crate::clock::Millis;
 use crate::db::Db;
 use crate::error::DbError;
+use crate::item::Item;
 use crate::schema::{av_n, av_s, s, GsiDef, TableDef, PK};
 use crate::shard::shard_of;
 

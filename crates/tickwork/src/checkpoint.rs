@@ -36,7 +36,7 @@ pub fn checkpoint_pk(job: &str) -> String {
 }
 
 /// The checkpoint item's key for one shard of one run.
-pub fn checkpoint_key(job: &str, run: &str, shard: &str) -> crate::capacity::Item {
+pub fn checkpoint_key(job: &str, run: &str, shard: &str) -> crate::item::Item {
     key(checkpoint_pk(job), format!("{run}{RUN_SEPARATOR}{shard}"))
 }
 
@@ -238,7 +238,7 @@ mod tests {
     fn a_stored_state_is_start_done_or_a_cursor_that_decodes() {
         assert_eq!(ShardState::stored(None).unwrap(), ShardState::Start);
         assert_eq!(ShardState::stored(Some(DONE)).unwrap(), ShardState::Done);
-        let c = Cursor::encode(&crate::capacity::Item::from([("pk".to_string(), av_s("t1"))])).unwrap();
+        let c = Cursor::encode(&crate::item::Item::from([("pk".to_string(), av_s("t1"))])).unwrap();
         assert_eq!(ShardState::stored(Some(c.as_str())).unwrap(), ShardState::Resume(c.clone()));
         assert!(ShardState::stored(Some("not a cursor!")).is_err());
     }

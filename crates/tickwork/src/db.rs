@@ -33,8 +33,9 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_sdk_dynamodb::Client;
 
-use crate::capacity::{self, Consistency, GsiShape, Item};
+use crate::capacity::{self, Consistency, GsiShape};
 use crate::error::{CancelReason, DbError};
+use crate::item::Item;
 use crate::meter::{CapacitySource, Meter, Tally};
 
 /// DynamoDB's limit on items in one BatchWriteItem.

@@ -6,7 +6,7 @@
 
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 
-use crate::capacity::Item;
+use crate::item::Item;
 
 /// Why one transaction item was cancelled.
 #[derive(Debug, Clone, PartialEq)]

@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 
-use crate::capacity::Item;
 use crate::db::Db;
 use crate::error::DbError;
+use crate::item::Item;
 use crate::schema::{av_n, av_s, get_i64, get_s, key, PK, TTL};
 
 /// Failures on one page at which the page is not a few bad units but a bad run (a schema change,

@@ -21,10 +21,10 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{ReturnValuesOnConditionCheckFailure, TransactWriteItem};
 
-use crate::capacity::Item;
 use crate::clock::{Millis, SharedClock};
 use crate::db::Db;
 use crate::error::DbError;
+use crate::item::Item;
 use crate::schema::{av_n, av_s, get_i64, get_s, key, PK, TTL};
 
 /// Attribute: claim state.

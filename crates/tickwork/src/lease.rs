@@ -34,11 +34,11 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{ConditionCheck, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
 
-use crate::capacity::Item;
 use crate::clock::{Millis, SharedClock};
 use crate::config::ConfigError;
 use crate::db::Db;
 use crate::error::DbError;
+use crate::item::Item;
 use crate::schema::{av_n, av_s, get_i64, get_s, get_u64, key, PK};
 
 /// Attribute: the holder's owner id.

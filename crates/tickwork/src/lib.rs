@@ -40,6 +40,7 @@ pub mod error;
 pub mod failures;
 pub mod iam;
 pub mod idempotency;
+pub mod item;
 pub mod lease;
 pub mod meter;
 pub mod pager;

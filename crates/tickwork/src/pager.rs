@@ -17,9 +17,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use base64::Engine;
 
 use crate::budget::Budget;
-use crate::capacity::Item;
 use crate::db::Db;
 use crate::error::DbError;
+use crate::item::Item;
 
 /// Where a stopped enumeration resumes: an encoded `LastEvaluatedKey`. Opaque to callers, safe
 /// to store as a string, validated when parsed back.

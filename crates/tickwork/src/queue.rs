@@ -50,11 +50,12 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, TransactWriteItem};
 use futures::stream::{self, StreamExt};
 
-use crate::capacity::{Item, Projection};
+use crate::capacity::Projection;
 use crate::clock::{Millis, SharedClock};
 use crate::config::{ConfigError, Env};
 use crate::db::Db;
 use crate::error::DbError;
+use crate::item::Item;
 use crate::schema::{av_n, av_s, get_i64, get_s, get_u64, n, s, GsiDef, TableDef, PK, TTL};
 
 /// Attribute: item kind (selects the handler).

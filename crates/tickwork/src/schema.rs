@@ -28,8 +28,9 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_sdk_dynamodb::Client;
 
-use crate::capacity::{GsiShape, Item, Projection};
+use crate::capacity::{GsiShape, Projection};
 use crate::error::DbError;
+use crate::item::Item;
 
 /// Partition key attribute of every tickwork table.
 pub const PK: &str = "pk";

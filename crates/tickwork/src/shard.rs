@@ -38,7 +38,7 @@ pub struct ShardRegistry {
 pub const COUNTS: &str = "counts";
 
 /// The registry item of a table (by its logical name: `tenants`, `queue`, `changes`).
-pub fn registry_key(logical: &str) -> crate::capacity::Item {
+pub fn registry_key(logical: &str) -> crate::item::Item {
     crate::schema::key(format!("shards#{logical}"), "shards")
 }
 

@@ -23,7 +23,7 @@ use crate::schema::{av_n, av_s, key, TTL};
 pub const COMPLETED_AT: &str = "completed_at";
 
 /// The slot item's key.
-pub fn slot_key(job: &str, slot: &str) -> crate::capacity::Item {
+pub fn slot_key(job: &str, slot: &str) -> crate::item::Item {
     key(format!("slot#{job}"), slot)
 }
 

@@ -20,9 +20,10 @@ use futures::{StreamExt, TryStreamExt};
 use std::future::Future;
 
 use crate::budget::Budget;
-use crate::capacity::{Item, Projection};
+use crate::capacity::Projection;
 use crate::db::Db;
 use crate::error::DbError;
+use crate::item::Item;
 use crate::pager::{for_each_page, Cursor, Page, PageError, PageRun};
 use crate::schema::{av_s, get_s, s, GsiDef, TableDef, PK};
 use crate::watermark::Watermarks;

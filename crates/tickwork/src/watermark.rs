@@ -50,7 +50,7 @@ pub const WAKE_PREFIX: &str = "wake:";
 pub const MAX_WAKE: usize = 100;
 
 /// The watermark item's key.
-pub fn watermark_key(job: &str) -> crate::capacity::Item {
+pub fn watermark_key(job: &str) -> crate::item::Item {
     key(format!("wm#{job}"), "wm")
 }
 
