@@ -23,6 +23,26 @@ pub fn shard_workers(env: &Env) -> Result<u32, ConfigError> {
     env.int_in(vars::PULSE_SHARD_WORKERS, 1u32, 1..=64)
 }
 
+/// Tenants per page of the zone index ([`vars::PULSE_PAGE_SIZE`]): the sweep's and `tickctl
+/// cost`'s one reading.
+pub fn page_size(env: &Env) -> Result<i32, ConfigError> {
+    env.int_in(vars::PULSE_PAGE_SIZE, 1000, 1..=1000)
+}
+
+/// What is pulsed for periods missed during an outage ([`vars::PULSE_CATCH_UP`],
+/// [`vars::PULSE_MAX_LATENESS_SECS`]), on a schedule of `interval`: the sweep's and `tickctl
+/// cost`'s one reading.
+pub fn policy(env: &Env, interval: Duration) -> Result<Policy, ConfigError> {
+    let catch_up: CatchUp = env.parse_or(vars::PULSE_CATCH_UP, CatchUp::All)?;
+    let lateness = env.secs_in(
+        vars::PULSE_MAX_LATENESS_SECS,
+        Duration::from_secs(40 * 86_400),
+        Duration::from_secs(1),
+        MAX_LATENESS_LIMIT,
+    )?;
+    Ok(Policy { catch_up, max_lateness_ms: lateness.as_millis() as i64, interval_ms: interval.as_millis() as i64 })
+}
+
 /// Sweep settings.
 #[derive(Debug, Clone)]
 pub struct PulseConfig {
@@ -62,18 +82,12 @@ impl PulseConfig {
         let interval = env.secs_in(vars::PULSE_INTERVAL_SECS, s(60), s(60), s(86_400))?;
         let ttl = env.secs_or(vars::PULSE_LEASE_SECS, s(50))?;
         let lease = lease_config(&job, ttl, interval, core, vars::PULSE_LEASE_SECS)?;
-        let catch_up: CatchUp = env.parse_or(vars::PULSE_CATCH_UP, CatchUp::All)?;
-        let lateness = env.secs_in(vars::PULSE_MAX_LATENESS_SECS, s(40 * 86_400), s(1), MAX_LATENESS_LIMIT)?;
         Ok(Self {
             dry_run: tickwork_lambda::forced_dry_run(env)?,
-            policy: Policy {
-                catch_up,
-                max_lateness_ms: lateness.as_millis() as i64,
-                interval_ms: interval.as_millis() as i64,
-            },
+            policy: policy(env, interval)?,
             job,
             lease,
-            page_size: env.int_in(vars::PULSE_PAGE_SIZE, 1000, 1..=1000)?,
+            page_size: page_size(env)?,
             tenant_concurrency: env.int_in(vars::PULSE_TENANT_CONCURRENCY, 8usize, 1..=256)?,
             margin: core.margin,
             shard_workers: shard_workers(env)?,

@@ -7,6 +7,12 @@ use tickwork::config::{ConfigError, CoreConfig, Env};
 use tickwork::env as vars;
 use tickwork::queue::QueueConfig;
 
+/// Items polled per shard per round ([`vars::WORKER_BATCH`]): the worker's and `tickctl cost`'s
+/// one reading.
+pub fn batch(env: &Env) -> Result<i32, ConfigError> {
+    env.int_in(vars::WORKER_BATCH, 10, 1..=100)
+}
+
 /// Worker settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerConfig {
@@ -71,7 +77,7 @@ impl WorkerConfig {
             }
         }
         Ok(Self {
-            batch: env.int_in(vars::WORKER_BATCH, 10, 1..=100)?,
+            batch: batch(env)?,
             concurrency: env.int_in(vars::WORKER_CONCURRENCY, 4usize, 1..=256)?,
             margin: core.margin,
             handler_timeout,

@@ -8,6 +8,12 @@ use tickwork::env as vars;
 use tickwork::lease::LeaseConfig;
 use tickwork_lambda::settings::{check_job_name, lease_config};
 
+/// Tenants per page, and per queue item ([`vars::FANOUT_PAGE_SIZE`]): the fan-out's and `tickctl
+/// cost`'s one reading.
+pub fn page_size(env: &Env) -> Result<i32, ConfigError> {
+    env.int_in(vars::FANOUT_PAGE_SIZE, 1000, 1..=1000)
+}
+
 /// Fan-out settings.
 #[derive(Debug, Clone)]
 pub struct FanoutConfig {
@@ -46,7 +52,7 @@ impl FanoutConfig {
         Ok(Self {
             dry_run: tickwork_lambda::forced_dry_run(env)?,
             job,
-            page_size: env.int_in(vars::FANOUT_PAGE_SIZE, 1000, 1..=1000)?,
+            page_size: page_size(env)?,
             shard_concurrency: env.int_in(vars::FANOUT_SHARD_CONCURRENCY, 4usize, 1..=64)?,
             max_lateness_days: env.int_in(vars::FANOUT_MAX_LATENESS_DAYS, 7u32, 1..=60)?,
             lease,

@@ -49,31 +49,27 @@ pub const FULL_MODEL_MAX: usize = 4_000;
 
 impl CostInput {
     /// This load under the deployment the environment describes: the shard counts, page sizes,
-    /// worker batch and catch-up rules the functions read, with the same defaults and bounds
-    /// (an unset one is the deployed default), so `tickctl cost` prices what is deployed. The
+    /// worker batch and catch-up rules, read by the functions' own readers (their defaults and
+    /// bounds; unset queue shards are the template's 1), so `tickctl cost` prices what is deployed. The
     /// load itself (tenants, zones, tick, workers, ticks, start, drains) stays as given. Refuses
     /// a degenerate load (no tenant, a tick of 0, no tick, drains more often than ticks) naming
     /// it, where it would otherwise divide by zero.
     pub fn with_env(self, env: &Env) -> Result<Self> {
-        use tickwork::env as vars;
         ensure!(self.tenants >= 1, "--tenants must be at least 1");
         ensure!(self.workers >= 1, "--workers must be at least 1");
         ensure!((1_000..=86_400_000).contains(&self.tick_ms), "--tick must be 1s to 1d");
         ensure!(self.ticks >= 1, "nothing to price: --days or --ticks must be at least 1");
         ensure!(self.drain_every >= 1, "--worker-every must be at least one --tick");
-        let s = std::time::Duration::from_secs;
-        let lateness = env.secs_in(vars::PULSE_MAX_LATENESS_SECS, s(40 * 86_400), s(1), s(60 * 86_400))?;
+        let tick = std::time::Duration::from_millis(self.tick_ms as u64);
+        // Each function's own reading of its settings (defaults and bounds in one place), but the
+        // queue shards: unset, they are the template's (1), not the code's (8).
         Ok(CostInput {
-            tenant_shards: env.int_in(vars::TENANT_SHARDS, self.tenant_shards, 1..=1000)?,
-            queue_shards: env.int_in(vars::QUEUE_SHARDS, self.queue_shards, 1..=1000)?,
-            page_size: env.int_in(vars::PULSE_PAGE_SIZE, self.page_size, 1..=1000)?,
-            fanout_page_size: env.int_in(vars::FANOUT_PAGE_SIZE, self.fanout_page_size, 1..=1000)?,
-            worker_batch: env.int_in(vars::WORKER_BATCH, self.worker_batch, 1..=100)?,
-            policy: Policy {
-                catch_up: env.parse_or(vars::PULSE_CATCH_UP, self.policy.catch_up)?,
-                max_lateness_ms: lateness.as_millis() as i64,
-                interval_ms: self.tick_ms,
-            },
+            tenant_shards: tickwork::config::tenant_shards(env)?,
+            queue_shards: env.int_in(tickwork::env::QUEUE_SHARDS, self.queue_shards, 1..=1000)?,
+            page_size: pulse_sweep::config::page_size(env)? as usize,
+            fanout_page_size: tenant_fanout::config::page_size(env)? as usize,
+            worker_batch: queue_worker::config::batch(env)? as usize,
+            policy: pulse_sweep::config::policy(env, tick)?,
             ..self
         })
     }
