@@ -67,23 +67,13 @@ impl Deps {
         control: &str,
         table: String,
     ) -> Self {
-        let marks = Watermarks::new(db.clone(), control, clock.clone());
-        let leases = LeaseStore::new(db.clone(), control, clock.clone());
+        let core =
+            JobCore::new("archiver", db.clone(), clock.clone(), control, cfg.lease.clone(), cfg.margin, cfg.dry_run);
         Self {
-            core: JobCore {
-                function: "archiver",
-                db: db.clone(),
-                clock: clock.clone(),
-                leases: leases.clone(),
-                marks: marks.clone(),
-                lease: cfg.lease.clone(),
-                margin: cfg.margin,
-                dry_run: cfg.dry_run,
-                namespace: "tickwork".into(),
-            },
             checkpoints: Checkpoints::new(db.clone(), control, clock.clone(), Duration::from_secs(30 * 86_400)),
-            leases,
-            marks,
+            leases: core.leases.clone(),
+            marks: core.marks.clone(),
+            core,
             db,
             s3,
             cfg,

@@ -106,24 +106,22 @@ impl Deps {
         queue_cfg: QueueConfig,
     ) -> Self {
         let retention = Duration::from_secs(14 * 86_400);
-        let marks = Watermarks::new(db.clone(), &tables.control, clock.clone());
-        let leases = LeaseStore::new(db.clone(), &tables.control, clock.clone());
+        let core = JobCore::new(
+            "pulse-sweep",
+            db.clone(),
+            clock.clone(),
+            &tables.control,
+            cfg.lease.clone(),
+            cfg.margin,
+            cfg.dry_run,
+        );
         Self {
-            core: JobCore {
-                function: "pulse-sweep",
-                db: db.clone(),
-                clock: clock.clone(),
-                leases: leases.clone(),
-                marks: marks.clone(),
-                lease: cfg.lease.clone(),
-                margin: cfg.margin,
-                dry_run: cfg.dry_run,
-                namespace: "tickwork".into(),
-            },
-            tenants: Tenants::new(db.clone(), &tables.tenants, tenant_shards).with_registry(marks.clone(), &cfg.job),
+            tenants: Tenants::new(db.clone(), &tables.tenants, tenant_shards)
+                .with_registry(core.marks.clone(), &cfg.job),
             checkpoints: Checkpoints::new(db.clone(), &tables.control, clock.clone(), retention),
-            leases,
-            marks,
+            leases: core.leases.clone(),
+            marks: core.marks.clone(),
+            core,
             db,
             cfg,
             tables,

@@ -89,26 +89,23 @@ impl Deps {
         queue: QueueConfig,
     ) -> Self {
         let retention = Duration::from_secs(14 * 86_400);
-        let marks = Watermarks::new(db.clone(), &t.control, clock.clone());
-        let leases = LeaseStore::new(db.clone(), &t.control, clock.clone());
+        let core = JobCore::new(
+            "tenant-fanout",
+            db.clone(),
+            clock.clone(),
+            &t.control,
+            cfg.lease.clone(),
+            cfg.margin,
+            cfg.dry_run,
+        );
         Self {
-            core: JobCore {
-                function: "tenant-fanout",
-                db: db.clone(),
-                clock: clock.clone(),
-                leases: leases.clone(),
-                marks: marks.clone(),
-                lease: cfg.lease.clone(),
-                margin: cfg.margin,
-                dry_run: cfg.dry_run,
-                namespace: "tickwork".into(),
-            },
             tenants: Tenants::new(db.clone(), &t.tenants, tenant_shards),
             queue: Queue::new(db.clone(), &t.queue, queue, clock.clone()),
             slots: Slots::new(db.clone(), &t.control, clock.clone(), retention),
             checkpoints: Checkpoints::new(db.clone(), &t.control, clock.clone(), retention),
-            leases,
-            marks,
+            leases: core.leases.clone(),
+            marks: core.marks.clone(),
+            core,
             db,
             cfg,
             clock,

@@ -109,6 +109,31 @@ pub struct JobCore {
 }
 
 impl JobCore {
+    /// The core of `function`'s job: its leases and state item in the control table `control`,
+    /// under `lease`, stopping `margin` before a deadline. The namespace is the default until the
+    /// caller sets the stack's.
+    pub fn new(
+        function: &'static str,
+        db: Db,
+        clock: SharedClock,
+        control: &str,
+        lease: LeaseConfig,
+        margin: Duration,
+        dry_run: bool,
+    ) -> Self {
+        Self {
+            function,
+            leases: LeaseStore::new(db.clone(), control, clock.clone()),
+            marks: Watermarks::new(db.clone(), control, clock.clone()),
+            db,
+            clock,
+            lease,
+            margin,
+            dry_run,
+            namespace: "tickwork".into(),
+        }
+    }
+
     /// The job's name (lease, state item, pause switch, metrics line).
     pub fn job(&self) -> &str {
         &self.lease.job
