@@ -24,7 +24,7 @@
 //!   failed; `job` the leased job's steps and the idle tick's marks;
 //! - [`object`] keys, bytes, S3; [`intent`] the crash-safety record; [`probe`] which shards are
 //!   due; [`sweep`] the batches;
-//! - [`restore`] the operator's way back;
+//! - [`mod@restore`] the operator's way back;
 //! - this file: the entry points.
 
 pub mod config;

@@ -10,7 +10,7 @@
 //!   a tenant that follows its group stands where the group's watermark says ([`pulse`]);
 //! - *the unconsumed finest grain*: quarter-hour and hour are declared and never written;
 //! - *one page of tenants and no cursor*: tenants are paged per zone and shard to exhaustion, with
-//!   a checkpoint that the next tick resumes from ([`sweep`]);
+//!   a checkpoint that the next tick resumes from (`sweep`);
 //! - *the watermark trusted alone*: the watermark moves in the same transaction as the run's last
 //!   pulses, and each pulse carries its idempotency key to the handler that acts on it.
 //!
@@ -21,7 +21,7 @@
 //!    0 writes**, no lease. A registered zone the tz database does not know is reported as a
 //!    failed unit every tick and never blocks the others.
 //! 3. Take the lease (kept on success, released on failure).
-//! 4. [`sweep`]: woken tenants first, then each due group page by page from its checkpoint; the
+//! 4. `sweep`: woken tenants first, then each due group page by page from its checkpoint; the
 //!    pulses go out in batches (one queue item per flush, not per tenant), in fenced transactions
 //!    with the checkpoints.
 //! 5. When every shard of a group is done, its watermark advances in the run's last transaction.

@@ -2,7 +2,7 @@
 //!
 //! The worker is a library as much as a Lambda: an application builds its own worker with its
 //! own handlers registered ([`Deps::from_env_with`], [`Registry`]), and its `main.rs` stays the
-//! same twenty lines. The protocol of one invocation is in [`drain`].
+//! same twenty lines. The protocol of one invocation is in [`mod@drain`].
 //!
 //! ## One invocation ([`handle`])
 //! 1. Parse and guard the event (a malformed or future event is refused before any read). Two
@@ -12,12 +12,12 @@
 //!    pricing page lists as free for Lambda triggers (not confirmed from a stored copy of that
 //!    page; see `tickctl::bill`). An item retried with a backoff, and the rest of a batch the
 //!    deadline stopped (a MODIFY, which the stream filter passes over), wait for the safety poll.
-//! 2. [`drain`]: poll, claim, run, settle, until the queue is empty or the deadline nears; a
+//! 2. [`drain()`]: poll, claim, run, settle, until the queue is empty or the deadline nears; a
 //!    pause marker in the ready index stops it before any claim (pausing costs no extra read).
 //! 3. One metrics line (EMF) on every path: `Paused`, `FailedUnits` (dead letters), and the per-table detail.
 //!
 //! ## Layout
-//! [`config`] settings; [`registry`] handlers by kind; [`drain`] the loop; [`summary`] the
+//! [`config`] settings; [`registry`] handlers by kind; [`mod@drain`] the loop; [`summary`] the
 //! handlers this worker ships; this file the glue.
 
 pub mod config;

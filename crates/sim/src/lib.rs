@@ -190,7 +190,7 @@ pub struct Crash {
 }
 
 impl Crash {
-    /// Calls since the last [`Crash::reset`].
+    /// Calls since the last [`Crash::arm`].
     pub fn calls(&self) -> u64 {
         self.calls.load(Ordering::SeqCst)
     }

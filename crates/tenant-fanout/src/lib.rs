@@ -17,7 +17,7 @@
 //!    the watermark through today ([`window::due_windows`]) → stop. This is the whole cost of an
 //!    idle invocation.
 //! 3. Take the job's lease (kept on success, released on failure).
-//! 4. [`fanout`]: each due window, oldest first.
+//! 4. `fanout`: each due window, oldest first.
 //!
 //! ## Layout
 //! [`config`] settings; [`window`] windows and items (pure); [`deps`] the clients and tables;

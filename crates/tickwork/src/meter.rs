@@ -3,7 +3,7 @@
 //! Why: the failures this project exists to prevent were found "from the bill, not from a slow
 //! endpoint". Every DynamoDB call goes through [`crate::db::Db`], which records here the requests,
 //! the items read and written and the capacity units. Each invocation ends with
-//! [`Meter::emit`]: one CloudWatch Embedded Metric Format line per table/index/operation (CloudWatch
+//! [`Meter::invocation_line`]: one CloudWatch Embedded Metric Format line per table/index/operation (CloudWatch
 //! turns them into metrics without any API call) and one summary line.
 //!
 //! Units come from the server's `ConsumedCapacity` when [`CapacitySource::Server`] (AWS), and from
@@ -232,7 +232,7 @@ impl Meter {
 pub const INVOCATION_MESSAGE: &str = "tickwork invocation";
 
 /// Every custom metric the stack publishes. CloudWatch bills each distinct metric name and set of
-/// dimension values every month ("each unique combination of dimensions [is] a separate metric",
+/// dimension values every month ("each unique combination of dimensions \[is\] a separate metric",
 /// CloudWatch concepts), so the set is closed and small, each metric is something an alarm
 /// watches, and everything else (per-table, per-operation, per-grain detail) travels as
 /// properties of the same line, readable by `tickctl audit` and Logs Insights at no metric cost.

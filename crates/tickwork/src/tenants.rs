@@ -462,7 +462,7 @@ impl Tenants {
     }
 
     /// Suspends a tenant: out of both enumeration indexes (never visited), its zone and `since`
-    /// kept, its position recorded ([`Tenants::position_leaving`]) so that resuming owes every
+    /// kept, its position recorded (`Tenants::position_leaving`) so that resuming owes every
     /// period since. Returns `false` when there is no such tenant.
     pub async fn suspend(&self, id: &str) -> Result<bool, DbError> {
         let done = self

@@ -12,7 +12,7 @@
 //!   the sweep flushes ([`pulse_sweep::FlushCounts`], the sweep's own rule),
 //! - the batch items those flushes write (built with [`tickwork::batch`] and the queue's own item
 //!   builder, then sized), their queue shards, and how many rounds of polls a drain makes
-//!   ([`queue_worker::drain`]'s loop),
+//!   ([`queue_worker::drain()`]'s loop),
 //!
 //! and multiplying by the requests each code path makes (the constants in [`calls`], one per call
 //! site, checked against a live simulated run by `tests/it/cost.rs`). Capacity units follow

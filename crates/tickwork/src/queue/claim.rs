@@ -1,0 +1,138 @@
+//! Claiming an item (step 3 of the protocol in [`crate::queue`]): one conditional UpdateItem that
+//! takes a ready, live item for an owner and counts the attempt, so that every later write can be
+//! conditional on this claim; an item whose claims are exhausted is buried instead.
+
+use aws_sdk_dynamodb::types::ReturnValue;
+
+use crate::clock::Millis;
+use crate::error::DbError;
+use crate::item::Item;
+use crate::queue::error::QueueError;
+use crate::queue::schema::*;
+use crate::queue::store::Queue;
+use crate::schema::{av_n, av_s, get_i64, get_s, get_u64, PK};
+
+/// A claimed item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    /// Id.
+    pub id: String,
+    /// Handler kind.
+    pub kind: String,
+    /// JSON payload (decoded by the handler).
+    pub payload: String,
+    /// Owning tenant.
+    pub tenant: Option<String>,
+    /// Claims so far, this one included; the claim's generation.
+    pub attempts: u32,
+    /// Our owner id.
+    pub owner: String,
+    /// Our claim's end (ms).
+    pub claim_until_ms: Millis,
+}
+
+/// Outcome of a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// Ours.
+    Claimed(Job),
+    /// Another worker got it first, or it is no longer ready.
+    Taken,
+    /// Every attempt was claimed and none settled (its workers died): moved to the dead letters.
+    DeadLettered,
+}
+
+impl Queue {
+    /// Claims `id` for `owner` if it is still ready (see step 3 of the protocol).
+    pub async fn claim(&self, id: &str, owner: &str) -> Result<Claim, QueueError> {
+        let now = self.clock.now_ms();
+        let until = now + self.cfg.visibility.as_millis() as i64;
+        let req = self
+            .db
+            .client()
+            .update_item()
+            .table_name(&self.table)
+            .key(PK, av_s(id))
+            .update_expression("SET #owner = :owner, #state = :claimed, #vis = :until ADD #attempts :one")
+            .condition_expression(
+                "attribute_exists(#shard) AND #vis <= :now AND #state <> :pause AND (attribute_not_exists(#attempts) OR #attempts < :max)",
+            )
+            .expression_attribute_names("#owner", OWNER)
+            .expression_attribute_names("#state", STATE)
+            .expression_attribute_names("#vis", VISIBLE_AT)
+            .expression_attribute_names("#attempts", ATTEMPTS)
+            .expression_attribute_names("#shard", SHARD)
+            .expression_attribute_values(":owner", av_s(owner))
+            .expression_attribute_values(":claimed", av_s(CLAIMED))
+            .expression_attribute_values(":pause", av_s(PAUSE))
+            .expression_attribute_values(":until", av_n(until))
+            .expression_attribute_values(":now", av_n(now))
+            .expression_attribute_values(":one", av_n(1))
+            .expression_attribute_values(":max", av_n(self.cfg.max_attempts))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld);
+        match self.db.update(req).await {
+            Ok(out) => Ok(Claim::Claimed(job_of(id, owner, until, &out.attributes().cloned().unwrap_or_default()))),
+            Err(DbError::ConditionFailed { item, .. }) => {
+                let item = item.map(|b| *b).unwrap_or_default();
+                let attempts = get_u64(&item, ATTEMPTS).unwrap_or(0) as u32;
+                let ready = item.contains_key(SHARD) && get_i64(&item, VISIBLE_AT).is_some_and(|v| v <= now);
+                if get_s(&item, STATE) == Some(CLAIMED) && get_s(&item, OWNER) == Some(owner) {
+                    // Ours: the first attempt applied and its answer was lost.
+                    let until = get_i64(&item, VISIBLE_AT).unwrap_or(until);
+                    return Ok(Claim::Claimed(job_of(id, owner, until, &item)));
+                }
+                if ready && get_s(&item, STATE) != Some(PAUSE) && attempts >= self.cfg.max_attempts {
+                    return self.bury(id, attempts).await;
+                }
+                Ok(Claim::Taken)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Dead-letters an item whose claims are exhausted, if it still is (another worker may have
+    /// buried it first).
+    async fn bury(&self, id: &str, attempts: u32) -> Result<Claim, QueueError> {
+        let now = self.clock.now_ms();
+        let msg = format!("claimed {attempts} times and never settled: its handler died with its worker each time (a panic, a timeout or out of memory)");
+        let req = self
+            .db
+            .client()
+            .update_item()
+            .table_name(&self.table)
+            .key(PK, av_s(id))
+            .update_expression("SET #state = :dead, #dlq = :dlq, #failed = :now, #err = :err REMOVE #shard, #owner")
+            .condition_expression("attribute_exists(#shard) AND #vis <= :now AND #attempts >= :max")
+            .expression_attribute_names("#state", STATE)
+            .expression_attribute_names("#dlq", DLQ)
+            .expression_attribute_names("#failed", FAILED_AT)
+            .expression_attribute_names("#err", LAST_ERROR)
+            .expression_attribute_names("#shard", SHARD)
+            .expression_attribute_names("#owner", OWNER)
+            .expression_attribute_names("#vis", VISIBLE_AT)
+            .expression_attribute_names("#attempts", ATTEMPTS)
+            .expression_attribute_values(":dead", av_s(DEAD))
+            .expression_attribute_values(":dlq", av_s(DLQ_PARTITION))
+            .expression_attribute_values(":now", av_n(now))
+            .expression_attribute_values(":err", av_s(msg))
+            .expression_attribute_values(":max", av_n(self.cfg.max_attempts));
+        match self.db.update(req).await {
+            Ok(_) => Ok(Claim::DeadLettered),
+            Err(DbError::ConditionFailed { .. }) => Ok(Claim::Taken),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+fn job_of(id: &str, owner: &str, until: Millis, a: &Item) -> Job {
+    Job {
+        id: id.to_string(),
+        kind: get_s(a, KIND).unwrap_or_default().to_string(),
+        payload: get_s(a, PAYLOAD).unwrap_or("null").to_string(),
+        tenant: get_s(a, TENANT).map(str::to_string),
+        attempts: get_u64(a, ATTEMPTS).unwrap_or(1) as u32,
+        owner: owner.to_string(),
+        claim_until_ms: until,
+    }
+}

@@ -1,0 +1,79 @@
+//! The queue table: its attributes, states, indexes and keys.
+
+use crate::capacity::Projection;
+use crate::schema::{n, s, GsiDef, TableDef, PK, TTL};
+
+/// Attribute: item kind (selects the handler).
+pub const KIND: &str = "kind";
+/// Attribute: JSON payload.
+pub const PAYLOAD: &str = "payload";
+/// Attribute: the tenant the item belongs to.
+pub const TENANT: &str = "tenant";
+/// Attribute: claims so far.
+pub const ATTEMPTS: &str = "attempts";
+/// Attribute: current claimer.
+pub const OWNER: &str = "owner";
+/// Attribute: lifecycle state.
+pub const STATE: &str = "state";
+/// Attribute: when the item may be taken next (ms).
+pub const VISIBLE_AT: &str = "visible_at";
+/// Attribute: ready-index partition, present only while live.
+pub const SHARD: &str = "shard";
+/// Attribute: dead-letter index partition, present only on dead letters.
+pub const DLQ: &str = "dlq";
+/// Attribute: when it was dead-lettered (ms).
+pub const FAILED_AT: &str = "failed_at";
+/// Attribute: last failure message.
+pub const LAST_ERROR: &str = "last_error";
+/// Attribute: creation time (ms).
+pub const CREATED_AT: &str = "created_at";
+/// Ready index name.
+pub const READY_INDEX: &str = "ready";
+/// Dead-letter index name.
+pub const DEAD_INDEX: &str = "dead";
+
+pub(super) const PENDING: &str = "pending";
+pub(super) const CLAIMED: &str = "claimed";
+pub(super) const DONE: &str = "done";
+pub(super) const DEAD: &str = "dead";
+pub(super) const PAUSE: &str = "pause";
+pub(super) const DLQ_PARTITION: &str = "dlq";
+
+/// Id prefix of the pause markers (never a producer's id: ids are validated against it).
+pub const PAUSE_PREFIX: &str = "pause#queue#";
+
+/// The pause marker of ready shard `k`.
+pub fn pause_marker(k: u32) -> String {
+    format!("{PAUSE_PREFIX}{k}")
+}
+
+/// Longest accepted item id (DynamoDB's partition key limit is 2048 bytes).
+pub const MAX_ID_BYTES: usize = 1024;
+/// Largest accepted payload (items are limited to 400 KB).
+pub const MAX_PAYLOAD_BYTES: usize = 256 * 1024;
+
+/// The queue table's definition.
+pub fn queue_table() -> TableDef {
+    TableDef {
+        logical: "queue",
+        pk: s(PK),
+        sk: None,
+        gsis: vec![
+            GsiDef { name: READY_INDEX, pk: s(SHARD), sk: Some(n(VISIBLE_AT)), projection: Projection::KeysOnly },
+            GsiDef {
+                name: DEAD_INDEX,
+                pk: s(DLQ),
+                sk: Some(n(FAILED_AT)),
+                projection: Projection::Include(vec![KIND.into(), TENANT.into(), ATTEMPTS.into(), LAST_ERROR.into()]),
+            },
+        ],
+        ttl: Some(TTL),
+    }
+}
+
+pub use crate::shard::{fnv1a, shard_of};
+
+/// The ready-index partition value of shard `k`.
+pub fn shard_key(k: u32) -> String {
+    format!("queue#{k}")
+}

@@ -1,0 +1,399 @@
+//! Settling a claimed item (steps 4 to 6 of the protocol in [`crate::queue`]): finish, retry
+//! after a backoff, dead-letter, extend, or settle a batch of which only some units ran; every
+//! write conditional on the claim (`mine_condition`), so a worker whose claim was re-taken
+//! changes nothing.
+
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
+
+use crate::clock::Millis;
+use crate::error::DbError;
+use crate::item::Item;
+use crate::queue::claim::Job;
+use crate::queue::error::QueueError;
+use crate::queue::schema::*;
+use crate::queue::store::Queue;
+use crate::schema::{av_n, av_s, PK, TTL};
+
+/// Outcome of finish, extend or fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settle {
+    /// Done as asked.
+    Settled,
+    /// Retried later at the given instant.
+    Retrying {
+        /// When it becomes visible again (ms).
+        at_ms: Millis,
+    },
+    /// Moved to the dead letters.
+    DeadLettered,
+    /// The claim expired and someone else owns the item now: nothing changed.
+    NotOwner,
+}
+
+const MINE: &str = "#owner = :owner AND #attempts = :gen AND #state = :claimed";
+
+/// "Still our claim": the item is claimed, by this owner, at this attempt. Pure; the one
+/// condition of every settle, single ([`Queue::mine`]) or in a transaction.
+fn mine_condition(job: &Job) -> crate::schema::ExprParts {
+    (
+        MINE.to_string(),
+        vec![("#owner", OWNER), ("#attempts", ATTEMPTS), ("#state", STATE)],
+        vec![(":owner", av_s(&job.owner)), (":gen", av_n(job.attempts)), (":claimed", av_s(CLAIMED))],
+    )
+}
+
+impl Queue {
+    fn mine(&self, job: &Job) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+        let (cond, names, values) = mine_condition(job);
+        let mut req =
+            self.db.client().update_item().table_name(&self.table).key(PK, av_s(&job.id)).condition_expression(cond);
+        for (k, v) in names {
+            req = req.expression_attribute_names(k, v);
+        }
+        for (k, v) in values {
+            req = req.expression_attribute_values(k, v);
+        }
+        req
+    }
+
+    /// Marks the job done (a tombstone out of the ready index), if still ours.
+    pub async fn finish(&self, job: &Job) -> Result<Settle, QueueError> {
+        self.apply(job, &Transition::Done { ttl_s: self.done_ttl_s() }).await
+    }
+
+    /// Applies a settle transition to our claimed item (one conditional UpdateItem).
+    async fn apply(&self, job: &Job, t: &Transition) -> Result<Settle, QueueError> {
+        let (expr, names, values) = t.update();
+        let mut req = self.mine(job).update_expression(expr);
+        for (k, v) in names {
+            req = req.expression_attribute_names(k, v);
+        }
+        for (k, v) in values {
+            req = req.expression_attribute_values(k, v);
+        }
+        settle(self.db.update(req).await, t.outcome())
+    }
+
+    fn done_ttl_s(&self) -> i64 {
+        self.clock.now_ms() / 1000 + self.cfg.retention.as_secs() as i64
+    }
+
+    /// Pushes the claim out by the visibility timeout, if still ours.
+    pub async fn extend(&self, job: &Job) -> Result<(Settle, Job), QueueError> {
+        let until = self.clock.now_ms() + self.cfg.visibility.as_millis() as i64;
+        let req = self
+            .mine(job)
+            .update_expression("SET #vis = :until")
+            .expression_attribute_names("#vis", VISIBLE_AT)
+            .expression_attribute_values(":until", av_n(until));
+        let s = settle(self.db.update(req).await, Settle::Settled)?;
+        Ok((s, Job { claim_until_ms: until, ..job.clone() }))
+    }
+
+    /// Records a failure: retry after the backoff, or dead-letter after the last attempt.
+    pub async fn fail(&self, job: &Job, error: &str) -> Result<Settle, QueueError> {
+        if job.attempts >= self.cfg.max_attempts {
+            return self.dead_letter(job, error).await;
+        }
+        let at = self.clock.now_ms() + self.cfg.backoff(job.attempts).as_millis() as i64;
+        self.apply(job, &Transition::Retry { at_ms: at, error: error.to_string(), payload: None, refund: false }).await
+    }
+
+    /// Moves the job to the dead letters now (a permanent failure, or the last attempt).
+    pub async fn dead_letter(&self, job: &Job, error: &str) -> Result<Settle, QueueError> {
+        self.apply(job, &Transition::Dead { now_ms: self.clock.now_ms(), error: error.to_string(), payload: None })
+            .await
+    }
+
+    /// Settles a batch ([`crate::batch`]) of which only some units completed, in one transaction
+    /// conditional on our claim: `remaining` (the units still to run, as a smaller batch payload)
+    /// goes back to pending — after the backoff when some failed (`error`), at once when only the
+    /// deadline stopped them (that claim then does not count as an attempt); `dead` units (a
+    /// payload and why) become a dead letter of their own, `<id>#dead#<attempt>#<owner>`. Out of
+    /// attempts with failures left, the remaining units are dead-lettered in the item itself.
+    pub async fn settle_batch(
+        &self,
+        job: &Job,
+        remaining: Option<&str>,
+        error: Option<&str>,
+        dead: Option<(&str, &str)>,
+    ) -> Result<Settle, QueueError> {
+        let now = self.clock.now_ms();
+        let t = batch_transition(
+            remaining,
+            error,
+            job.attempts >= self.cfg.max_attempts,
+            now,
+            now + self.cfg.backoff(job.attempts).as_millis() as i64,
+            self.done_ttl_s(),
+        );
+        let outcome = t.outcome();
+        let (expr, names, values) = t.update();
+        let mut items = vec![self.mine_update(job, &expr, &names, values)];
+        if let Some((payload, why)) = dead {
+            // Unique to this claim (the attempt is refunded when only the deadline stopped a
+            // batch, so it alone repeats; the owner id is new each invocation), and inserted only
+            // if new: a dead letter is never overwritten, and a settle retried after its answer was
+            // lost writes the same id, which the claim's condition then refuses as a whole.
+            let id = format!("{}#dead#{}#{}", job.id, job.attempts, job.owner);
+            let mut item = Item::from([
+                (PK.to_string(), av_s(&id)),
+                (KIND.to_string(), av_s(&job.kind)),
+                (PAYLOAD.to_string(), av_s(payload)),
+                (ATTEMPTS.to_string(), av_n(job.attempts)),
+                (STATE.to_string(), av_s(DEAD)),
+                (DLQ.to_string(), av_s(DLQ_PARTITION)),
+                (FAILED_AT.to_string(), av_n(now)),
+                (LAST_ERROR.to_string(), av_s(why.chars().take(MAX_ERROR_CHARS).collect::<String>())),
+                (CREATED_AT.to_string(), av_n(now)),
+            ]);
+            if let Some(t) = &job.tenant {
+                item.insert(TENANT.to_string(), av_s(t));
+            }
+            items.push(crate::schema::put_new_item(&self.table, item));
+        }
+        match self.db.transact_write(items).await {
+            Ok(_) => Ok(outcome),
+            Err(DbError::TransactionCanceled { reasons }) if reasons.first().is_some_and(|r| r.condition_failed()) => {
+                Ok(Settle::NotOwner)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// An update of our claimed item for a transaction, conditional as [`Queue::mine`] is.
+    fn mine_update(
+        &self,
+        job: &Job,
+        expr: &str,
+        names: &[(&str, &str)],
+        values: Vec<(&str, AttributeValue)>,
+    ) -> TransactWriteItem {
+        let (cond, mine_names, mine_values) = mine_condition(job);
+        let mut u = aws_sdk_dynamodb::types::Update::builder()
+            .table_name(&self.table)
+            .key(PK, av_s(&job.id))
+            .update_expression(expr)
+            .condition_expression(cond);
+        for (k, v) in mine_names {
+            u = u.expression_attribute_names(k, v);
+        }
+        for (k, v) in mine_values {
+            u = u.expression_attribute_values(k, v);
+        }
+        for (k, v) in names {
+            u = u.expression_attribute_names(*k, *v);
+        }
+        for (k, v) in values {
+            u = u.expression_attribute_values(k, v);
+        }
+        TransactWriteItem::builder().update(u.build().expect("update has table, key and expression")).build()
+    }
+}
+
+/// Where a settle moves a claimed item. Pure: the update each makes is [`Transition::update`],
+/// written once for the single-item settles and the batch settle's transaction alike.
+#[derive(Debug, Clone, PartialEq)]
+enum Transition {
+    /// Done: a tombstone out of the ready index, its payload dropped, expiring at `ttl_s`.
+    Done { ttl_s: i64 },
+    /// Back to pending, visible at `at_ms`, with why; `payload` replaces the item's (a batch's
+    /// remaining units); `refund` takes back the claim's attempt (only the deadline stopped it).
+    Retry { at_ms: Millis, error: String, payload: Option<String>, refund: bool },
+    /// To the dead letters, with why; `payload` replaces the item's (a batch's remaining units).
+    Dead { now_ms: Millis, error: String, payload: Option<String> },
+}
+
+/// Errors kept on an item are cut to this many characters (an item is at most 400 KB).
+const MAX_ERROR_CHARS: usize = 2000;
+
+impl Transition {
+    fn outcome(&self) -> Settle {
+        match self {
+            Transition::Done { .. } => Settle::Settled,
+            Transition::Retry { at_ms, .. } => Settle::Retrying { at_ms: *at_ms },
+            Transition::Dead { .. } => Settle::DeadLettered,
+        }
+    }
+
+    /// The update expression, its names and its values (beside [`MINE`]'s, which the caller adds).
+    fn update(&self) -> crate::schema::ExprParts {
+        let cut = |e: &str| av_s(e.chars().take(MAX_ERROR_CHARS).collect::<String>());
+        match self {
+            Transition::Done { ttl_s } => (
+                "SET #state = :done, #ttl = :ttl REMOVE #shard, #vis, #payload".into(),
+                vec![("#ttl", TTL), ("#shard", SHARD), ("#vis", VISIBLE_AT), ("#payload", PAYLOAD)],
+                vec![(":done", av_s(DONE)), (":ttl", av_n(ttl_s))],
+            ),
+            Transition::Retry { at_ms, error, payload, refund } => {
+                let mut set = vec!["#state = :pending", "#vis = :at", "#err = :err"];
+                let mut names = vec![("#vis", VISIBLE_AT), ("#err", LAST_ERROR)];
+                let mut values = vec![(":pending", av_s(PENDING)), (":at", av_n(at_ms)), (":err", cut(error))];
+                if let Some(p) = payload {
+                    set.push("#payload = :p");
+                    names.push(("#payload", PAYLOAD));
+                    values.push((":p", av_s(p)));
+                }
+                if *refund {
+                    set.push("#attempts = #attempts - :one");
+                    values.push((":one", av_n(1)));
+                }
+                (format!("SET {} REMOVE #owner", set.join(", ")), names, values)
+            }
+            Transition::Dead { now_ms, error, payload } => {
+                let mut set = vec!["#state = :dead", "#dlq = :dlq", "#failed = :now", "#err = :err"];
+                let mut names = vec![("#dlq", DLQ), ("#failed", FAILED_AT), ("#err", LAST_ERROR), ("#shard", SHARD)];
+                let mut values = vec![
+                    (":dead", av_s(DEAD)),
+                    (":dlq", av_s(DLQ_PARTITION)),
+                    (":now", av_n(now_ms)),
+                    (":err", cut(error)),
+                ];
+                if let Some(p) = payload {
+                    set.push("#payload = :p");
+                    names.push(("#payload", PAYLOAD));
+                    values.push((":p", av_s(p)));
+                }
+                (format!("SET {} REMOVE #shard, #owner", set.join(", ")), names, values)
+            }
+        }
+    }
+}
+
+/// What a batch settle does ([`Queue::settle_batch`]): every unit done → done; units left after
+/// failures on the last attempt → the item is dead-lettered with them; failures with attempts
+/// left → retry the rest after the backoff (`backoff_at`); only the deadline stopped it → retry
+/// the rest now, the attempt refunded.
+fn batch_transition(
+    remaining: Option<&str>,
+    error: Option<&str>,
+    last_attempt: bool,
+    now: Millis,
+    backoff_at: Millis,
+    ttl_s: i64,
+) -> Transition {
+    match (remaining, error) {
+        (None, _) => Transition::Done { ttl_s },
+        (Some(rest), Some(e)) if last_attempt => {
+            Transition::Dead { now_ms: now, error: e.to_string(), payload: Some(rest.to_string()) }
+        }
+        (Some(rest), Some(e)) => Transition::Retry {
+            at_ms: backoff_at,
+            error: e.to_string(),
+            payload: Some(rest.to_string()),
+            refund: false,
+        },
+        (Some(rest), None) => Transition::Retry {
+            at_ms: now,
+            error: "stopped by the deadline; the rest continues".into(),
+            payload: Some(rest.to_string()),
+            refund: true,
+        },
+    }
+}
+
+fn settle(
+    r: Result<aws_sdk_dynamodb::operation::update_item::UpdateItemOutput, DbError>,
+    ok: Settle,
+) -> Result<Settle, QueueError> {
+    match r {
+        Ok(_) => Ok(ok),
+        Err(DbError::ConditionFailed { .. }) => Ok(Settle::NotOwner),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_settles_done_retried_refunded_or_dead() {
+        let t = |rest: Option<&str>, err: Option<&str>, last: bool| batch_transition(rest, err, last, 100, 900, 7);
+        assert_eq!(t(None, Some("x"), true), Transition::Done { ttl_s: 7 }, "every unit ran: done");
+        assert_eq!(
+            t(Some("r"), Some("boom"), false),
+            Transition::Retry { at_ms: 900, error: "boom".into(), payload: Some("r".into()), refund: false }
+        );
+        assert_eq!(
+            t(Some("r"), None, true),
+            Transition::Retry {
+                at_ms: 100,
+                error: "stopped by the deadline; the rest continues".into(),
+                payload: Some("r".into()),
+                refund: true
+            },
+            "the deadline alone is no attempt, even the last"
+        );
+        assert_eq!(
+            t(Some("r"), Some("boom"), true),
+            Transition::Dead { now_ms: 100, error: "boom".into(), payload: Some("r".into()) }
+        );
+    }
+
+    fn job() -> Job {
+        Job {
+            id: "j".into(),
+            kind: "k".into(),
+            payload: "{}".into(),
+            tenant: None,
+            attempts: 2,
+            owner: "o".into(),
+            claim_until_ms: 0,
+        }
+    }
+
+    #[test]
+    fn the_claim_condition_names_and_values_what_it_uses() {
+        let (cond, names, values) = mine_condition(&job());
+        for (k, _) in &names {
+            assert!(cond.contains(k), "{k} named, not used");
+        }
+        for (k, _) in &values {
+            assert!(cond.contains(k), "{k} given, not used");
+        }
+        assert_eq!((names.len(), values.len()), (3, 3));
+    }
+
+    #[test]
+    fn every_transition_names_and_values_what_its_expression_uses() {
+        let long = "e".repeat(5000);
+        for t in [
+            Transition::Done { ttl_s: 1 },
+            Transition::Retry { at_ms: 1, error: long.clone(), payload: None, refund: false },
+            Transition::Retry { at_ms: 1, error: "e".into(), payload: Some("p".into()), refund: true },
+            Transition::Dead { now_ms: 1, error: long.clone(), payload: None },
+            Transition::Dead { now_ms: 1, error: "e".into(), payload: Some("p".into()) },
+        ] {
+            let (expr, names, values) = t.update();
+            // DynamoDB refuses a name or value given and unused, and one used and not given; the
+            // caller adds the claim condition's own (`mine_condition`: #owner, #attempts, #state).
+            let (_, mine_names, _) = mine_condition(&job());
+            let given_n: Vec<&str> = names.iter().map(|(k, _)| *k).chain(mine_names.iter().map(|(k, _)| *k)).collect();
+            let given_v: Vec<&str> = values.iter().map(|(k, _)| *k).collect();
+            let used = |sigil: char| -> Vec<String> {
+                expr.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == sigil))
+                    .filter(|w| w.starts_with(sigil))
+                    .map(str::to_string)
+                    .collect()
+            };
+            for n in used('#') {
+                assert!(given_n.contains(&n.as_str()), "{t:?}: {n} used, not named");
+            }
+            for n in &names {
+                assert!(expr.contains(n.0), "{t:?}: {} named, not used", n.0);
+            }
+            for v in used(':') {
+                assert!(given_v.contains(&v.as_str()), "{t:?}: {v} used, not given");
+            }
+            for v in &given_v {
+                assert!(expr.contains(v), "{t:?}: {v} given, not used");
+            }
+            for (k, v) in &values {
+                if *k == ":err" {
+                    assert!(v.as_s().unwrap().chars().count() <= MAX_ERROR_CHARS);
+                }
+            }
+        }
+    }
+}
