@@ -75,8 +75,9 @@ pub enum PulseError {
     /// A tenant refused before writing.
     #[error(transparent)]
     Tenant(#[from] AddError),
-    /// More tenant shards than a shared run can check in its last transaction (a writer with a
-    /// larger count recorded itself since start-up); the group is left for the next tick.
+    /// A shared run asked to page more tenant shards than its last transaction can check. Its
+    /// callers page such a group with the single leader instead, so this reports a bug: the
+    /// invocation fails and the run's watermark does not move.
     #[error("{shards} tenant shards: a run shared by shard workers has at most {max}")]
     SharedShards {
         /// Shards the run must page.

@@ -8,8 +8,7 @@ use crate::render::{self, bytes_bar, json};
 pub fn run(env: &Env, as_json: bool, log: &str) -> Result<i32> {
     // An idle queue worker or archiver reads one Query per shard: the shard counts configured.
     let mut rules = tickctl::audit::Rules::default();
-    let queue_shards = tickwork::queue::QueueConfig::from_env(env)?.shards;
-    rules.idle_reads.insert("queue-worker".into(), u64::from(queue_shards));
+    rules.idle_reads.insert("queue-worker".into(), u64::from(tickwork::queue::queue_shards(env)?));
     rules.idle_reads.insert("archiver".into(), u64::from(tickwork::config::change_shards(env)?));
     let a = if log == "-" {
         let pb = bytes_bar(None, "reading stdin");

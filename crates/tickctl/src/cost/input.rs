@@ -50,7 +50,8 @@ pub const FULL_MODEL_MAX: usize = 4_000;
 impl CostInput {
     /// This load under the deployment the environment describes: the shard counts, page sizes,
     /// worker batch and catch-up rules, read by the functions' own readers (their defaults and
-    /// bounds; unset queue shards are the template's 1), so `tickctl cost` prices what is deployed. The
+    /// bounds), so `tickctl cost` prices what is deployed. These fields of `self` are overwritten;
+    /// only its queue shards stay the default when the variable is unset (the template's 1). The
     /// load itself (tenants, zones, tick, workers, ticks, start, drains) stays as given. Refuses
     /// a degenerate load (no tenant, a tick of 0, no tick, drains more often than ticks) naming
     /// it, where it would otherwise divide by zero.

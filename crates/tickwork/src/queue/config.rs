@@ -4,6 +4,12 @@ use std::time::Duration;
 
 use crate::config::{ConfigError, Env};
 
+/// Ready-index shards ([`crate::env::QUEUE_SHARDS`]): the queue's and `tickctl audit`'s one
+/// reading, without the rest of the queue's settings.
+pub fn queue_shards(env: &Env) -> Result<u32, ConfigError> {
+    env.int_in(crate::env::QUEUE_SHARDS, QueueConfig::default().shards, 1..=1000)
+}
+
 /// Queue settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueConfig {
@@ -41,7 +47,7 @@ impl QueueConfig {
         let d = Self::default();
         let s = Duration::from_secs;
         let c = Self {
-            shards: env.int_in(vars::QUEUE_SHARDS, d.shards, 1..=1000)?,
+            shards: queue_shards(env)?,
             visibility: env.secs_in(vars::QUEUE_VISIBILITY_SECS, d.visibility, s(1), s(12 * 3600))?,
             max_attempts: env.int_in(vars::QUEUE_MAX_ATTEMPTS, d.max_attempts, 1..=100)?,
             backoff_base: env.secs_in(vars::QUEUE_BACKOFF_SECS, d.backoff_base, Duration::ZERO, s(86_400))?,

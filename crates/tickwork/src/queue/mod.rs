@@ -44,24 +44,24 @@
 //! Claim expiry uses the claimer's clock; a visibility timeout well above the clock-skew bound and
 //! above the handler's run time keeps two owners from running one item at the same time. Even then
 //! the conditional finish means at most one of them completes it.
-
 //!
 //! ## Layout
-//! [`schema`] attributes and indexes; [`config`] settings; [`item`] what is enqueued; [`store`]
-//! the queue, enqueue and poll; [`claim`] step 3; [`settle`] steps 4 to 6; [`dead`] the dead
-//! letters; [`error`] why a call failed.
+//! `schema` attributes and indexes; `config` settings; `item` what is enqueued; `store` the queue
+//! on its table: enqueue, poll, pause and reading an item (steps 1, 2 and 7); `claim` step 3;
+//! `settle` steps 4 to 6; `dead` the dead letters; `error` why a call failed. Every public item
+//! is re-exported here: `tickwork::queue::X` is the one path to it.
 
-pub mod claim;
-pub mod config;
-pub mod dead;
-pub mod error;
-pub mod item;
-pub mod schema;
-pub mod settle;
-pub mod store;
+mod claim;
+mod config;
+mod dead;
+mod error;
+mod item;
+mod schema;
+mod settle;
+mod store;
 
 pub use claim::{Claim, Job};
-pub use config::QueueConfig;
+pub use config::{queue_shards, QueueConfig};
 pub use dead::DeadLetter;
 pub use error::QueueError;
 pub use item::{enqueue_item, Enqueue, EnqueueCounts, InvalidItem, NewItem};
