@@ -508,53 +508,79 @@ fn no_file_of_the_library_the_lambdas_or_tickctl_is_over_350_lines_unless_it_is_
 #[test]
 fn the_cycle_check_finds_a_cycle_through_a_use_tree_a_root_reexport_and_super() {
     let m = |pairs: &[(&str, &str)]| -> Modules { pairs.iter().map(|(k, v)| (k.to_string(), code(v))).collect() };
-    // a → b by a use tree, b → a by an inline path.
-    let direct =
-        m(&[("", "mod a; mod b;"), ("a", "use crate::{b::{X, Y as Z}, c};"), ("b", "fn f() { crate::a::g() }")]);
-    assert_eq!(cycles(&edges(&direct)), vec![vec!["a".to_string(), "b".to_string()]]);
-    // b names an item the root re-exports from a.
-    let reexport = m(&[("", "mod a; mod b; pub use a::Deps;"), ("a", "use crate::b::run;"), ("b", "use crate::Deps;")]);
-    assert_eq!(cycles(&edges(&reexport)), vec![vec!["a".to_string(), "b".to_string()]]);
-    // The root defines an item a child uses, and uses the child.
-    let root = m(&[("", "mod a; pub struct Deps; fn h() { a::run() }"), ("a", "use crate::Deps; // crate::b\n")]);
-    assert_eq!(cycles(&edges(&root)), vec![vec!["".to_string(), "a".to_string()]]);
-    // A child of a nested module reaches its parent by `super::`.
-    let nested = m(&[("", "mod a;"), ("a", "mod b; fn f() { b::g() }"), ("a::b", "use super::f;")]);
-    assert_eq!(cycles(&edges(&nested)), vec![vec!["a".to_string(), "a::b".to_string()]]);
-    // Comments, strings and test modules name nothing.
-    let quiet = m(&[
-        ("", "mod a; mod b;"),
-        ("a", "use crate::b::X; // crate::a"),
-        ("b", "const S: &str = \"crate::a::x\";\n#[cfg(test)]\nmod tests { use crate::a::Y; }"),
-    ]);
-    assert_eq!(cycles(&edges(&quiet)), Vec::<Vec<String>>::new());
-    // A glob, a `self::` path and `super::super::` name modules too.
-    let glob = m(&[("", "mod a; mod b;"), ("a", "use crate::b::*;"), ("b", "use crate::*; fn f() { crate::a::g() }")]);
-    assert_eq!(cycles(&edges(&glob)), vec![vec!["a".to_string(), "b".to_string()]]);
-    let deep = m(&[
-        ("", "mod a;"),
-        ("a", "mod b; use self::b::c::X;"),
-        ("a::b", "mod c;"),
-        ("a::b::c", "fn f() { super::super::g() }"),
-    ]);
-    assert_eq!(cycles(&edges(&deep)), vec![vec!["a".to_string(), "a::b::c".to_string()]]);
-    // A re-export inside a module leads to the module that defines the item: no cycle through
-    // the parent when two siblings each use one of its re-exports.
-    let siblings = m(&[
-        ("", "mod p;"),
-        ("p", "mod x; mod y; pub use x::X; pub use y::Y as Why;"),
-        ("p::x", "use crate::p::Why;"),
-        ("p::y", "struct Y;"),
-    ]);
-    assert_eq!(edges(&siblings)["p::x"].keys().collect::<Vec<_>>(), ["p::y"]);
-    assert_eq!(cycles(&edges(&siblings)), Vec::<Vec<String>>::new());
-    // A `#[cfg(test)]` import is test code; the code after it is not.
-    let after = m(&[
-        ("", "mod a; mod b;"),
-        ("a", "#[cfg(test)]\nuse crate::b::T;\nfn f() { crate::b::g() }"),
-        ("b", "use crate::a::Z;"),
-    ]);
-    assert_eq!(cycles(&edges(&after)), vec![vec!["a".to_string(), "b".to_string()]]);
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [&'a str]);
+    let cases: [Case; 9] = [
+        (
+            "a → b by a use tree, b → a by an inline path",
+            &[("", "mod a; mod b;"), ("a", "use crate::{b::{X, Y as Z}, c};"), ("b", "fn f() { crate::a::g() }")],
+            &["a", "b"],
+        ),
+        (
+            "b names an item the root re-exports from a",
+            &[("", "mod a; mod b; pub use a::Deps;"), ("a", "use crate::b::run;"), ("b", "use crate::Deps;")],
+            &["a", "b"],
+        ),
+        (
+            "the root defines an item a child uses, and uses the child",
+            &[("", "mod a; pub struct Deps; fn h() { a::run() }"), ("a", "use crate::Deps; // crate::b\n")],
+            &["", "a"],
+        ),
+        (
+            "a child of a nested module reaches its parent by `super::`",
+            &[("", "mod a;"), ("a", "mod b; fn f() { b::g() }"), ("a::b", "use super::f;")],
+            &["a", "a::b"],
+        ),
+        (
+            "comments, strings and test modules name nothing",
+            &[
+                ("", "mod a; mod b;"),
+                ("a", "use crate::b::X; // crate::a"),
+                ("b", "const S: &str = \"crate::a::x\";\n#[cfg(test)]\nmod tests { use crate::a::Y; }"),
+            ],
+            &[],
+        ),
+        (
+            "a glob names its module",
+            &[("", "mod a; mod b;"), ("a", "use crate::b::*;"), ("b", "use crate::*; fn f() { crate::a::g() }")],
+            &["a", "b"],
+        ),
+        (
+            "`self::` and `super::super::` name modules",
+            &[
+                ("", "mod a;"),
+                ("a", "mod b; use self::b::c::X;"),
+                ("a::b", "mod c;"),
+                ("a::b::c", "fn f() { super::super::g() }"),
+            ],
+            &["a", "a::b::c"],
+        ),
+        (
+            "a re-export inside a module leads to the sibling that defines the item, not to the parent",
+            &[
+                ("", "mod p;"),
+                ("p", "mod x; mod y; pub use x::X; pub use y::Y as Why;"),
+                ("p::x", "use crate::p::Why;"),
+                ("p::y", "struct Y;"),
+            ],
+            &[],
+        ),
+        (
+            "a `#[cfg(test)]` import is test code; the code after it is not",
+            &[
+                ("", "mod a; mod b;"),
+                ("a", "#[cfg(test)]\nuse crate::b::T;\nfn f() { crate::b::g() }"),
+                ("b", "use crate::a::Z;"),
+            ],
+            &["a", "b"],
+        ),
+    ];
+    for (why, modules, want) in cases {
+        let want: Vec<Vec<String>> =
+            if want.is_empty() { vec![] } else { vec![want.iter().map(|s| s.to_string()).collect()] };
+        assert_eq!(cycles(&edges(&m(modules))), want, "{why}");
+    }
+    let siblings = m(cases[7].1);
+    assert_eq!(edges(&siblings)["p::x"].keys().collect::<Vec<_>>(), ["p::y"], "through the re-export to p::y");
 }
 
 #[test]
