@@ -136,10 +136,18 @@ async fn ten_thousand_tenants_over_16_shards_and_8_workers_each_pulsed_once_wate
     let state = admin.marks.read_strong(&cfg.job).await.unwrap();
     assert_eq!(state.marks.get(ZONE).map(String::as_str), Some("2026-11-30"));
 
-    // The stalled worker wakes up and writes: fenced out by its shard's lease, nothing lands.
+    // The stalled worker wakes up and writes: fenced out by its shard's lease, nothing lands
+    // (its flush would have moved its shard's checkpoint back to where it stalled).
+    let run = format!("{ZONE}@2026-11-30");
+    let before = admin.checkpoints.read(&cfg.job, &run).await.unwrap();
     stall.release();
     let late = stalled.await.unwrap();
     assert!(late.is_ok(), "{late:?}");
+    assert_eq!(admin.checkpoints.read(&cfg.job, &run).await.unwrap(), before, "the stale flush changed nothing");
+    // A run's shard leases are not kept for ever: each expires by TTL like the run's checkpoints.
+    let lease = format!("{}#{run}#0", cfg.job);
+    let item = local.db.get_strong(&tables.control, tickwork::lease::lease_key(&lease)).await.unwrap();
+    assert!(item.expect("shard 0's lease").contains_key(tickwork::schema::TTL), "{lease} has no TTL");
     assert_eq!(stall.injected().get(&Fault::Stall), Some(&1));
 
     // Every tenant's day, exactly once.
@@ -193,6 +201,8 @@ async fn a_woken_tenant_of_a_group_starting_a_shared_run_gets_each_period_once()
     assert_eq!(run("2026-11-28T15:05:00Z").await.outcome, Outcome::Completed);
     local.clock.set(ms("2026-11-29T03:00:00Z"));
     pulse_sweep::add_tenants(&deps, &[Tenant::new("late", ZONE)]).await.unwrap();
+    let woken = deps.marks.read_strong("pulse-sweep").await.unwrap().wake.get(ZONE).cloned().unwrap_or_default();
+    assert!(woken.contains("late"), "added after its group's run: woken ({woken:?})");
     // Tokyo's 30th begins: the run starts with the woken tenant in it; the next tick visits it.
     assert_eq!(run("2026-11-29T15:05:00Z").await.outcome, Outcome::Completed);
     run("2026-11-29T15:20:00Z").await;

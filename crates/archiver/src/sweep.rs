@@ -243,12 +243,8 @@ async fn delete_versions(deps: &Deps, rows: &[String]) -> Result<u64, ArchiveErr
                     .condition_expression("#tsid = :tsid")
                     .expression_attribute_names("#tsid", TSID)
                     .expression_attribute_values(":tsid", av_s(tsid));
-                match deps.db.delete(req).await {
-                    Ok(_) => Ok(true),
-                    // Rewritten since it was read (or already deleted): not this version any more.
-                    Err(DbError::ConditionFailed { .. }) => Ok(false),
-                    Err(e) => Err(e),
-                }
+                // `false`: rewritten since it was read (or already deleted), not this version any more.
+                tickwork::error::condition_held(deps.db.delete(req).await)
             }) as BoxFuture<'_, _>
         })
         .collect();

@@ -71,9 +71,9 @@ async fn startup(sdk: &SdkConfig) -> Result<()> {
         schema::create_table(admin.client(), &def, &format!("{prefix}-{}", def.logical)).await?;
     }
     let env = vec![
-        ("TICKWORK_TABLE_PREFIX".to_string(), prefix.clone()),
-        ("TICKWORK_ARCHIVE_BUCKET".to_string(), format!("{prefix}-archive")),
-        ("TICKWORK_CAPACITY_SOURCE".to_string(), "estimate".to_string()),
+        (tickwork::env::TABLE_PREFIX.to_string(), prefix.clone()),
+        (tickwork::env::ARCHIVE_BUCKET.to_string(), format!("{prefix}-archive")),
+        (tickwork::env::CAPACITY_SOURCE.to_string(), "estimate".to_string()),
         ("RUST_LOG".to_string(), "warn".to_string()),
     ];
     println!(
@@ -486,9 +486,9 @@ async fn archive(sdk: &SdkConfig) -> Result<()> {
         Ok(due)
     }
     let env = tickwork::config::Env::from_pairs([
-        ("TICKWORK_ARCHIVE_BUCKET", bucket.as_str()),
-        ("TICKWORK_CHANGE_SHARDS", "8"),
-        ("TICKWORK_ARCHIVE_PAGE_SIZE", "100"),
+        (tickwork::env::ARCHIVE_BUCKET, bucket.as_str()),
+        (tickwork::env::CHANGE_SHARDS, "8"),
+        (tickwork::env::ARCHIVE_PAGE_SIZE, "100"),
     ]);
     let cfg = archiver::ArchiverConfig::from_env(&env, std::time::Duration::from_secs(1))?;
     let clock: SharedClock = Arc::new(tickwork::clock::ManualClock::at(NOW));

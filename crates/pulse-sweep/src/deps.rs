@@ -28,6 +28,10 @@ pub struct Tables {
     pub queue: String,
 }
 
+/// How long a run's own items (its shards' checkpoints and leases) outlive their last write,
+/// deleted by TTL: long past any run, short enough that a year of runs does not pile up.
+pub const RUN_RETENTION: Duration = Duration::from_secs(14 * 86_400);
+
 /// Everything the handler needs, built once per process.
 #[derive(Debug, Clone)]
 pub struct Deps {
@@ -105,7 +109,7 @@ impl Deps {
         tenant_shards: u32,
         queue_cfg: QueueConfig,
     ) -> Self {
-        let retention = Duration::from_secs(14 * 86_400);
+        let retention = RUN_RETENTION;
         let core = JobCore::new(
             "pulse-sweep",
             db.clone(),

@@ -35,6 +35,12 @@ pub struct WakeGroup {
 }
 
 impl DueGroup {
+    /// Tenant shards the run pages: every shard this process reads (`read`, from its start-up
+    /// registry) and every shard a writer recorded in the state item since, whichever is more.
+    pub fn shards(&self, read: u32) -> u32 {
+        read.max(self.recorded_shards)
+    }
+
     /// The run's name in checkpoints and failure records: `<zone>@<local date>`.
     pub fn run_id(&self) -> String {
         format!("{}@{}", self.group, self.local)
@@ -59,6 +65,12 @@ pub struct Due {
 }
 
 impl Due {
+    /// A run of `group` starts at this tick (no earlier tick started it): it pages the group's
+    /// woken tenants with the rest, so they are not visited first.
+    pub fn starts_now(&self, group: &str) -> bool {
+        self.groups.iter().any(|g| g.group == group && g.started_ms.is_none())
+    }
+
     /// Nothing to do.
     pub fn is_empty(&self) -> bool {
         self.groups.is_empty() && self.wake.is_empty()
@@ -129,5 +141,42 @@ mod tests {
         );
         s.runs.insert("America/Los_Angeles".into(), ("2026-11-29".into(), t - 5_000));
         assert_eq!(due_groups(&s, t).groups[0].started_ms, Some(t - 5_000));
+    }
+
+    #[test]
+    fn woken_tenants_are_reported_with_whether_their_group_runs_and_a_new_run_covers_them() {
+        let mut s = WatermarkState::default();
+        s.groups.insert("Europe/Berlin".into());
+        s.groups.insert("America/Los_Angeles".into());
+        s.marks.insert("Europe/Berlin".into(), "2026-11-29".into());
+        s.marks.insert("America/Los_Angeles".into(), "2026-11-28".into());
+        s.wake.insert("Europe/Berlin".into(), ["t1".to_string()].into());
+        s.wake.insert("America/Los_Angeles".into(), ["t2".to_string()].into());
+        s.wake.insert("Asia/Tokyo".into(), Default::default());
+        // Berlin's last run finished (its window is its watermark); Los Angeles has none yet.
+        s.runs.insert("Europe/Berlin".into(), ("2026-11-29".into(), 1));
+        let t = "2026-11-29T12:00:00Z".parse::<jiff::Timestamp>().unwrap().as_millisecond();
+        let d = due_groups(&s, t);
+        let wake: Vec<(&str, bool)> = d.wake.iter().map(|w| (w.group.as_str(), w.run_in_progress)).collect();
+        assert_eq!(wake, [("America/Los_Angeles", false), ("Europe/Berlin", false)], "an empty wake set is no wake");
+        assert!(d.starts_now("America/Los_Angeles"), "its run starts at this tick and pages t2");
+        assert!(!d.starts_now("Europe/Berlin"), "not due: t1 is visited on its own");
+        // A run of Los Angeles started by an earlier tick: in progress, and it does not start now.
+        s.runs.insert("America/Los_Angeles".into(), ("2026-11-29".into(), t - 60_000));
+        let d = due_groups(&s, t);
+        assert!(d.wake.iter().any(|w| w.group == "America/Los_Angeles" && w.run_in_progress));
+        assert!(!d.starts_now("America/Los_Angeles"));
+    }
+
+    #[test]
+    fn a_run_pages_every_shard_any_writer_recorded() {
+        let g = DueGroup {
+            group: "UTC".into(),
+            local: "2026-11-29".into(),
+            started_ms: None,
+            mark: None,
+            recorded_shards: 16,
+        };
+        assert_eq!((g.shards(8), g.shards(32)), (16, 32));
     }
 }

@@ -33,7 +33,7 @@ pub(crate) async fn lead_shared(
     // them (as the single leader's run covers them). They stay woken, and the next tick, after
     // the run, visits them at the new watermark (nothing to do for one the run reached; the one
     // an index read did not show yet gets its periods then).
-    for w in due.wake.iter().filter(|w| !due.groups.iter().any(|g| g.group == w.group && g.started_ms.is_none())) {
+    for w in due.wake.iter().filter(|w| !due.starts_now(&w.group)) {
         if !wake(deps, tick, Mode::Live(fence), w, &mut report).await? {
             report.outcome = Outcome::LostLease;
             return Ok(report);
@@ -44,7 +44,7 @@ pub(crate) async fn lead_shared(
         if g.started_ms.is_none() {
             deps.marks.start_run(&deps.cfg.job, &g.group, &g.local, tick.time_ms).await?;
         }
-        shards += deps.tenants.shards().max(g.recorded_shards);
+        shards += g.shards(deps.tenants.shards());
     }
     // One worker a shard at most: the leader is one of them.
     let wanted = (deps.cfg.shard_workers - 1).min(shards.saturating_sub(1));
@@ -96,7 +96,7 @@ async fn share(
         // More shards than a shared run's watermark transaction can check (a writer recorded a
         // larger count since): the leader pages that group alone, under the job's lease, as the
         // single leader does; a helper leaves it to the leader.
-        if deps.tenants.shards().max(g.recorded_shards) > MAX_SHARED_SHARDS {
+        if g.shards(deps.tenants.shards()) > MAX_SHARED_SHARDS {
             tracing::warn!(group = %g.group, "more tenant shards than a shared run takes: paged by the leader alone");
             let end = match leader {
                 Some(fence) => run_group(deps, tick, Mode::Live(fence), g, None, budget, &mut report).await?,
@@ -117,6 +117,7 @@ async fn share(
 /// The lease of shard `k` of `run`: one lease item per shard and run (`lease#<job>#<run>#<k>`).
 fn shard_lease(deps: &Deps, run: &str, k: u32) -> LeaseConfig {
     LeaseConfig { job: format!("{}#{run}#{k}", deps.cfg.job), ..deps.cfg.lease.clone() }
+        .expire_after(crate::deps::RUN_RETENTION)
 }
 
 /// One group's run shared by several workers.
@@ -143,7 +144,7 @@ async fn run_group_shared(
 ) -> Result<GroupEnd, PulseError> {
     let tz = calendar::zone(&g.group)?;
     let run = g.run_id();
-    let n = deps.tenants.shards().max(g.recorded_shards);
+    let n = g.shards(deps.tenants.shards());
     if n > MAX_SHARED_SHARDS {
         return Err(PulseError::SharedShards { shards: n, max: MAX_SHARED_SHARDS });
     }
@@ -272,6 +273,7 @@ mod tests {
         assert_eq!(shard_order(3, 4, 8)[0], 6);
         // More workers than shards: each begins somewhere in range.
         assert!(shard_order(15, 16, 4).iter().all(|k| *k < 4));
+        assert_eq!(shard_order(15, 16, 4), [3, 0, 1, 2], "the last worker begins at the last shard, each once");
         assert_eq!(shard_order(0, 0, 0), [0]);
     }
 

@@ -50,9 +50,8 @@ pub(crate) async fn sweep(
 ) -> Result<Report, PulseError> {
     let mut partial = false;
     // A group whose run starts now covers its woken tenants (they are active in its index).
-    let starts_now = |group: &str| due.groups.iter().any(|g| g.group == group && g.started_ms.is_none());
     for w in &due.wake {
-        if starts_now(&w.group) {
+        if due.starts_now(&w.group) {
             continue;
         }
         if !wake(deps, tick, mode, w, &mut report).await? {
@@ -61,7 +60,8 @@ pub(crate) async fn sweep(
         }
     }
     for g in &due.groups {
-        let covered = due.wake.iter().find(|w| w.group == g.group && starts_now(&w.group)).map(|w| w.ids.as_slice());
+        let covered =
+            due.wake.iter().find(|w| w.group == g.group && due.starts_now(&w.group)).map(|w| w.ids.as_slice());
         match run_group(deps, tick, mode, g, covered, budget, &mut report).await? {
             GroupEnd::Done => {}
             GroupEnd::Partial => partial = true,
@@ -139,7 +139,7 @@ pub(crate) async fn run_group(
     let eager = g.started_ms.is_some();
     let mut done = true;
     // Every shard any writer used: this process's count, or a larger one recorded since it started.
-    for k in 0..deps.tenants.shards().max(g.recorded_shards) {
+    for k in 0..g.shards(deps.tenants.shards()) {
         let state = Checkpoints::state_of(&states, &k.to_string()).clone();
         let mut shard = Shard { k, pending: &mut pending, follower: &mut follower, eager };
         match page_shard(deps, mode, g, &run, &target, &mut shard, state, budget, report).await? {

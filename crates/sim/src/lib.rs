@@ -262,9 +262,9 @@ pub async fn simulate(sdk: &SdkConfig, cfg: &SimConfig) -> Result<SimReport> {
     let shared: SharedClock = Arc::new(clock.clone());
     let interval_s = cfg.tick_ms / 1000;
     let env_pairs = [
-        ("TICKWORK_PULSE_INTERVAL_SECS", interval_s.to_string()),
-        ("TICKWORK_PULSE_LEASE_SECS", (interval_s * 5 / 6).to_string()),
-        ("TICKWORK_PULSE_PAGE_SIZE", cfg.page_size.to_string()),
+        (tickwork::env::PULSE_INTERVAL_SECS, interval_s.to_string()),
+        (tickwork::env::PULSE_LEASE_SECS, (interval_s * 5 / 6).to_string()),
+        (tickwork::env::PULSE_PAGE_SIZE, cfg.page_size.to_string()),
     ];
     let env = Env::from_pairs(env_pairs.iter().map(|(k, v)| (*k, v.as_str())));
     let pulse_cfg = PulseConfig::from_env(&env, Duration::from_secs(1))?;

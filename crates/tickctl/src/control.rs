@@ -96,6 +96,17 @@ pub async fn set_paused(base: &Base, env: &Env, f: Function, paused: bool, reaso
     Ok(job)
 }
 
+/// Where a new bucket goes: S3 refuses a create without a location constraint outside
+/// us-east-1 (`IllegalLocationConstraintException`), and one naming us-east-1 inside it. Pure.
+fn bucket_location(region: Option<&str>) -> Option<aws_sdk_s3::types::CreateBucketConfiguration> {
+    let region = region.filter(|r| *r != "us-east-1")?;
+    Some(
+        aws_sdk_s3::types::CreateBucketConfiguration::builder()
+            .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::from(region))
+            .build(),
+    )
+}
+
 /// Creates every table (and the archive bucket when `TICKWORK_ARCHIVE_BUCKET` is set).
 pub async fn provision(base: &Base, env: &Env) -> Result<Vec<String>> {
     let mut made = Vec::new();
@@ -104,11 +115,20 @@ pub async fn provision(base: &Base, env: &Env) -> Result<Vec<String>> {
         schema::create_table(base.db.client(), &def, &name).await.with_context(|| format!("creating table {name}"))?;
         made.push(name);
     }
-    if let Some(bucket) = env.get("TICKWORK_ARCHIVE_BUCKET") {
+    if let Some(bucket) = env.get(tickwork::env::ARCHIVE_BUCKET) {
         let s3 = archiver::s3_client(&base.sdk);
-        match s3.create_bucket().bucket(&bucket).send().await {
+        let region = base.sdk.region().map(|r| r.to_string());
+        match s3
+            .create_bucket()
+            .bucket(&bucket)
+            .set_create_bucket_configuration(bucket_location(region.as_deref()))
+            .send()
+            .await
+        {
             Ok(_) => {}
-            Err(e) if format!("{e:?}").contains("BucketAlready") => {}
+            // Ours already (a second provision). `BucketAlreadyExists` is not: the name belongs to
+            // another account, and the archiver could never write there.
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_bucket_already_owned_by_you()) => {}
             Err(e) => {
                 return Err(anyhow::anyhow!(
                     "creating bucket {bucket}: {}",
@@ -144,4 +164,17 @@ pub async fn invoke(env: &Env, function: &str, event: serde_json::Value) -> Resu
         other => anyhow::bail!("unknown function `{other}` (pulse-sweep, tenant-fanout, queue-worker, archiver)"),
     };
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bucket_outside_us_east_1_names_its_region() {
+        assert_eq!(bucket_location(None), None);
+        assert_eq!(bucket_location(Some("us-east-1")), None, "us-east-1 refuses a constraint naming itself");
+        let eu = bucket_location(Some("eu-west-1")).expect("a constraint");
+        assert_eq!(eu.location_constraint().map(|c| c.as_str()), Some("eu-west-1"));
+    }
 }

@@ -211,8 +211,10 @@ impl Db {
         }
     }
 
-    /// One Scan page, metered. Product code never scans (rule 2); this exists for tooling and for
-    /// the benchmark's reproduction of the `000_*` "before" design, whose tenant list was one page.
+    /// One Scan page, metered. No tick ever scans (rule 2): this exists for an operator's listing
+    /// of every tenant, suspended ones included ([`crate::tenants::Tenants::list_page`], behind
+    /// `tickctl tenants list`), and for the benchmark's reproduction of the `000_*` "before"
+    /// design, whose tenant list was one page.
     pub async fn scan_page(
         &self,
         req: aws_sdk_dynamodb::operation::scan::builders::ScanFluentBuilder,
@@ -333,11 +335,7 @@ impl Db {
             .set_item(Some(item))
             .condition_expression(crate::schema::NEW_ITEM)
             .expression_attribute_names("#pk", crate::schema::PK);
-        match self.put(req).await {
-            Ok(_) => Ok(true),
-            Err(DbError::ConditionFailed { .. }) => Ok(false),
-            Err(e) => Err(e),
-        }
+        crate::error::condition_held(self.put(req).await)
     }
 
     /// UpdateItem, metered.

@@ -149,6 +149,17 @@ pub enum DbError {
     },
 }
 
+/// Whether a conditional write was applied: `false` when its condition was false (billed, and an
+/// outcome, not a failure), any other error passed on. The one reading of "insert once", "delete
+/// if still this version", "update if unchanged".
+pub fn condition_held<T>(r: Result<T, DbError>) -> Result<bool, DbError> {
+    match r {
+        Ok(_) => Ok(true),
+        Err(DbError::ConditionFailed { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// A boxed source error.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
@@ -225,5 +236,18 @@ impl DbError {
             return DbError::Throttled { op, table, source: Box::new(err) };
         }
         DbError::Service { op, table, code, message, source: Box::new(err) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_false_condition_is_an_outcome_and_every_other_error_passes_on() {
+        assert!(condition_held(Ok::<(), DbError>(())).unwrap());
+        assert!(!condition_held(Err::<(), _>(DbError::ConditionFailed { table: "t".into(), item: None })).unwrap());
+        let other = condition_held(Err::<(), _>(DbError::Invalid("too big".into())));
+        assert!(matches!(other, Err(DbError::Invalid(_))), "{other:?}");
     }
 }

@@ -89,10 +89,7 @@ pub async fn list(db: &Db, table: &str, job: &str) -> Result<Vec<Failure>, DbErr
         std::future::ready(Ok::<(), DbError>(()))
     })
     .await
-    .map_err(|e| match e {
-        crate::pager::PageError::Db(d) | crate::pager::PageError::Handler(d) => d,
-        crate::pager::PageError::Cursor(c) => DbError::Cursor(c),
-    })?;
+    .map_err(DbError::from)?;
     Ok(out)
 }
 

@@ -164,9 +164,5 @@ impl Idempotency {
 }
 
 fn settle(r: Result<(), DbError>) -> Result<KeySettle, DbError> {
-    match r {
-        Ok(()) => Ok(KeySettle::Settled),
-        Err(DbError::ConditionFailed { .. }) => Ok(KeySettle::NotOwner),
-        Err(e) => Err(e),
-    }
+    Ok(if crate::error::condition_held(r)? { KeySettle::Settled } else { KeySettle::NotOwner })
 }

@@ -37,9 +37,9 @@ use aws_sdk_dynamodb::types::{ConditionCheck, ReturnValue, ReturnValuesOnConditi
 use crate::clock::{Millis, SharedClock};
 use crate::config::ConfigError;
 use crate::db::Db;
-use crate::error::DbError;
+use crate::error::{condition_held, DbError};
 use crate::item::Item;
-use crate::schema::{av_n, av_s, get_i64, get_s, get_u64, key, PK};
+use crate::schema::{av_n, av_s, get_i64, get_s, get_u64, key, PK, TTL};
 
 /// Attribute: the holder's owner id.
 pub const OWNER: &str = "owner";
@@ -73,6 +73,9 @@ pub struct LeaseConfig {
     pub clock_skew: Duration,
     /// Release after success too (one-shot work). Default: keep until expiry.
     pub release_on_success: bool,
+    /// Delete the item by TTL this long after its last acquisition ([`LeaseConfig::expire_after`]).
+    /// `None` (a job's lease, one item for ever): kept.
+    pub retention: Option<Duration>,
 }
 
 impl LeaseConfig {
@@ -102,7 +105,16 @@ impl LeaseConfig {
                 format!("lease TTL {ttl:?} must exceed twice the clock-skew bound {clock_skew:?} for job `{job}`"),
             ));
         }
-        Ok(Self { job, ttl, interval, clock_skew, release_on_success: false })
+        Ok(Self { job, ttl, interval, clock_skew, release_on_success: false, retention: None })
+    }
+
+    /// A lease that names a run (a shard of one boundary's run: one item per run and shard) is
+    /// dead weight once the run is over: its item expires by TTL `retention` after its last
+    /// acquisition. Its fencing token restarts at 1 if the key is ever taken again, which is safe
+    /// only because no holder outlives `retention` (a Lambda runs at most 15 minutes).
+    pub fn expire_after(mut self, retention: Duration) -> Self {
+        self.retention = Some(retention);
+        self
     }
 
     /// Opts in to releasing after success (one-shot work only).
@@ -211,7 +223,10 @@ impl LeaseStore {
             .update_item()
             .table_name(&self.table)
             .set_key(Some(lease_key(&cfg.job)))
-            .update_expression("SET #owner = :owner, #exp = :exp, #acq = :now ADD #token :one")
+            .update_expression(match cfg.retention {
+                None => "SET #owner = :owner, #exp = :exp, #acq = :now ADD #token :one",
+                Some(_) => "SET #owner = :owner, #exp = :exp, #acq = :now, #ttl = :ttl ADD #token :one",
+            })
             .condition_expression(ACQUIRE_COND)
             .expression_attribute_names("#pk", PK)
             .expression_attribute_names("#owner", OWNER)
@@ -224,6 +239,12 @@ impl LeaseStore {
             .expression_attribute_values(":one", av_n(1))
             .return_values(ReturnValue::AllNew)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        let req = match cfg.retention {
+            None => req,
+            Some(r) => req
+                .expression_attribute_names("#ttl", TTL)
+                .expression_attribute_values(":ttl", av_n(now / 1000 + r.as_secs() as i64)),
+        };
         match self.db.update(req).await {
             Ok(out) => {
                 let token = out
@@ -282,11 +303,11 @@ impl LeaseStore {
             .condition_expression(MINE_COND)
             .expression_attribute_names("#exp", EXPIRES_AT)
             .expression_attribute_values(":zero", av_n(0));
-        match self.db.update(Self::mine(req, lease)).await {
-            Ok(_) => Ok(Release::Released),
-            Err(DbError::ConditionFailed { .. }) => Ok(Release::NotOwner),
-            Err(e) => Err(e),
-        }
+        Ok(if condition_held(self.db.update(Self::mine(req, lease)).await)? {
+            Release::Released
+        } else {
+            Release::NotOwner
+        })
     }
 
     /// Extends the lease by `ttl` from now if it is still ours (heartbeat between steps).
@@ -302,11 +323,11 @@ impl LeaseStore {
             .condition_expression(MINE_COND)
             .expression_attribute_names("#exp", EXPIRES_AT)
             .expression_attribute_values(":exp", av_n(exp));
-        match self.db.update(Self::mine(req, lease)).await {
-            Ok(_) => Ok(Renew::Renewed(Lease { expires_at_ms: exp, ..lease.clone() })),
-            Err(DbError::ConditionFailed { .. }) => Ok(Renew::Lost),
-            Err(e) => Err(e),
-        }
+        Ok(if condition_held(self.db.update(Self::mine(req, lease)).await)? {
+            Renew::Renewed(Lease { expires_at_ms: exp, ..lease.clone() })
+        } else {
+            Renew::Lost
+        })
     }
 
     /// The lease item as it is (strongly consistent), for status and tests.

@@ -37,6 +37,12 @@ enum KeyValue {
 }
 
 impl Cursor {
+    /// The cursor after a page: DynamoDB's `LastEvaluatedKey`, absent or empty when the
+    /// enumeration is exhausted. The one reading of it, for Queries and Scans alike.
+    pub fn after(last_evaluated_key: Option<&Item>) -> Result<Option<Self>, CursorError> {
+        last_evaluated_key.filter(|k| !k.is_empty()).map(Self::encode).transpose()
+    }
+
     /// Encodes a `LastEvaluatedKey` (key attributes are S, N or B).
     pub fn encode(key: &Item) -> Result<Self, CursorError> {
         let mut m = BTreeMap::new();
@@ -164,6 +170,17 @@ pub enum PageError<E> {
     Handler(#[source] E),
 }
 
+/// A page loop whose handler fails only with DynamoDB's errors fails as DynamoDB did, an
+/// unreadable cursor included.
+impl From<PageError<DbError>> for DbError {
+    fn from(e: PageError<DbError>) -> Self {
+        match e {
+            PageError::Db(d) | PageError::Handler(d) => d,
+            PageError::Cursor(c) => DbError::Cursor(c),
+        }
+    }
+}
+
 impl<E> PageError<E> {
     /// A handler-free paging error ([`fetch_page`]'s) as any caller's.
     pub fn widen(e: PageError<std::convert::Infallible>) -> Self {
@@ -230,13 +247,21 @@ pub async fn fetch_page(
     }
     let key = start.map(Cursor::decode).transpose()?;
     let out = db.query(query.clone().limit(page_size).set_exclusive_start_key(key)).await?;
-    let next = out.last_evaluated_key().filter(|k| !k.is_empty()).map(Cursor::encode).transpose()?;
+    let next = Cursor::after(out.last_evaluated_key())?;
     Ok(Page { items: out.items.unwrap_or_default(), next })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cursor_after_a_page_is_its_last_key_and_none_at_the_end() {
+        assert_eq!(Cursor::after(None).unwrap(), None);
+        assert_eq!(Cursor::after(Some(&Item::new())).unwrap(), None, "an empty key ends the enumeration too");
+        let key = Item::from([("pk".to_string(), AttributeValue::S("t#9".into()))]);
+        assert_eq!(Cursor::after(Some(&key)).unwrap().unwrap().decode().unwrap(), key);
+    }
 
     #[test]
     fn cursor_round_trips_and_rejects_garbage() {

@@ -249,11 +249,7 @@ impl Watermarks {
             .expression_attribute_names("#w", format!("{WAKE_PREFIX}{group}"))
             .expression_attribute_values(":u", aws_sdk_dynamodb::types::AttributeValue::Ss(vec![unit.to_string()]))
             .expression_attribute_values(":max", av_n(MAX_WAKE));
-        match self.db.update(req).await {
-            Ok(_) => Ok(true),
-            Err(DbError::ConditionFailed { .. }) => Ok(false),
-            Err(e) => Err(e),
-        }
+        crate::error::condition_held(self.db.update(req).await)
     }
 
     /// Sets marks unconditionally and unfenced: for hints a job keeps about itself (the

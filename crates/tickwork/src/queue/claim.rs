@@ -5,7 +5,7 @@
 use aws_sdk_dynamodb::types::ReturnValue;
 
 use crate::clock::Millis;
-use crate::error::DbError;
+use crate::error::{condition_held, DbError};
 use crate::item::Item;
 use crate::queue::error::QueueError;
 use crate::queue::schema::*;
@@ -117,11 +117,7 @@ impl Queue {
             .expression_attribute_values(":now", av_n(now))
             .expression_attribute_values(":err", av_s(msg))
             .expression_attribute_values(":max", av_n(self.cfg.max_attempts));
-        match self.db.update(req).await {
-            Ok(_) => Ok(Claim::DeadLettered),
-            Err(DbError::ConditionFailed { .. }) => Ok(Claim::Taken),
-            Err(e) => Err(e.into()),
-        }
+        Ok(if condition_held(self.db.update(req).await)? { Claim::DeadLettered } else { Claim::Taken })
     }
 }
 

@@ -61,13 +61,13 @@ impl QueueConfig {
     /// Refuses settings that cannot work.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if !(1..=1000).contains(&self.shards) {
-            return Err(ConfigError::invalid("TICKWORK_QUEUE_SHARDS", format!("{} is not in 1..=1000", self.shards)));
+            return Err(ConfigError::invalid(crate::env::QUEUE_SHARDS, format!("{} is not in 1..=1000", self.shards)));
         }
         if self.max_attempts == 0 {
-            return Err(ConfigError::invalid("TICKWORK_QUEUE_MAX_ATTEMPTS", "must be at least 1"));
+            return Err(ConfigError::invalid(crate::env::QUEUE_MAX_ATTEMPTS, "must be at least 1"));
         }
         if self.visibility.is_zero() {
-            return Err(ConfigError::invalid("TICKWORK_QUEUE_VISIBILITY_SECS", "must be above 0"));
+            return Err(ConfigError::invalid(crate::env::QUEUE_VISIBILITY_SECS, "must be above 0"));
         }
         Ok(())
     }
@@ -96,8 +96,8 @@ mod tests {
 
     #[test]
     fn config_is_validated() {
-        let e = QueueConfig::from_env(&Env::from_pairs([("TICKWORK_QUEUE_SHARDS", "0")])).unwrap_err();
-        assert_eq!(e.var, "TICKWORK_QUEUE_SHARDS");
-        assert!(QueueConfig::from_env(&Env::from_pairs([("TICKWORK_QUEUE_MAX_ATTEMPTS", "0")])).is_err());
+        let e = QueueConfig::from_env(&Env::from_pairs([(crate::env::QUEUE_SHARDS, "0")])).unwrap_err();
+        assert_eq!(e.var, crate::env::QUEUE_SHARDS);
+        assert!(QueueConfig::from_env(&Env::from_pairs([(crate::env::QUEUE_MAX_ATTEMPTS, "0")])).is_err());
     }
 }

@@ -1,7 +1,7 @@
 //! Dead letters, for operators: listed to the end of the index, retried or purged one by one.
 
 use crate::clock::Millis;
-use crate::error::DbError;
+use crate::error::{condition_held, DbError};
 use crate::queue::error::QueueError;
 use crate::queue::schema::*;
 use crate::queue::store::Queue;
@@ -49,10 +49,7 @@ impl Queue {
             std::future::ready(Ok::<(), DbError>(()))
         })
         .await
-        .map_err(|e| match e {
-            crate::pager::PageError::Db(d) | crate::pager::PageError::Handler(d) => QueueError::Db(d),
-            crate::pager::PageError::Cursor(c) => QueueError::Db(DbError::Cursor(c)),
-        })?;
+        .map_err(DbError::from)?;
         Ok(out)
     }
 
@@ -79,11 +76,7 @@ impl Queue {
             .expression_attribute_values(":now", av_n(self.clock.now_ms()))
             .expression_attribute_values(":zero", av_n(0))
             .expression_attribute_values(":shard", av_s(shard_key(shard_of(id, self.cfg.shards))));
-        match self.db.update(req).await {
-            Ok(_) => Ok(true),
-            Err(DbError::ConditionFailed { .. }) => Ok(false),
-            Err(e) => Err(e.into()),
-        }
+        Ok(condition_held(self.db.update(req).await)?)
     }
 
     /// Deletes a dead letter for good (operator action). Live items are never deleted here.
@@ -97,10 +90,6 @@ impl Queue {
             .condition_expression("#state = :dead")
             .expression_attribute_names("#state", STATE)
             .expression_attribute_values(":dead", av_s(DEAD));
-        match self.db.delete(req).await {
-            Ok(_) => Ok(true),
-            Err(DbError::ConditionFailed { .. }) => Ok(false),
-            Err(e) => Err(e.into()),
-        }
+        Ok(condition_held(self.db.delete(req).await)?)
     }
 }

@@ -6,7 +6,7 @@
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
 
 use crate::clock::Millis;
-use crate::error::DbError;
+use crate::error::{condition_held, DbError};
 use crate::item::Item;
 use crate::queue::claim::Job;
 use crate::queue::error::QueueError;
@@ -296,11 +296,7 @@ fn settle(
     r: Result<aws_sdk_dynamodb::operation::update_item::UpdateItemOutput, DbError>,
     ok: Settle,
 ) -> Result<Settle, QueueError> {
-    match r {
-        Ok(_) => Ok(ok),
-        Err(DbError::ConditionFailed { .. }) => Ok(Settle::NotOwner),
-        Err(e) => Err(e.into()),
-    }
+    Ok(if condition_held(r)? { ok } else { Settle::NotOwner })
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! decides, and writes only if the tenant is still as read ([`crate::tenants::unchanged`]), again
 //! when it changed in between, so a sweep's concurrent move is never overwritten.
 
-use crate::error::DbError;
+use crate::error::{condition_held, DbError};
 use crate::schema::{av_s, PK};
 use crate::tenants::schema::*;
 use crate::tenants::store::{AddError, Tenants};
@@ -64,11 +64,7 @@ impl Tenants {
         if !removes.is_empty() {
             expr.push_str(&format!(" REMOVE {}", removes.join(", ")));
         }
-        match self.db.update(req.update_expression(expr.trim()).condition_expression(cond)).await {
-            Ok(_) => Ok(true),
-            Err(DbError::ConditionFailed { .. }) => Ok(false),
-            Err(e) => Err(e),
-        }
+        condition_held(self.db.update(req.update_expression(expr.trim()).condition_expression(cond)).await)
     }
 
     /// Reads, decides and conditionally writes, again if the tenant changed in between (the sweep
@@ -118,8 +114,8 @@ impl Tenants {
                 (!t.active).then(|| {
                     vec![
                         (STATUS, Some("active".to_string())),
-                        (TSHARD, Some(format!("tenants#{k}"))),
-                        (ZSHARD, Some(format!("{}#{k}", t.zone))),
+                        (TSHARD, Some(tshard_key(k))),
+                        (ZSHARD, Some(zshard_key(&t.zone, k))),
                     ]
                 })
             })
@@ -149,7 +145,7 @@ impl Tenants {
                 (t.zone != zone).then(|| {
                     let mut set = vec![(ZONE, Some(zone.to_string())), (POS, leaving.to_attr())];
                     if t.active {
-                        set.push((ZSHARD, Some(format!("{zone}#{k}"))));
+                        set.push((ZSHARD, Some(zshard_key(zone, k))));
                     }
                     set
                 })
@@ -174,10 +170,6 @@ impl Tenants {
             .key(PK, av_s(id))
             .condition_expression("attribute_exists(#pk)")
             .expression_attribute_names("#pk", PK);
-        match self.db.delete(req).await {
-            Ok(_) => Ok(true),
-            Err(DbError::ConditionFailed { .. }) => Ok(false),
-            Err(e) => Err(e),
-        }
+        condition_held(self.db.delete(req).await)
     }
 }

@@ -12,7 +12,8 @@
 //! - GSI `by_shard` (`tshard`, `pk`): every active tenant, per shard. Suspended tenants are not in
 //!   it, so "active" is a key condition (a sparse index), never a filter.
 //! - GSI `by_zone` (`zshard`, `pk`): active tenants of one time zone, per shard; the pulse sweep
-//!   reads only the zones whose local date advanced.//!
+//!   reads only the zones whose local date advanced.
+//!
 //! ## Layout
 //! `schema` attributes and indexes; `tenant` one tenant and its item; `store` the table: add, get,
 //! write, reposition; `lifecycle` suspend, resume, move, remove; `pages` listing by cursor;

@@ -29,10 +29,7 @@ impl Tenants {
                 self.db.client().scan().table_name(&self.table).limit(page_size.max(1)).set_exclusive_start_key(start),
             )
             .await?;
-        let next = match out.last_evaluated_key() {
-            Some(k) if !k.is_empty() => Some(Cursor::encode(k)?),
-            _ => None,
-        };
+        let next = Cursor::after(out.last_evaluated_key())?;
         Ok((out.items().iter().map(Tenant::from_item).collect(), next))
     }
 
@@ -44,7 +41,7 @@ impl Tenants {
             .index_name(BY_SHARD)
             .key_condition_expression("#s = :s")
             .expression_attribute_names("#s", TSHARD)
-            .expression_attribute_values(":s", av_s(format!("tenants#{k}")))
+            .expression_attribute_values(":s", av_s(tshard_key(k)))
     }
 
     /// Active tenants of `zone` in shard `k`, counted with `Select=COUNT` and paged to the end.
@@ -78,7 +75,7 @@ impl Tenants {
             .index_name(BY_ZONE)
             .key_condition_expression("#s = :s")
             .expression_attribute_names("#s", ZSHARD)
-            .expression_attribute_values(":s", av_s(format!("{zone}#{k}")))
+            .expression_attribute_values(":s", av_s(zshard_key(zone, k)))
     }
 
     /// Pages every active tenant of shard `k` from `start`, calling `on_page` with each page and the
@@ -117,7 +114,7 @@ impl Tenants {
     /// returns as `LastEvaluatedKey` for a page ending there): lets a caller checkpoint in the
     /// middle of a page.
     pub fn zone_cursor_at(&self, zone: &str, k: u32, id: &str) -> Result<Cursor, crate::pager::CursorError> {
-        Cursor::encode(&Item::from([(ZSHARD.to_string(), av_s(format!("{zone}#{k}"))), (PK.to_string(), av_s(id))]))
+        Cursor::encode(&Item::from([(ZSHARD.to_string(), av_s(zshard_key(zone, k))), (PK.to_string(), av_s(id))]))
     }
 
     /// Like [`Tenants::for_each_page`] for the active tenants of one zone.

@@ -21,6 +21,16 @@ pub const BY_SHARD: &str = "by_shard";
 /// Index over active tenants per zone.
 pub const BY_ZONE: &str = "by_zone";
 
+/// The `by_shard` index's partition value of shard `k`.
+pub fn tshard_key(k: u32) -> String {
+    format!("tenants#{k}")
+}
+
+/// The `by_zone` index's partition value of `zone`'s shard `k`.
+pub fn zshard_key(zone: &str, k: u32) -> String {
+    format!("{zone}#{k}")
+}
+
 /// The tenants table definition.
 pub fn tenants_table() -> TableDef {
     let include = Projection::Include(vec![ZONE.into(), STATUS.into(), SINCE.into(), POS.into()]);

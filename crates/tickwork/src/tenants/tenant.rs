@@ -129,8 +129,8 @@ impl Tenant {
             item.insert(POS.into(), av_s(p));
         }
         if self.active {
-            item.insert(TSHARD.into(), av_s(format!("tenants#{k}")));
-            item.insert(ZSHARD.into(), av_s(format!("{}#{k}", self.zone)));
+            item.insert(TSHARD.into(), av_s(tshard_key(k)));
+            item.insert(ZSHARD.into(), av_s(zshard_key(&self.zone, k)));
         }
         item
     }
