@@ -360,6 +360,24 @@ fn lambda_statement(st: &Value, function: &str) -> bool {
     true
 }
 
+/// The sweep's one Lambda statement is there: without it, a boundary shared by shard workers
+/// starts no helper on AWS (`AccessDeniedException` on `Invoke`), which no local server shows.
+/// Every other function has none.
+#[test]
+fn only_the_sweep_may_invoke_a_function_and_only_itself() {
+    let t = template();
+    for function in ["PulseSweepFunction", "TenantFanoutFunction", "QueueWorkerFunction", "ArchiverFunction"] {
+        let policies = t["Resources"][function]["Properties"]["Policies"].as_sequence().expect("Policies list");
+        let lambda = policies
+            .iter()
+            .flat_map(|p| p["Statement"].as_sequence().cloned().unwrap_or_default())
+            .filter(|st| lambda_statement(st, function))
+            .count();
+        let want = usize::from(function == "PulseSweepFunction");
+        assert_eq!(lambda, want, "{function}: Lambda statements");
+    }
+}
+
 /// IAM's `StringLike`: `*` matches any run of characters, `?` one.
 fn like(pattern: &str, value: &str) -> bool {
     fn go(p: &[u8], v: &[u8]) -> bool {

@@ -43,6 +43,14 @@ pub fn policy(env: &Env, interval: Duration) -> Result<Policy, ConfigError> {
     Ok(Policy { catch_up, max_lateness_ms: lateness.as_millis() as i64, interval_ms: interval.as_millis() as i64 })
 }
 
+/// The sweep's job name ([`vars::PULSE_JOB`]): its lease, state item and pause switch. The one
+/// reading, for the sweep and `tickctl` alike.
+pub fn job(env: &Env) -> Result<String, ConfigError> {
+    let job = env.get(vars::PULSE_JOB).unwrap_or_else(|| "pulse-sweep".into());
+    check_job_name(vars::PULSE_JOB, &job)?;
+    Ok(job)
+}
+
 /// Sweep settings.
 #[derive(Debug, Clone)]
 pub struct PulseConfig {
@@ -77,8 +85,7 @@ impl PulseConfig {
     /// function's timeout, is refused.
     pub fn from_core(env: &Env, core: &CoreConfig) -> Result<Self, ConfigError> {
         let s = Duration::from_secs;
-        let job = env.get(vars::PULSE_JOB).unwrap_or_else(|| "pulse-sweep".into());
-        check_job_name(vars::PULSE_JOB, &job)?;
+        let job = job(env)?;
         let interval = env.secs_in(vars::PULSE_INTERVAL_SECS, s(60), s(60), s(86_400))?;
         let ttl = env.secs_or(vars::PULSE_LEASE_SECS, s(50))?;
         let lease = lease_config(&job, ttl, interval, core, vars::PULSE_LEASE_SECS)?;

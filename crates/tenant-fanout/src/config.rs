@@ -8,6 +8,19 @@ use tickwork::env as vars;
 use tickwork::lease::LeaseConfig;
 use tickwork_lambda::settings::{check_job_name, lease_config};
 
+/// The fanned-out job ([`vars::FANOUT_JOB`]), also its queue items' kind. The one reading, for
+/// the fan-out and `tickctl` alike.
+pub fn job(env: &Env) -> Result<String, ConfigError> {
+    let job = env.get(vars::FANOUT_JOB).unwrap_or_else(|| "utc-daily".into());
+    check_job_name(vars::FANOUT_JOB, &job)?;
+    Ok(job)
+}
+
+/// The fan-out's own job name (its lease and state item) for fanned-out `job`.
+pub fn lease_job(job: &str) -> String {
+    format!("fanout-{job}")
+}
+
 /// Tenants per page, and per queue item ([`vars::FANOUT_PAGE_SIZE`]): the fan-out's and `tickctl
 /// cost`'s one reading.
 pub fn page_size(env: &Env) -> Result<i32, ConfigError> {
@@ -44,11 +57,10 @@ impl FanoutConfig {
     /// Reads and validates the settings.
     pub fn from_core(env: &Env, core: &CoreConfig) -> Result<Self, ConfigError> {
         let s = Duration::from_secs;
-        let job = env.get(vars::FANOUT_JOB).unwrap_or_else(|| "utc-daily".into());
-        check_job_name(vars::FANOUT_JOB, &job)?;
+        let job = job(env)?;
         let interval = env.secs_in(vars::FANOUT_INTERVAL_SECS, s(300), s(60), s(86_400))?;
         let ttl = env.secs_or(vars::FANOUT_LEASE_SECS, s(290))?;
-        let lease = lease_config(&format!("fanout-{job}"), ttl, interval, core, vars::FANOUT_LEASE_SECS)?;
+        let lease = lease_config(&lease_job(&job), ttl, interval, core, vars::FANOUT_LEASE_SECS)?;
         Ok(Self {
             dry_run: tickwork_lambda::forced_dry_run(env)?,
             job,

@@ -52,9 +52,8 @@ pub enum Cmd {
     Status,
     /// The pulse sweep's next boundaries per zone group, tenants touched, requests; writes nothing.
     Plan {
-        /// Job (the pulse sweep's job name, `TICKWORK_PULSE_JOB`).
-        #[arg(default_value = "pulse-sweep")]
-        job: String,
+        /// Job (default: the pulse sweep's job name as `TICKWORK_PULSE_JOB` sets it).
+        job: Option<String>,
         /// Plan as of this instant (RFC 3339, e.g. 2026-03-29T22:00:00Z); default now.
         #[arg(long)]
         at: Option<String>,

@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result};
 use serde::Serialize;
-use tickwork::config::Env;
+use tickwork::config::{ConfigError, Env};
 use tickwork::queue::{queue_table, Queue, QueueConfig};
 use tickwork::schema::{self, TableDef};
 use tickwork::watermark::Watermarks;
@@ -22,7 +22,7 @@ pub fn all_tables() -> Vec<TableDef> {
 }
 
 /// The jobs `status` reports on (lease and watermark names).
-pub fn jobs(env: &Env) -> Vec<String> {
+pub fn jobs(env: &Env) -> Result<Vec<String>, ConfigError> {
     [Function::PulseSweep, Function::TenantFanout, Function::Archiver].iter().map(|f| f.job(env)).collect()
 }
 
@@ -51,16 +51,14 @@ impl Function {
         }
     }
 
-    /// The job name its lease, state item and metrics line use.
-    pub fn job(self, env: &Env) -> String {
-        match self {
-            Function::PulseSweep => env.get(tickwork::env::PULSE_JOB).unwrap_or_else(|| "pulse-sweep".into()),
-            Function::TenantFanout => {
-                format!("fanout-{}", env.get(tickwork::env::FANOUT_JOB).unwrap_or_else(|| "utc-daily".into()))
-            }
+    /// The job name its lease, state item and metrics line use, read as the function reads it.
+    pub fn job(self, env: &Env) -> Result<String, ConfigError> {
+        Ok(match self {
+            Function::PulseSweep => pulse_sweep::config::job(env)?,
+            Function::TenantFanout => tenant_fanout::config::lease_job(&tenant_fanout::config::job(env)?),
             Function::QueueWorker => queue_worker::JOB.into(),
             Function::Archiver => archiver::config::JOB.into(),
-        }
+        })
     }
 }
 
@@ -84,7 +82,7 @@ pub async fn queue(base: &Base, env: &Env) -> Result<Queue> {
 /// the job's state item for the leased jobs, a marker in each ready shard for the queue worker
 /// (its idle tick reads no state item, only the ready index). Returns the job name.
 pub async fn set_paused(base: &Base, env: &Env, f: Function, paused: bool, reason: Option<&str>) -> Result<String> {
-    let job = f.job(env);
+    let job = f.job(env)?;
     match f {
         Function::QueueWorker => queue(base, env).await?.set_paused(paused).await?,
         _ => {

@@ -96,6 +96,7 @@ async fn run(cli: Cli) -> Result<i32> {
             };
             let deps = pulse_sweep::Deps::from_env(&env).await.context("pulse-sweep configuration")?;
             let pb = bar(0, "counting tenants");
+            let job = job.unwrap_or_else(|| deps.cfg.job.clone());
             let p = tickctl::plan(&deps, &job, at_ms, |done, total| {
                 pb.set_length(total);
                 pb.set_position(done);

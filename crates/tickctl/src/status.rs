@@ -51,7 +51,7 @@ pub async fn status(base: &Base, env: &Env) -> Result<Status> {
     let leases = LeaseStore::new(base.db.clone(), control, base.clock.clone());
     let marks = Watermarks::new(base.db.clone(), control, base.clock.clone());
     let mut jobs_out = Vec::new();
-    for job in jobs(env) {
+    for job in jobs(env)? {
         jobs_out.push(JobStatus { lease: leases.read(&job).await?, watermark: marks.read(&job).await?, job });
     }
     let queue = queue(base, env).await?;
@@ -83,7 +83,7 @@ pub async fn status(base: &Base, env: &Env) -> Result<Status> {
         .collect();
     let worker_paused = queue.get(&tickwork::queue::pause_marker(0)).await?.is_some();
     let mut failures = BTreeMap::new();
-    for job in jobs(env) {
+    for job in jobs(env)? {
         let list = tickwork::failures::list(&base.db, control, &job).await?;
         if !list.is_empty() {
             failures.insert(job, list);

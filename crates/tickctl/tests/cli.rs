@@ -9,6 +9,10 @@ fn prefix() -> String {
 }
 
 fn tickctl(prefix: &str, args: &[&str]) -> Output {
+    tickctl_with(prefix, &[], args)
+}
+
+fn tickctl_with(prefix: &str, vars: &[(&str, &str)], args: &[&str]) -> Output {
     assert!(
         std::env::var("AWS_ENDPOINT_URL_DYNAMODB").is_ok(),
         "AWS_ENDPOINT_URL_DYNAMODB is not set: run through `make test` (scripts/with-servers.sh)"
@@ -17,6 +21,7 @@ fn tickctl(prefix: &str, args: &[&str]) -> Output {
         .args(args)
         .env("TICKWORK_TABLE_PREFIX", prefix)
         .env("TICKWORK_ARCHIVE_BUCKET", format!("{prefix}-archive"))
+        .envs(vars.iter().copied())
         .output()
         .expect("run tickctl")
 }
@@ -24,6 +29,21 @@ fn tickctl(prefix: &str, args: &[&str]) -> Output {
 fn json(o: &Output) -> serde_json::Value {
     assert!(o.status.success(), "exit {:?}: {}", o.status.code(), String::from_utf8_lossy(&o.stderr));
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)))
+}
+
+/// A sweep deployed under its own job name: `plan` and `pause` name it without being told.
+#[test]
+fn plan_and_pause_follow_the_sweeps_job_name() {
+    let p = prefix();
+    let job = [("TICKWORK_PULSE_JOB", "nightly-pulse")];
+    assert!(tickctl_with(&p, &job, &["provision"]).status.success());
+    assert!(tickctl_with(&p, &job, &["seed", "--tenants", "4", "--zones", "2"]).status.success());
+    let plan = json(&tickctl_with(&p, &job, &["--json", "plan", "--at", "2026-03-29T12:00:00Z"]));
+    assert_eq!((plan["job"].as_str(), plan["groups"].as_array().map(Vec::len)), (Some("nightly-pulse"), Some(2)));
+    assert!(tickctl_with(&p, &job, &["pause", "pulse-sweep"]).status.success());
+    let status = json(&tickctl_with(&p, &job, &["--json", "status"]));
+    let sweep = status["jobs"].as_array().unwrap().iter().find(|j| j["job"] == "nightly-pulse");
+    assert_eq!(sweep.map(|s| s["watermark"]["paused"].clone()), Some(true.into()), "{status}");
 }
 
 #[test]

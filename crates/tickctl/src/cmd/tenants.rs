@@ -14,7 +14,7 @@ use crate::render::{self, bar, done, json};
 async fn tenants_table(env: &Env) -> Result<tickwork::tenants::Tenants> {
     use tickwork::env as vars;
     let base = Base::from_env(env, "tickctl").await?;
-    let job = env.get(vars::PULSE_JOB).unwrap_or_else(|| "pulse-sweep".into());
+    let job = pulse_sweep::config::job(env)?;
     let shards = tickwork::config::tenant_shards(env)?;
     let read = tickwork::shard::ShardRegistry::new(base.db.clone(), &base.core.control_table)
         .effective("tenants", shards)
