@@ -17,10 +17,30 @@ pub const MAX_SHARED_SHARDS: u32 = 96;
 /// Longest lateness accepted: bounds what one tenant's catch-up adds to a batch.
 pub const MAX_LATENESS_LIMIT: Duration = Duration::from_secs(60 * 86_400);
 
+/// Most invocations a boundary may be shared by: past this, the checkpoint partition every worker
+/// writes is the limit, not the workers (`tickctl cost` reports it).
+pub const MAX_SHARD_WORKERS: u32 = 64;
+
 /// Invocations a boundary's shards are paged by ([`vars::PULSE_SHARD_WORKERS`]): the sweep's and
 /// `tickctl cost`'s one reading.
 pub fn shard_workers(env: &Env) -> Result<u32, ConfigError> {
-    env.int_in(vars::PULSE_SHARD_WORKERS, 1u32, 1..=64)
+    env.int_in(vars::PULSE_SHARD_WORKERS, 1u32, 1..=MAX_SHARD_WORKERS)
+}
+
+/// Can `workers` share a boundary of `tenant_shards` shards? One worker always can; several need
+/// at most [`MAX_SHARED_SHARDS`], since a shared run's watermark advances in one transaction
+/// checking every shard. Pure; the sweep refuses the setting at start-up, `tickctl cost` says so.
+pub fn check_shared_shards(workers: u32, tenant_shards: u32) -> Result<(), ConfigError> {
+    if workers > 1 && tenant_shards > MAX_SHARED_SHARDS {
+        return Err(ConfigError::invalid(
+            vars::PULSE_SHARD_WORKERS,
+            format!(
+                "shard workers need at most {MAX_SHARED_SHARDS} tenant shards ({} is {tenant_shards}): a shared run's watermark advances in one transaction checking every shard",
+                vars::TENANT_SHARDS
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Tenants per page of the zone index ([`vars::PULSE_PAGE_SIZE`]): the sweep's and `tickctl
@@ -131,5 +151,18 @@ mod tests {
         assert_eq!(e.var, "TICKWORK_PULSE_LEASE_SECS", "a 50 s lease under a 55 s function");
         assert!(cfg(&[("TICKWORK_FUNCTION_TIMEOUT_SECS", "45")]).is_ok());
         assert!(cfg(&[]).is_ok());
+    }
+
+    #[test]
+    fn shard_workers_are_bounded_and_need_a_shard_count_one_transaction_can_check() {
+        for bad in ["0", "65"] {
+            let e = shard_workers(&Env::from_pairs([("TICKWORK_PULSE_SHARD_WORKERS", bad)])).unwrap_err();
+            assert_eq!(e.var, "TICKWORK_PULSE_SHARD_WORKERS", "{bad}");
+        }
+        assert_eq!(shard_workers(&Env::from_pairs([])).unwrap(), 1);
+        assert!(check_shared_shards(1, 1000).is_ok(), "the leader alone pages any count");
+        assert!(check_shared_shards(8, MAX_SHARED_SHARDS).is_ok());
+        let e = check_shared_shards(2, MAX_SHARED_SHARDS + 1).unwrap_err();
+        assert!(e.problem.contains("TICKWORK_TENANT_SHARDS"), "{e}");
     }
 }

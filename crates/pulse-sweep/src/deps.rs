@@ -13,7 +13,7 @@ use tickwork::watermark::Watermarks;
 use tickwork::Db;
 use tickwork_lambda::{Base, JobCore};
 
-use crate::config::{PulseConfig, MAX_SHARED_SHARDS};
+use crate::config::PulseConfig;
 use crate::helpers;
 use crate::report::PulseError;
 
@@ -71,15 +71,7 @@ impl Deps {
             queue: base.core.table_from(env, vars::QUEUE_TABLE, "queue"),
         };
         let shards = tickwork::config::tenant_shards(env)?;
-        if cfg.shard_workers > 1 && shards > MAX_SHARED_SHARDS {
-            return Err(ConfigError::invalid(
-                vars::PULSE_SHARD_WORKERS,
-                format!(
-                    "shard workers need at most {MAX_SHARED_SHARDS} tenant shards ({} is {shards}): a shared run's watermark advances in one transaction checking every shard",
-                    vars::TENANT_SHARDS
-                ),
-            ));
-        }
+        crate::config::check_shared_shards(cfg.shard_workers, shards)?;
         let helpers = (cfg.shard_workers > 1)
             .then(|| helpers::LambdaHelpers::from_sdk(&base.sdk))
             .flatten()

@@ -67,7 +67,7 @@ async fn main() -> Result<()> {
 /// pulses each zone's tenants got, and where to go next.
 fn print_demo(cfg: &SimConfig, r: &SimReport) -> Result<()> {
     let p = tickctl::bill::Prices::default();
-    let usd = |t: &tickwork::meter::Tally| t.rcu * p.ddb_read_million / 1e6 + t.wcu * p.ddb_write_million / 1e6;
+    let usd = |t: &tickwork::meter::Tally| p.units_usd(t.rcu, t.wcu);
     let per = |t: &tickwork::meter::Tally, n: u64| t.requests as f64 / n.max(1) as f64;
     println!(
         "{} tenants in {} zones, {} simulated day(s) of sweeps every {} min, on the local servers ({:.1} s)\n",

@@ -191,8 +191,7 @@ pub fn burst_usd(b: &BoundaryInput, t: &BoundaryTime, memory_mb: u32, p: &crate:
     let workers = f64::from(b.workers.max(1));
     let busy_s = t.total_ms.min(b.invocation_ms * t.ticks as f64) / 1000.0;
     let gb_s = workers * busy_s * f64::from(memory_mb) / 1024.0;
-    t.write_units * p.ddb_write_million / 1e6
-        + t.read_units * p.ddb_read_million / 1e6
+    p.units_usd(t.read_units, t.write_units)
         + gb_s * p.lambda_arm_gb_second
         + workers * t.ticks as f64 * p.lambda_requests_million / 1e6
 }
@@ -290,6 +289,10 @@ mod tests {
         let units = t.write_units * p.ddb_write_million / 1e6 + t.read_units * p.ddb_read_million / 1e6;
         let lambda = 8.0 * t.total_ms / 1000.0 * 0.25 * p.lambda_arm_gb_second + 8.0 * p.lambda_requests_million / 1e6;
         assert!((usd - units - lambda).abs() < 1e-12, "{usd} vs {units} + {lambda}");
+        // By hand: 16 shards × 5 pages × 10 WRU = 800 WRU at $0.625/M, 80 RRU at $0.125/M;
+        // 8 workers × 3.3 s (2 rounds of 1.3 s, 0.7 s start and end) × 0.25 GB at $0.0000133334,
+        // and 8 requests at $0.20/M: $0.0005 + $0.00001 + $0.00008800044 + $0.0000016.
+        assert!((usd - 0.000_599_600_44).abs() < 1e-12, "{usd}");
         assert!(burst_usd(&b, &t, 512, &p) > usd, "more memory, more GB-seconds");
     }
 

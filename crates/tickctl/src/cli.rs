@@ -139,7 +139,7 @@ pub struct CostArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
     pub group_tenants: Option<u64>,
     /// Invocations sharing the boundary (default `TICKWORK_PULSE_SHARD_WORKERS`, else 1).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(pulse_sweep::config::MAX_SHARD_WORKERS)))]
     pub shard_workers: Option<u32>,
     /// One DynamoDB request's latency (an assumption: a page of 1,000 index items or a flush of
     /// one is tens of milliseconds).

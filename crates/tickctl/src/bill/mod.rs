@@ -92,7 +92,7 @@ fn dynamodb(bill: &mut Bill, r: &CostReport, tenants: usize, p: &Prices) {
             format!("{}: {:.0} RRU, {:.0} WRU", j.job, j.rcu * month, wcu),
             j.requests() as f64 * month - e_req,
             "requests",
-            j.rcu * month * p.ddb_read_million / 1e6 + wcu * p.ddb_write_million / 1e6,
+            p.units_usd(j.rcu * month, wcu),
         );
     }
     bill.add(
@@ -100,7 +100,7 @@ fn dynamodb(bill: &mut Bill, r: &CostReport, tenants: usize, p: &Prices) {
         format!("the handlers' own writes (summary rows): {:.0} WRU", effect.1),
         effect.0,
         "requests",
-        effect.1 * p.ddb_write_million / 1e6,
+        p.units_usd(0.0, effect.1),
     );
     let (req, rru, wru) = ARCHIVER_IDLE_DAY;
     bill.add(
@@ -108,7 +108,7 @@ fn dynamodb(bill: &mut Bill, r: &CostReport, tenants: usize, p: &Prices) {
         "archiver: idle (no change feed in this model)",
         req as f64 * 30.0,
         "requests",
-        30.0 * (rru * p.ddb_read_million + wru * p.ddb_write_million) / 1e6,
+        30.0 * p.units_usd(rru, wru),
     );
     // Tenants (about 150 B each with both index entries) and the control items; queue items expire.
     let gb = tenants as f64 * 150.0 * 3.0 / 1e9;
@@ -189,7 +189,7 @@ pub fn bill(r: &CostReport, tenants: usize, stack: &Stack, p: &Prices) -> Bill {
 /// models it, every minute), priced.
 pub fn before_dynamodb(r: &CostReport, p: &Prices) -> f64 {
     let month = 30.0 / r.days.max(1e-9);
-    r.before.rcu * month * p.ddb_read_million / 1e6 + r.before.wcu * month * p.ddb_write_million / 1e6
+    p.units_usd(r.before.rcu * month, r.before.wcu * month)
 }
 
 /// One EventBridge Scheduler schedule per tenant (time zones built in), each firing a Lambda
@@ -307,6 +307,15 @@ pub fn at_scales(
         .collect())
 }
 
+/// The fewest tenants, to the nearest `step`, at which one Scheduler schedule per tenant costs
+/// more a month than tickwork's whole stack: below it the Scheduler is the cheaper design (the
+/// README and `docs/cost.md` quote it). From the same two full-model runs as [`at_scales`].
+pub fn scheduler_break_even(base: &CostInput, stack: &Stack, p: &Prices, step: u64, max: u64) -> Result<Option<u64>> {
+    let scales: Vec<u64> = (1..=max / step).map(|k| k * step).collect();
+    let rows = at_scales(base, (1_000, crate::cost::FULL_MODEL_MAX), &scales, stack, p)?;
+    Ok(rows.iter().find(|r| r.scheduler.iter().sum::<f64>() > r.tickwork.iter().sum::<f64>()).map(|r| r.tenants))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,5 +353,20 @@ mod tests {
         assert_eq!(s.service("EventBridge"), 0.0);
         let s = scheduler_per_tenant(10_000_000, &Stack::default(), &Prices::default());
         assert!((s.service("EventBridge") - (300.0 - 14.0)).abs() < 1e-6);
+    }
+
+    /// The README's "below about half a million tenants the Scheduler costs less", and
+    /// `docs/cost.md`'s "each further tenant costs tickwork about an eighth", from the model.
+    #[test]
+    fn the_scheduler_costs_less_below_about_half_a_million_tenants_and_eight_times_more_above() {
+        let (stack, p) = (Stack::default(), Prices::default());
+        let base = CostInput::deployed(1_000);
+        let n = scheduler_break_even(&base, &stack, &p, 10_000, 2_000_000).unwrap().expect("a break-even");
+        assert!((450_000..=550_000).contains(&n), "break-even at {n} tenants");
+        let rows =
+            at_scales(&base, (1_000, crate::cost::FULL_MODEL_MAX), &[5_000_000, 10_000_000], &stack, &p).unwrap();
+        let per = |f: fn(&AtScale) -> f64| (f(&rows[1]) - f(&rows[0])) / 5_000_000.0;
+        let ratio = per(|r| r.tickwork.iter().sum()) / per(|r| r.scheduler.iter().sum());
+        assert!((0.11..=0.14).contains(&ratio), "a further tenant costs tickwork {ratio:.3} of the Scheduler's");
     }
 }

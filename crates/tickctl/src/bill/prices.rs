@@ -70,6 +70,12 @@ impl Default for Prices {
 }
 
 impl Prices {
+    /// DynamoDB on-demand: `rru` read and `wru` write request units, in dollars. The one place
+    /// units become dollars.
+    pub fn units_usd(&self, rru: f64, wru: f64) -> f64 {
+        (rru * self.ddb_read_million + wru * self.ddb_write_million) / 1e6
+    }
+
     /// Overrides one price: `name=value`, `name` a field of [`Prices`].
     pub fn set(&mut self, spec: &str) -> Result<()> {
         let Some((name, value)) = spec.split_once('=') else {

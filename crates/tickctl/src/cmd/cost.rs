@@ -93,9 +93,9 @@ fn boundary(env: &Env, a: &CostArgs, input: &CostInput, prices: &tickctl::bill::
     let t = predict(&b);
     let burst_usd = tickctl::boundary::burst_usd(&b, &t, tickctl::bill::Stack::default().memory_mb, prices);
     Ok(render::Boundary {
-        needed: workers_needed(&b, target_ms).filter(|w| *w <= 64),
+        needed: workers_needed(&b, target_ms).filter(|w| *w <= pulse_sweep::config::MAX_SHARD_WORKERS),
         target_ms,
-        shared_ok: workers == 1 || input.tenant_shards <= pulse_sweep::MAX_SHARED_SHARDS,
+        shared_ok: pulse_sweep::config::check_shared_shards(workers, input.tenant_shards).is_ok(),
         input: b,
         time: t,
         burst_usd,

@@ -114,9 +114,9 @@ pub struct Boundary {
     pub time: tickctl::boundary::BoundaryTime,
     /// The target asked about, ms.
     pub target_ms: f64,
-    /// The fewest workers that finish within the target (at most 64), if any.
+    /// The fewest workers that finish within the target (at most [`pulse_sweep::config::MAX_SHARD_WORKERS`]), if any.
     pub needed: Option<u32>,
-    /// The tenant shard count allows a shared run (at most 96 shards).
+    /// The tenant shard count allows a shared run ([`pulse_sweep::MAX_SHARED_SHARDS`]).
     pub shared_ok: bool,
     /// The burst's own cost: its units and its invocations, USD.
     pub burst_usd: f64,
@@ -161,7 +161,11 @@ pub fn print_boundary(as_json: bool, b: &Boundary) {
             b.target_ms / 1000.0
         ),
         None => {
-            println!("  no count of workers up to 64 finishes within {:.0} s: more tenant shards", b.target_ms / 1000.0)
+            println!(
+                "  no count of workers up to {} finishes within {:.0} s: more tenant shards",
+                pulse_sweep::config::MAX_SHARD_WORKERS,
+                b.target_ms / 1000.0
+            )
         }
     }
     if !b.shared_ok {
