@@ -65,11 +65,10 @@ impl LeasedJob for Deps {
     async fn due(&self, state: &WatermarkState, tick: &Tick) -> Result<(Report, Option<Plan>), ArchiveError> {
         let cutoff_ms = tick.time_ms - self.cfg.age.as_millis() as i64;
         let mut report = Report { cutoff_ms, ..Default::default() };
-        if let (Some(oldest), Some(probed)) = (mark_ms(state, OLDEST), mark_ms(state, PROBED)) {
-            let fresh = self.clock.now_ms() - probed < self.cfg.probe_every.as_millis() as i64;
-            if cutoff_ms <= oldest && fresh {
-                return Ok((report, None));
-            }
+        let (oldest, probed) = (mark_ms(state, OLDEST), mark_ms(state, PROBED));
+        let every = self.cfg.probe_every.as_millis() as i64;
+        if crate::probe::nothing_due(cutoff_ms, oldest, probed, self.clock.now_ms(), every) {
+            return Ok((report, None));
         }
         let cutoff = cutoff_key(cutoff_ms);
         let shards = self.probe_and_record(&cutoff, !tick.dry_run).await?;

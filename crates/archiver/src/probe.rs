@@ -56,12 +56,62 @@ pub async fn probe(deps: &Deps, cutoff: &str) -> Result<Vec<ShardProbe>, Archive
             .expression_attribute_values(":s", av_s(shard_key(k)))
             .limit(1);
         let page = deps.db.query(q).await?;
-        let first = page.items().first().and_then(|i| get_s(i, TSID)).map(str::to_string);
-        out.push(match first {
-            Some(t) if t.as_str() < cutoff => ShardProbe { k, due: true, oldest_ms: None },
-            Some(t) => ShardProbe { k, due: false, oldest_ms: t.get(..13).and_then(|s| s.parse().ok()) },
-            None => ShardProbe { k, due: false, oldest_ms: None },
-        });
+        out.push(classify(k, page.items().first().and_then(|i| get_s(i, TSID)), cutoff));
     }
     Ok(out)
+}
+
+/// What shard `k`'s oldest row (its sort key `<13-digit ms>#<pk>`, `None`: an empty shard) says
+/// against `cutoff`. Pure.
+pub fn classify(k: u32, oldest_tsid: Option<&str>, cutoff: &str) -> ShardProbe {
+    match oldest_tsid {
+        Some(t) if t < cutoff => ShardProbe { k, due: true, oldest_ms: None },
+        Some(t) => ShardProbe { k, due: false, oldest_ms: t.get(..13).and_then(|s| s.parse().ok()) },
+        None => ShardProbe { k, due: false, oldest_ms: None },
+    }
+}
+
+/// Nothing can be due, so the tick needs no probe: the cutoff has not passed the oldest row not
+/// yet due at the last probe, and that probe is younger than `probe_every` (rows written since
+/// are newer than it). `None` marks: never probed. Pure.
+pub fn nothing_due(
+    cutoff_ms: Millis,
+    oldest_ms: Option<Millis>,
+    probed_ms: Option<Millis>,
+    now_ms: Millis,
+    probe_every_ms: i64,
+) -> bool {
+    match (oldest_ms, probed_ms) {
+        (Some(oldest), Some(probed)) => cutoff_ms <= oldest && now_ms - probed < probe_every_ms,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shard_is_due_when_its_oldest_row_is_below_the_cutoff() {
+        let cutoff = tickwork::changes::cutoff_key(2_000_000_000_000);
+        let row = |ms: i64| format!("{ms:013}#order#1");
+        assert_eq!(
+            classify(3, Some(&row(1_999_999_999_999)), &cutoff),
+            ShardProbe { k: 3, due: true, oldest_ms: None }
+        );
+        assert_eq!(
+            classify(3, Some(&row(2_000_000_000_001)), &cutoff),
+            ShardProbe { k: 3, due: false, oldest_ms: Some(2_000_000_000_001) }
+        );
+        assert_eq!(classify(3, None, &cutoff), ShardProbe { k: 3, due: false, oldest_ms: None });
+    }
+
+    #[test]
+    fn an_idle_tick_skips_the_probe_only_while_its_last_one_holds() {
+        let hour = 3_600_000;
+        assert!(nothing_due(100, Some(200), Some(1_000), 1_000 + hour - 1, hour));
+        assert!(!nothing_due(201, Some(200), Some(1_000), 1_000, hour), "the cutoff passed the oldest row");
+        assert!(!nothing_due(100, Some(200), Some(1_000), 1_000 + hour, hour), "the probe is stale");
+        assert!(!nothing_due(100, None, Some(1_000), 1_000, hour), "never probed");
+    }
 }

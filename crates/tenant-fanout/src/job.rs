@@ -38,12 +38,7 @@ impl LeasedJob for Deps {
             windows_due: windows.len() as u32,
             ..Default::default()
         };
-        let init_mark = match (mark, windows.first()) {
-            (None, Some(first)) => {
-                first.parse::<jiff::civil::Date>().ok().and_then(|d| d.yesterday().ok()).map(|d| d.to_string())
-            }
-            _ => None,
-        };
+        let init_mark = window::first_mark(mark, windows.first().map(String::as_str));
         Ok((report, (!windows.is_empty()).then_some(Plan { windows, init_mark })))
     }
 

@@ -65,9 +65,26 @@ pub fn batch_for(job: &str, window: &str, shard: u32, tenants: &[Tenant], due_ms
     })
 }
 
+/// The watermark a job without one starts from: the day before its first due window, so that
+/// window, if unfinished today, is caught up tomorrow. `None` when the job has a mark or nothing
+/// is due. Pure.
+pub fn first_mark(mark: Option<&str>, first_due: Option<&str>) -> Option<String> {
+    match (mark, first_due) {
+        (None, Some(first)) => first.parse::<jiff::civil::Date>().ok()?.yesterday().ok().map(|d| d.to_string()),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_job_without_a_mark_starts_the_day_before_its_first_window() {
+        assert_eq!(first_mark(None, Some("2026-03-01")), Some("2026-02-28".into()));
+        assert_eq!(first_mark(Some("2026-02-27"), Some("2026-03-01")), None, "a mark stands");
+        assert_eq!(first_mark(None, None), None, "nothing due");
+    }
 
     #[test]
     fn window_is_the_utc_date_of_the_event() {

@@ -75,17 +75,11 @@ impl Queue {
             Ok(out) => Ok(Claim::Claimed(job_of(id, owner, until, &out.attributes().cloned().unwrap_or_default()))),
             Err(DbError::ConditionFailed { item, .. }) => {
                 let item = item.map(|b| *b).unwrap_or_default();
-                let attempts = get_u64(&item, ATTEMPTS).unwrap_or(0) as u32;
-                let ready = item.contains_key(SHARD) && get_i64(&item, VISIBLE_AT).is_some_and(|v| v <= now);
-                if get_s(&item, STATE) == Some(CLAIMED) && get_s(&item, OWNER) == Some(owner) {
-                    // Ours: the first attempt applied and its answer was lost.
-                    let until = get_i64(&item, VISIBLE_AT).unwrap_or(until);
-                    return Ok(Claim::Claimed(job_of(id, owner, until, &item)));
+                match refused_claim(&item, owner, now, self.cfg.max_attempts) {
+                    Refused::Ours { until: at } => Ok(Claim::Claimed(job_of(id, owner, at.unwrap_or(until), &item))),
+                    Refused::Exhausted { attempts } => self.bury(id, attempts).await,
+                    Refused::Taken => Ok(Claim::Taken),
                 }
-                if ready && get_s(&item, STATE) != Some(PAUSE) && attempts >= self.cfg.max_attempts {
-                    return self.bury(id, attempts).await;
-                }
-                Ok(Claim::Taken)
             }
             Err(e) => Err(e.into()),
         }
@@ -121,6 +115,31 @@ impl Queue {
     }
 }
 
+/// What a refused claim means, read from the item as it stood (`ReturnValuesOnConditionCheckFailure`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refused {
+    /// Claimed by this very owner: the first attempt applied and its answer was lost; the claim
+    /// runs until `until`.
+    Ours { until: Option<Millis> },
+    /// Ready, not a pause marker, and every attempt claimed with none settled: to be buried.
+    Exhausted { attempts: u32 },
+    /// Someone else's, not ready, or gone.
+    Taken,
+}
+
+/// Pure: the reading of a refused claim of `item` by `owner` at `now`.
+fn refused_claim(item: &Item, owner: &str, now: Millis, max_attempts: u32) -> Refused {
+    if get_s(item, STATE) == Some(CLAIMED) && get_s(item, OWNER) == Some(owner) {
+        return Refused::Ours { until: get_i64(item, VISIBLE_AT) };
+    }
+    let attempts = get_u64(item, ATTEMPTS).unwrap_or(0) as u32;
+    let ready = item.contains_key(SHARD) && get_i64(item, VISIBLE_AT).is_some_and(|v| v <= now);
+    if ready && get_s(item, STATE) != Some(PAUSE) && attempts >= max_attempts {
+        return Refused::Exhausted { attempts };
+    }
+    Refused::Taken
+}
+
 fn job_of(id: &str, owner: &str, until: Millis, a: &Item) -> Job {
     Job {
         id: id.to_string(),
@@ -130,5 +149,41 @@ fn job_of(id: &str, owner: &str, until: Millis, a: &Item) -> Job {
         attempts: get_u64(a, ATTEMPTS).unwrap_or(1) as u32,
         owner: owner.to_string(),
         claim_until_ms: until,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{av_n, av_s};
+
+    fn item(state: &str, owner: Option<&str>, attempts: u32, visible_at: Millis, live: bool) -> Item {
+        let mut i = Item::from([
+            (STATE.to_string(), av_s(state)),
+            (ATTEMPTS.to_string(), av_n(attempts)),
+            (VISIBLE_AT.to_string(), av_n(visible_at)),
+        ]);
+        if let Some(o) = owner {
+            i.insert(OWNER.to_string(), av_s(o));
+        }
+        if live {
+            i.insert(SHARD.to_string(), av_s(shard_key(0)));
+        }
+        i
+    }
+
+    #[test]
+    fn a_refused_claim_is_ours_exhausted_or_taken() {
+        let now = 1_000;
+        let ours = item(CLAIMED, Some("w1"), 2, 5_000, true);
+        assert_eq!(refused_claim(&ours, "w1", now, 5), Refused::Ours { until: Some(5_000) }, "our lost answer");
+        assert_eq!(refused_claim(&ours, "w2", now, 5), Refused::Taken, "another worker's live claim");
+        let spent = item(CLAIMED, Some("dead"), 5, 900, true);
+        assert_eq!(refused_claim(&spent, "w2", now, 5), Refused::Exhausted { attempts: 5 }, "claims all died");
+        assert_eq!(refused_claim(&spent, "w2", now, 6), Refused::Taken, "attempts left: the race was lost");
+        assert_eq!(refused_claim(&item(PENDING, None, 5, 2_000, true), "w2", now, 5), Refused::Taken, "not ready yet");
+        assert_eq!(refused_claim(&item(DONE, None, 5, 900, false), "w2", now, 5), Refused::Taken, "finished");
+        assert_eq!(refused_claim(&item(PAUSE, None, 9, 0, true), "w2", now, 5), Refused::Taken, "a pause marker");
+        assert_eq!(refused_claim(&Item::new(), "w2", now, 5), Refused::Taken, "gone");
     }
 }

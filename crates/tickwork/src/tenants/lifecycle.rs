@@ -2,6 +2,8 @@
 //! decides, and writes only if the tenant is still as read ([`crate::tenants::unchanged`]), again
 //! when it changed in between, so a sweep's concurrent move is never overwritten.
 
+use aws_sdk_dynamodb::types::AttributeValue;
+
 use crate::error::{condition_held, DbError};
 use crate::schema::{av_s, PK};
 use crate::tenants::schema::*;
@@ -20,63 +22,44 @@ impl Tenants {
         }
         let Some((marks, job)) = &self.registry else { return Ok(Position::Follows) };
         let state = marks.read_strong(job).await?;
-        Ok(match state.marks.get(&t.zone).and_then(|m| m.parse::<jiff::civil::Date>().ok()) {
-            Some(d) => Position::Through(d),
-            None => Position::Fresh,
-        })
+        leaving(t.pos, state.marks.get(&t.zone).map(String::as_str))
+            .map_err(|problem| DbError::Unreadable { table: marks.table().to_string(), problem })
     }
 
     /// A conditional update of one tenant, applied only if it is still as read ([`unchanged`]):
     /// an operator's change and the sweep's never overwrite each other.
     async fn update_if_unchanged(&self, t: &Tenant, set: &[(&str, Option<String>)]) -> Result<bool, DbError> {
-        let (cond, names, values) = unchanged(t);
-        let mut req = self.db.client().update_item().table_name(&self.table).key(PK, av_s(&t.id));
-        for (k, v) in names {
+        let (cond, cond_names, cond_values) = unchanged(t);
+        let (expr, names, values) = update_parts(set);
+        let mut req = self
+            .db
+            .client()
+            .update_item()
+            .table_name(&self.table)
+            .key(PK, av_s(&t.id))
+            .update_expression(expr)
+            .condition_expression(cond);
+        for (k, v) in cond_names.into_iter().chain(names.iter().map(|(k, v)| (k.as_str(), *v))) {
             req = req.expression_attribute_names(k, v);
         }
-        for (k, v) in values {
+        for (k, v) in cond_values.into_iter().map(|(k, v)| (k.to_string(), v)).chain(values) {
             req = req.expression_attribute_values(k, v);
         }
-        let (mut sets, mut removes) = (Vec::new(), Vec::new());
-        for (i, (attr, value)) in set.iter().enumerate() {
-            let name = match *attr {
-                ZONE => "#zone".to_string(),
-                POS => "#pos".to_string(),
-                STATUS => "#st".to_string(),
-                other => {
-                    let n = format!("#a{i}");
-                    req = req.expression_attribute_names(&n, other);
-                    n
-                }
-            };
-            match value {
-                Some(v) => {
-                    req = req.expression_attribute_values(format!(":v{i}"), av_s(v));
-                    sets.push(format!("{name} = :v{i}"));
-                }
-                None => removes.push(name),
-            }
-        }
-        let mut expr = String::new();
-        if !sets.is_empty() {
-            expr.push_str(&format!("SET {}", sets.join(", ")));
-        }
-        if !removes.is_empty() {
-            expr.push_str(&format!(" REMOVE {}", removes.join(", ")));
-        }
-        condition_held(self.db.update(req.update_expression(expr.trim()).condition_expression(cond)).await)
+        condition_held(self.db.update(req).await)
     }
 
     /// Reads, decides and conditionally writes, again if the tenant changed in between (the sweep
     /// brought it back to its group, another operator moved it): at most a few rounds.
-    async fn change<F>(&self, id: &str, decide: F) -> Result<Option<Tenant>, DbError>
+    /// `leaves` says whether the change takes the tenant out of its group (its position must be
+    /// recorded, which may cost a strong read of the state item); a resume does not.
+    async fn change<F>(&self, id: &str, leaves: bool, decide: F) -> Result<Option<Tenant>, DbError>
     where
         F: Fn(&Tenant, Position) -> Option<Vec<(&'static str, Option<String>)>>,
     {
         const ATTEMPTS: u32 = 5;
         for _ in 0..ATTEMPTS {
             let Some(t) = self.get(id).await? else { return Ok(None) };
-            let leaving = self.position_leaving(&t).await?;
+            let leaving = if leaves { self.position_leaving(&t).await? } else { t.pos };
             let Some(set) = decide(&t, leaving) else { return Ok(Some(t)) };
             if self.update_if_unchanged(&t, &set).await? {
                 return Ok(Some(t));
@@ -89,18 +72,7 @@ impl Tenants {
     /// kept, its position recorded (`Tenants::position_leaving`) so that resuming owes every
     /// period since. Returns `false` when there is no such tenant.
     pub async fn suspend(&self, id: &str) -> Result<bool, DbError> {
-        let done = self
-            .change(id, |t, leaving| {
-                t.active.then(|| {
-                    vec![
-                        (STATUS, Some("suspended".to_string())),
-                        (POS, leaving.to_attr()),
-                        (TSHARD, None),
-                        (ZSHARD, None),
-                    ]
-                })
-            })
-            .await?;
+        let done = self.change(id, true, |t, leaving| t.active.then(|| suspend_set(leaving))).await?;
         Ok(done.is_some())
     }
 
@@ -109,17 +81,7 @@ impl Tenants {
     /// catch-up policy decides what a long suspension pulses).
     pub async fn resume(&self, id: &str) -> Result<bool, DbError> {
         let k = shard_of(id, self.write_count);
-        let done = self
-            .change(id, |t, _| {
-                (!t.active).then(|| {
-                    vec![
-                        (STATUS, Some("active".to_string())),
-                        (TSHARD, Some(tshard_key(k))),
-                        (ZSHARD, Some(zshard_key(&t.zone, k))),
-                    ]
-                })
-            })
-            .await?;
+        let done = self.change(id, false, |t, _| (!t.active).then(|| resume_set(&t.zone, k))).await?;
         match (done, &self.registry) {
             (Some(t), Some((marks, job))) => {
                 // Its zone registered again (idempotent): a tenant written by other means than
@@ -140,17 +102,8 @@ impl Tenants {
         let (marks, job) = self.registry.as_ref().ok_or(AddError::NoRegistry)?;
         marks.register_groups(job, &[zone.to_string()], self.write_count).await?;
         let k = shard_of(id, self.write_count);
-        let done = self
-            .change(id, |t, leaving| {
-                (t.zone != zone).then(|| {
-                    let mut set = vec![(ZONE, Some(zone.to_string())), (POS, leaving.to_attr())];
-                    if t.active {
-                        set.push((ZSHARD, Some(zshard_key(zone, k))));
-                    }
-                    set
-                })
-            })
-            .await?;
+        let done =
+            self.change(id, true, |t, leaving| (t.zone != zone).then(|| move_set(t.active, zone, leaving, k))).await?;
         if let Some(t) = &done {
             if t.active {
                 marks.wake(job, zone, id).await?;
@@ -171,5 +124,117 @@ impl Tenants {
             .condition_expression("attribute_exists(#pk)")
             .expression_attribute_names("#pk", PK);
         condition_held(self.db.delete(req).await)
+    }
+}
+
+/// An attribute's new value, `None` to remove it.
+type Set = Vec<(&'static str, Option<String>)>;
+
+/// An update expression with the names and values it introduces.
+type UpdateParts = (String, Vec<(String, &'static str)>, Vec<(String, AttributeValue)>);
+
+/// Where a tenant at `pos` stands when it leaves its group, its group's watermark being `mark`:
+/// a tenant with a position of its own keeps it; one that follows stands through the group's
+/// last completed date, or is `Fresh` when the group never completed a run. An unreadable mark
+/// is an error, not `Fresh`: that would owe the tenant every period since it was added. Pure.
+fn leaving(pos: Position, mark: Option<&str>) -> Result<Position, String> {
+    if pos != Position::Follows {
+        return Ok(pos);
+    }
+    match mark {
+        None => Ok(Position::Fresh),
+        Some(m) => m.parse().map(Position::Through).map_err(|_| format!("watermark `{m}` is not a date")),
+    }
+}
+
+/// A suspension: out of both indexes, its position recorded. Pure.
+fn suspend_set(leaving: Position) -> Set {
+    vec![(STATUS, Some("suspended".into())), (POS, leaving.to_attr()), (TSHARD, None), (ZSHARD, None)]
+}
+
+/// A resume in `zone`: back in both indexes at shard `k`. Pure.
+fn resume_set(zone: &str, k: u32) -> Set {
+    vec![(STATUS, Some("active".into())), (TSHARD, Some(tshard_key(k))), (ZSHARD, Some(zshard_key(zone, k)))]
+}
+
+/// A move to `zone`, its position recorded; an active tenant moves in the zone index too. Pure.
+fn move_set(active: bool, zone: &str, leaving: Position, k: u32) -> Set {
+    let mut set = vec![(ZONE, Some(zone.to_string())), (POS, leaving.to_attr())];
+    if active {
+        set.push((ZSHARD, Some(zshard_key(zone, k))));
+    }
+    set
+}
+
+/// The update expression of `set`, with its names and values (beside [`unchanged`]'s, whose
+/// names `#zone`, `#pos` and `#st` it reuses). Pure.
+fn update_parts(set: &[(&str, Option<String>)]) -> UpdateParts {
+    let (mut sets, mut removes, mut names, mut values) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (i, (attr, value)) in set.iter().enumerate() {
+        let name = match *attr {
+            ZONE => "#zone".to_string(),
+            POS => "#pos".to_string(),
+            STATUS => "#st".to_string(),
+            other => {
+                let n = format!("#a{i}");
+                names.push((n.clone(), attr_name(other)));
+                n
+            }
+        };
+        match value {
+            Some(v) => {
+                values.push((format!(":v{i}"), av_s(v)));
+                sets.push(format!("{name} = :v{i}"));
+            }
+            None => removes.push(name),
+        }
+    }
+    let mut expr = String::new();
+    if !sets.is_empty() {
+        expr.push_str(&format!("SET {}", sets.join(", ")));
+    }
+    if !removes.is_empty() {
+        expr.push_str(&format!(" REMOVE {}", removes.join(", ")));
+    }
+    (expr.trim().to_string(), names, values)
+}
+
+/// The static name of a tenant attribute (the sets only name the table's own attributes).
+fn attr_name(a: &str) -> &'static str {
+    [ZONE, STATUS, SINCE, POS, TSHARD, ZSHARD].into_iter().find(|n| *n == a).expect("a tenants attribute")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tenant_leaving_its_group_stands_through_the_groups_watermark() {
+        let d = |s: &str| s.parse::<jiff::civil::Date>().unwrap();
+        assert_eq!(leaving(Position::Follows, Some("2026-11-28")), Ok(Position::Through(d("2026-11-28"))));
+        assert_eq!(leaving(Position::Follows, None), Ok(Position::Fresh), "the group never completed a run");
+        let own = Position::Through(d("2026-11-20"));
+        assert_eq!(leaving(own, Some("2026-11-28")), Ok(own), "a position of its own is kept");
+        assert!(leaving(Position::Follows, Some("garbage")).is_err(), "not Fresh: that would owe every period");
+    }
+
+    #[test]
+    fn suspend_resume_and_move_write_their_attributes_and_index_keys() {
+        let through = Position::Through("2026-11-28".parse().unwrap());
+        let (expr, names, values) = update_parts(&suspend_set(through));
+        assert_eq!(expr, "SET #st = :v0, #pos = :v1 REMOVE #a2, #a3");
+        assert_eq!(names, [("#a2".to_string(), TSHARD), ("#a3".to_string(), ZSHARD)]);
+        assert_eq!(
+            values.iter().map(|(k, v)| (k.as_str(), v.as_s().unwrap().as_str())).collect::<Vec<_>>(),
+            [(":v0", "suspended"), (":v1", "2026-11-28")]
+        );
+        let (expr, _, values) = update_parts(&resume_set("Asia/Tokyo", 3));
+        assert_eq!(expr, "SET #st = :v0, #a1 = :v1, #a2 = :v2");
+        assert_eq!(values[1].1.as_s().unwrap(), &tshard_key(3));
+        assert_eq!(values[2].1.as_s().unwrap(), &zshard_key("Asia/Tokyo", 3));
+        // A suspended tenant moves zone without entering the zone index; an active one moves in it.
+        assert_eq!(move_set(false, "UTC", Position::Fresh, 1).len(), 2);
+        assert_eq!(move_set(true, "UTC", Position::Fresh, 1)[2], (ZSHARD, Some(zshard_key("UTC", 1))));
+        assert_eq!(move_set(true, "UTC", Position::Fresh, 1)[1], (POS, Position::Fresh.to_attr()));
     }
 }
