@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 /// Variables the tooling reads that are not settings of a deployment.
-const TOOLING: [&str; 2] = ["TICKWORK_BENCH_BIN_DIR", "TICKWORK_DYNALITE_ENDPOINT"];
+const TOOLING: [&str; 3] = ["TICKWORK_BENCH_BIN_DIR", "TICKWORK_DYNALITE_ENDPOINT", "TICKWORK_STACKS_DIR"];
 
 fn sources(dir: &std::path::Path, out: &mut String) {
     for e in std::fs::read_dir(dir).unwrap() {

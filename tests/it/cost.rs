@@ -76,16 +76,12 @@ async fn cost_model_predicts_a_live_run_within_one_percent() {
 async fn the_fanout_model_predicts_a_live_window() {
     use std::time::Duration;
     use tickwork::queue::{queue_table, Queue, QueueConfig};
-    use tickwork::tenants::{sample_tenant, shard_of, tenants_table, Tenants};
+    use tickwork::tenants::{sample_tenant, shard_of, Tenants};
     let local = Local::new().await;
     let start = 1_774_749_600_000; // 2026-03-29T02:00Z
     local.clock.set(start);
     let (shards, page) = (4u32, 25usize);
-    let t = tenant_fanout::Tables {
-        control: local.control().await,
-        tenants: local.table(&tenants_table()).await,
-        queue: local.table(&queue_table()).await,
-    };
+    let t = local.fanout_tables().await;
     let zones = ["UTC", "Asia/Tokyo"];
     let list: Vec<_> = (0..230).map(|i| sample_tenant(i, &zones, Some(start))).collect();
     Tenants::new(local.fresh_db(), &t.tenants, shards).put_all(&list).await.unwrap();

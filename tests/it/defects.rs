@@ -10,15 +10,13 @@ use tickwork::budget::{Steps, Unlimited};
 use tickwork::calendar::CatchUp;
 use tickwork::config::Env;
 use tickwork::queue::{queue_table, Claim, NewItem, Queue, QueueConfig};
-use tickwork::tenants::{tenants_table, Tenant, Tenants};
+use tickwork::tenants::{Tenant, Tenants};
 use tickwork_lambda::{Outcome, Tick};
 use tickwork_sim::queued_units;
 use tickwork_tests::faults::{Fault, Faults, Planned};
 use tickwork_tests::{count_where, quick_retry, unique, Local};
 
-fn ms(s: &str) -> i64 {
-    s.parse::<jiff::Timestamp>().unwrap().as_millisecond()
-}
+use tickwork_tests::ms;
 
 fn tick(at: &str) -> Tick {
     Tick::parse(&Tick::envelope(ms(at), false)).unwrap()
@@ -105,11 +103,7 @@ async fn one_bad_tenant_is_isolated_and_the_rest_of_its_zone_is_pulsed() {
 async fn one_bad_tenant_in_the_fanout_is_isolated_and_no_shard_is_dropped() {
     let local = Local::new().await;
     local.clock.set(ms("2026-11-29T06:00:00Z"));
-    let t = tenant_fanout::Tables {
-        control: local.control().await,
-        tenants: local.table(&tenants_table()).await,
-        queue: local.table(&queue_table()).await,
-    };
+    let t = local.fanout_tables().await;
     Tenants::new(local.fresh_db(), &t.tenants, 4).put_all(&tenants(51, "UTC")).await.unwrap();
     // One tenant item no reader can make sense of (a position in no format we write).
     tickwork_tests::set_stored_position(&local.db, &t.tenants, "t17", "29/11/2026").await;
@@ -154,11 +148,7 @@ async fn transaction_conflicts_and_throttled_items_are_retried() {
 async fn an_unfinished_window_is_caught_up_the_next_day() {
     let local = Local::new().await;
     local.clock.set(ms("2026-11-29T23:50:00Z"));
-    let t = tenant_fanout::Tables {
-        control: local.control().await,
-        tenants: local.table(&tenants_table()).await,
-        queue: local.table(&queue_table()).await,
-    };
+    let t = local.fanout_tables().await;
     Tenants::new(local.fresh_db(), &t.tenants, 4).put_all(&tenants(40, "UTC")).await.unwrap();
     let env = Env::from_pairs([("TICKWORK_FANOUT_PAGE_SIZE", "5")]);
     let cfg = tenant_fanout::FanoutConfig::from_env(&env, Duration::from_secs(1)).unwrap();
@@ -186,11 +176,7 @@ async fn an_unfinished_window_is_caught_up_the_next_day() {
 async fn a_window_recorded_without_its_watermark_is_repaired() {
     let local = Local::new().await;
     local.clock.set(ms("2026-11-29T06:00:00Z"));
-    let t = tenant_fanout::Tables {
-        control: local.control().await,
-        tenants: local.table(&tenants_table()).await,
-        queue: local.table(&queue_table()).await,
-    };
+    let t = local.fanout_tables().await;
     let cfg = tenant_fanout::FanoutConfig::from_env(&Env::from_pairs([]), Duration::from_secs(1)).unwrap();
     let d = tenant_fanout::Deps::new(local.fresh_db(), local.clock(), cfg.clone(), &t, 4, QueueConfig::default());
     // The old release's crash: the slot recorded, the watermark not.

@@ -1,11 +1,11 @@
 use std::time::Duration;
 
-use tenant_fanout::{run, Deps, FanoutConfig, Outcome, Tables};
+use tenant_fanout::{run, Deps, FanoutConfig, Outcome};
 use tickwork::budget::{Steps, Unlimited};
 use tickwork::clock::Clock;
 use tickwork::config::Env;
 use tickwork::queue::{queue_table, QueueConfig};
-use tickwork::tenants::{tenants_table, Tenant, Tenants};
+use tickwork::tenants::{Tenant, Tenants};
 use tickwork_lambda::Tick;
 use tickwork_tests::{count_where, Local};
 
@@ -14,11 +14,7 @@ const TENANTS: usize = 2_345;
 const MORNING: i64 = 1_795_932_000_000;
 
 async fn setup(local: &Local) -> Deps {
-    let tables = Tables {
-        control: local.control().await,
-        tenants: local.table(&tenants_table()).await,
-        queue: local.table(&queue_table()).await,
-    };
+    let tables = local.fanout_tables().await;
     let mut seed: Vec<Tenant> = (0..TENANTS)
         .map(|i| Tenant {
             id: format!("tenant-{i:05}"),
@@ -39,8 +35,7 @@ async fn setup(local: &Local) -> Deps {
     Tenants::new(local.db.clone(), &tables.tenants, 8).put_all(&seed).await.unwrap();
     let env = Env::from_pairs([("TICKWORK_FANOUT_PAGE_SIZE", "100")]);
     let cfg = FanoutConfig::from_env(&env, Duration::from_secs(1)).unwrap();
-    let db = local.fresh_db();
-    db.register_gsis(&tables.queue, queue_table().gsi_shapes());
+    let db = local.fresh_db_with_gsis(&tables.queue, &queue_table());
     Deps::new(db, local.clock(), cfg, &tables, 8, QueueConfig::default())
 }
 

@@ -11,9 +11,7 @@ use tickwork::watermark::Watermarks;
 use tickwork_lambda::{Outcome, Tick};
 use tickwork_tests::{count_where, unique, Local};
 
-fn ms(s: &str) -> i64 {
-    s.parse::<jiff::Timestamp>().unwrap().as_millisecond()
-}
+use tickwork_tests::ms;
 
 struct Stack {
     local: Local,

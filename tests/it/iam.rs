@@ -24,9 +24,7 @@ use tickwork_lambda::Tick;
 use tickwork_tests::faults::{Fault, Faults, Planned};
 use tickwork_tests::{quick_retry, unique, Local};
 
-fn ms(s: &str) -> i64 {
-    s.parse::<jiff::Timestamp>().unwrap().as_millisecond()
-}
+use tickwork_tests::ms;
 
 fn tick(at: i64) -> Tick {
     Tick::parse(&Tick::envelope(at, false)).unwrap()

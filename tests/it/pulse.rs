@@ -1,32 +1,25 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use pulse_sweep::{add_tenants, run, Deps, Outcome, PulseConfig, PulseError, Tables};
+use pulse_sweep::{add_tenants, run, Deps, Outcome, PulseConfig, PulseError};
 use tickwork::budget::Unlimited;
 use tickwork::config::Env;
 use tickwork::lease::Acquire;
 use tickwork::queue::{queue_table, QueueConfig};
-use tickwork::tenants::{tenants_table, Tenant};
+use tickwork::tenants::Tenant;
 use tickwork::watermark::Advance;
 use tickwork_lambda::Tick;
 use tickwork_sim::{expected_day_pulses, queued_units, simulate, SimConfig, ZONES};
 use tickwork_tests::Local;
 
-fn ms(s: &str) -> i64 {
-    s.parse::<jiff::Timestamp>().unwrap().as_millisecond()
-}
+use tickwork_tests::ms;
 
 /// Deps with the clock at `at`, when the tenants the test adds next are added.
 async fn deps(local: &Local, env: &[(&str, &str)], at: &str) -> Deps {
     local.clock.set(ms(at));
-    let tables = Tables {
-        control: local.control().await,
-        tenants: local.table(&tenants_table()).await,
-        queue: local.table(&queue_table()).await,
-    };
+    let tables = local.sweep_tables().await;
     let cfg = PulseConfig::from_env(&Env::from_pairs(env.iter().copied()), Duration::from_secs(1)).unwrap();
-    let db = local.fresh_db();
-    db.register_gsis(&tables.queue, queue_table().gsi_shapes());
+    let db = local.fresh_db_with_gsis(&tables.queue, &queue_table());
     Deps::new(db, local.clock(), cfg, tables, 8, QueueConfig::default())
 }
 

@@ -41,9 +41,7 @@ fn spawn_worker(
     tokio::spawn(async move { pulse_sweep::run(&deps, &tick, &Unlimited, &owner).await })
 }
 
-fn ms(s: &str) -> i64 {
-    s.parse::<jiff::Timestamp>().unwrap().as_millisecond()
-}
+use tickwork_tests::ms;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 8)]
 async fn ten_thousand_tenants_over_16_shards_and_8_workers_each_pulsed_once_watermark_last() {

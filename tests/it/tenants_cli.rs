@@ -128,6 +128,7 @@ async fn tenants_are_added_imported_listed_suspended_resumed_moved_and_removed()
         (Some(0), Some(199), 1),
         "{r}"
     );
+    assert_eq!(o.status.code(), Some(1), "a refused row fails the import");
     // NDJSON from standard input: one tenant that exists in another zone is refused as a move.
     let mut child = Command::new(env!("CARGO_BIN_EXE_tickctl-cli"))
         .args(["--json", "tenants", "import", "-", "--format", "ndjson"])

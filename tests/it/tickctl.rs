@@ -58,9 +58,7 @@ async fn invoke_rejects_an_unknown_function_by_name() {
     assert!(err.to_string().contains("no-such-fn"));
 }
 
-fn ms(s: &str) -> i64 {
-    s.parse::<jiff::Timestamp>().unwrap().as_millisecond()
-}
+use tickwork_tests::ms;
 
 /// A sweep on its own tables, its clock at `at`.
 async fn sweep_deps(local: &Local, at: &str) -> pulse_sweep::Deps {

@@ -177,6 +177,15 @@ impl Local {
         self.table(&schema::control_table()).await
     }
 
+    /// The fan-out's three tables, each new.
+    pub async fn fanout_tables(&self) -> tenant_fanout::Tables {
+        tenant_fanout::Tables {
+            control: self.control().await,
+            tenants: self.table(&tickwork::tenants::tenants_table()).await,
+            queue: self.table(&tickwork::queue::queue_table()).await,
+        }
+    }
+
     /// The pulse sweep's three tables, each new (the sweep's tests, the shard workers', the
     /// example job's).
     pub async fn sweep_tables(&self) -> pulse_sweep::Tables {
@@ -186,6 +195,11 @@ impl Local {
             queue: self.table(&tickwork::queue::queue_table()).await,
         }
     }
+}
+
+/// An RFC 3339 instant in epoch milliseconds (the tests' clocks).
+pub fn ms(s: &str) -> i64 {
+    s.parse::<jiff::Timestamp>().unwrap().as_millisecond()
 }
 
 /// A retry policy with short waits, for tests that inject many retryable faults.

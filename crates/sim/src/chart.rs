@@ -20,7 +20,6 @@ const GRAINS: [(&str, RGBColor); 5] = [
     ("year", RGBColor(140, 86, 75)),
 ];
 
-/// Hours the run covers, a partial last hour included.
 /// The legend every chart of the project draws (the run's and the bench's): boxed, on white.
 pub fn legend<'a, DB, CT>(chart: &mut ChartContext<'a, DB, CT>, at: SeriesLabelPosition) -> Result<()>
 where
@@ -38,6 +37,7 @@ where
     Ok(())
 }
 
+/// Hours the run covers, a partial last hour included.
 fn hours(cfg: &SimConfig) -> u64 {
     let ms = cfg.ticks.map(|t| t as i64 * cfg.tick_ms).unwrap_or(i64::from(cfg.days) * 86_400_000);
     ((ms + 3_599_999) / 3_600_000).max(1) as u64

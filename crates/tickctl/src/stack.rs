@@ -5,9 +5,19 @@ use anyhow::{Context, Result};
 
 use crate::cli::Cli;
 
-/// Where `--stack NAME` looks: the file `make stack-env STACK=NAME` writes.
-fn stack_file(name: &str) -> std::path::PathBuf {
-    std::path::Path::new(".local/stacks").join(format!("{name}.env"))
+/// The variable that moves the stack files, read by `scripts/stack-env.sh` too.
+const STACKS_DIR: &str = "TICKWORK_STACKS_DIR";
+
+/// Where `--stack NAME` looks: the file `make stack-env STACK=NAME` writes, in `dir` (default
+/// `.local/stacks`). A name that is not a stack name is refused: CloudFormation's rule, which also
+/// keeps the path inside the directory. Pure.
+fn stack_file(dir: Option<&str>, name: &str) -> Result<std::path::PathBuf> {
+    anyhow::ensure!(
+        name.starts_with(|c: char| c.is_ascii_alphabetic())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'),
+        "`{name}` is not a stack name (a letter, then letters, digits and hyphens)"
+    );
+    Ok(std::path::Path::new(dir.unwrap_or(".local/stacks")).join(format!("{name}.env")))
 }
 
 /// Applies the file `--env-file` or `--stack` names, if any; the file wins over the shell.
@@ -15,13 +25,7 @@ pub fn load_env_file(cli: &Cli) -> Result<()> {
     let path = match (&cli.env_file, &cli.stack) {
         (Some(p), _) => p.clone(),
         (None, Some(name)) => {
-            // CloudFormation's rule for stack names; also keeps the path inside .local/stacks.
-            anyhow::ensure!(
-                name.starts_with(|c: char| c.is_ascii_alphabetic())
-                    && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'),
-                "`{name}` is not a stack name (a letter, then letters, digits and hyphens)"
-            );
-            let p = stack_file(name);
+            let p = stack_file(std::env::var(STACKS_DIR).ok().as_deref(), name)?;
             anyhow::ensure!(
                 p.exists(),
                 "no environment for stack `{name}` at {}: run `make stack-env STACK={name}` (it reads the stack's outputs)",
@@ -57,6 +61,15 @@ fn shell_settings_to_drop(shell: impl Iterator<Item = String>, file: &[String]) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stack_file_is_found_by_a_stack_name_only() {
+        assert_eq!(stack_file(None, "prod").unwrap(), std::path::Path::new(".local/stacks/prod.env"));
+        assert_eq!(stack_file(Some("/tmp/s"), "dev-2").unwrap(), std::path::Path::new("/tmp/s/dev-2.env"));
+        for bad in ["../etc/passwd", "prod/x", "2prod", "", "prod.env"] {
+            assert!(stack_file(None, bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn a_stack_file_keeps_only_its_own_endpoints_and_settings() {

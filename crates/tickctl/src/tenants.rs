@@ -105,10 +105,16 @@ impl Rows {
 /// Berlin's tenants, which `--zone Europe/Berlin` and a later import would not recognise.
 pub fn canonical(mut t: Tenant) -> Result<Tenant, tickwork::tenants::InvalidTenant> {
     t.validate()?;
-    if let Some(name) = tickwork::calendar::zone(&t.zone).ok().and_then(|tz| tz.iana_name().map(str::to_string)) {
+    if let Ok(name) = canonical_zone(&t.zone) {
         t.zone = name;
     }
     Ok(t)
+}
+
+/// A zone's canonical IANA name (`europe/berlin` is `Europe/Berlin`), or why it is no zone.
+pub fn canonical_zone(name: &str) -> Result<String, tickwork::calendar::CalendarError> {
+    let tz = tickwork::calendar::zone(name)?;
+    Ok(tz.iana_name().unwrap_or(name).to_string())
 }
 
 /// The 1-based line of every byte offset: where a record starts, found from its byte position

@@ -44,14 +44,12 @@ struct Pulse {
     zone: Option<String>,
 }
 
-/// The month a month pulse names, checked: `YYYY-MM`, and its first and last local dates.
+/// The month a month pulse names, checked by the calendar's own parser (`YYYY-MM`, canonical),
+/// and its first and last local dates.
 fn month_of(period: &str) -> Result<(jiff::civil::Date, jiff::civil::Date), HandlerError> {
-    let first: jiff::civil::Date = format!("{period}-01")
-        .parse()
-        .ok()
-        .filter(|d: &jiff::civil::Date| format!("{:04}-{:02}", d.year(), d.month()) == period)
-        .ok_or_else(|| HandlerError::Permanent(format!("`{period}` is not a month (YYYY-MM)")))?;
-    Ok((first, first.last_of_month()))
+    let p = tickwork::calendar::Period::parse(tickwork::calendar::Grain::Month, period)
+        .map_err(|e| HandlerError::Permanent(e.to_string()))?;
+    Ok((p.start, p.start.last_of_month()))
 }
 
 /// The report for a tenant's month, written once when the month ends in the tenant's zone.
@@ -93,7 +91,7 @@ impl Handler for MonthlyReport {
             if job.tenant.as_deref() != Some(p.tenant.as_str()) {
                 return Err(HandlerError::Permanent(format!("`{}` names another tenant", job.id)));
             }
-            if p.grain == "month" {
+            if p.grain == tickwork::calendar::Grain::Month.name() {
                 return self.report(job, p).await;
             }
             match &self.others {

@@ -18,17 +18,21 @@ fn ms(s: &str) -> i64 {
 }
 
 async fn rows(local: &Local, table: &str, tenant: &str) -> Vec<tickwork::capacity::Item> {
-    let out = local
+    let q = local
         .db
         .client()
         .query()
         .table_name(table)
         .key_condition_expression("pk = :t")
-        .expression_attribute_values(":t", av_s(tenant))
-        .send()
-        .await
-        .unwrap();
-    out.items().to_vec()
+        .expression_attribute_values(":t", av_s(tenant));
+    let mut out = Vec::new();
+    tickwork::pager::for_each_page(&local.db, q, None, 100, &Unlimited, "rows", |p| {
+        out.extend(p.items);
+        std::future::ready(Ok::<(), tickwork::DbError>(()))
+    })
+    .await
+    .unwrap();
+    out
 }
 
 #[tokio::test]
@@ -50,6 +54,7 @@ async fn a_month_pulse_writes_one_report_per_tenant() {
     // A new tenant's first visit owes the months its calendar starts with; November among them.
     let months_each = r.pulses["month"] / 2;
     assert!(months_each >= 1, "{r:?}");
+    assert_eq!(r.pulses["month"], 4, "October and November, for each of the two tenants: {r:?}");
 
     // The worker, as the example's Lambda builds it, with the example's handlers.
     let queue = Queue::new(local.fresh_db(), &tables.queue, QueueConfig::default(), local.clock());
@@ -61,6 +66,8 @@ async fn a_month_pulse_writes_one_report_per_tenant() {
 
     for t in ["acme", "globex"] {
         let got = rows(&local, &reports, t).await;
+        let months: Vec<&str> = got.iter().map(|i| i["sk"].as_s().unwrap().as_str()).collect();
+        assert_eq!(months, ["report#2026-10", "report#2026-11"], "its last month before it was added, and November");
         assert_eq!(got.len() as u64, months_each, "one report a month pulse for {t}: {got:?}");
         let nov = got.iter().find(|i| i["sk"].as_s().unwrap() == "report#2026-11").expect("November's report");
         assert_eq!(nov["days"].as_n().unwrap(), "30");

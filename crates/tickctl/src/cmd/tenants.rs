@@ -107,18 +107,15 @@ pub async fn run(env: &Env, as_json: bool, action: TenantCmd) -> Result<i32> {
                     }
                 }
                 Some(zone) => {
-                    let tz = tickwork::calendar::zone(&zone).map_err(|e| anyhow::anyhow!("--zone: {}", e.0))?;
-                    let zone = tz.iana_name().map(str::to_string).unwrap_or(zone);
+                    let zone =
+                        tickctl::tenants::canonical_zone(&zone).map_err(|e| anyhow::anyhow!("--zone: {}", e.0))?;
                     for k in 0..t.shards() {
-                        let mut cursor = None;
-                        loop {
-                            let (page, next) = t.zone_page(&zone, k, cursor.as_ref(), 1000).await?;
+                        t.for_each_zone_page(&zone, k, None, 1000, &tickwork::budget::Unlimited, |page, _| {
                             print(page);
-                            match next {
-                                Some(c) => cursor = Some(c),
-                                None => break,
-                            }
-                        }
+                            std::future::ready(Ok::<(), tickwork::DbError>(()))
+                        })
+                        .await
+                        .map_err(tickwork::DbError::from)?;
                     }
                 }
             }
