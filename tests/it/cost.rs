@@ -90,8 +90,10 @@ async fn the_fanout_model_predicts_a_live_window() {
     let qcfg = QueueConfig { shards: 1, ..Default::default() };
     let fan_db = local.fresh_db();
     fan_db.register_gsis(&t.queue, queue_table().gsi_shapes());
-    let d =
-        tenant_fanout::Deps::new(fan_db.clone(), local.clock(), cfg, &t, shards, qcfg.clone()).resolve_shards().await;
+    let d = tenant_fanout::Deps::new(fan_db.clone(), local.clock(), cfg, &t, shards, qcfg.clone())
+        .resolve_shards()
+        .await
+        .expect("shard registry");
     let worker_db = local.fresh_db();
     worker_db.register_gsis(&t.queue, queue_table().gsi_shapes());
     let q = Queue::new(worker_db.clone(), &t.queue, qcfg, local.clock());

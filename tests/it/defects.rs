@@ -323,7 +323,7 @@ async fn a_tenant_moved_to_another_zone_gets_each_day_exactly_once() {
 #[tokio::test]
 async fn a_warm_sweep_pages_the_shards_a_later_writer_used() {
     let s = sweep(&[], 2, "2026-11-29T00:05:00Z", None).await;
-    let s = Sweep { deps: s.deps.clone().resolve_shards().await, local: s.local };
+    let s = Sweep { deps: s.deps.clone().resolve_shards().await.expect("shard registry"), local: s.local };
     assert_eq!(s.deps.tenants.shards(), 2, "started before any writer with more shards");
     // An operator's tool configured with 8 shards adds the tenants afterwards.
     let admin = pulse_sweep::Deps {
@@ -356,7 +356,7 @@ async fn lowering_a_shard_count_strands_nothing() {
         QueueConfig::default(),
     );
     assert_eq!(lowered.tenants.shards(), 2, "as configured, before start-up resolves the registry");
-    let lowered = lowered.resolve_shards().await;
+    let lowered = lowered.resolve_shards().await.expect("shard registry");
     assert_eq!(lowered.tenants.shards(), 8);
     let r = pulse_sweep::run(&lowered, &tick("2026-11-29T00:05:00Z"), &Unlimited, "w").await.unwrap();
     assert_eq!(r.pulses["day"], 40, "every tenant, in all 8 shards");
@@ -379,14 +379,15 @@ async fn lowering_a_shard_count_strands_nothing() {
         .collect();
     producer.enqueue_many(&singles, 4).await.unwrap();
     let worker = Queue::new(s8.local.fresh_db(), &table, two.clone(), s8.local.clock())
-        .with_poll_shards(reg.resolve("queue", 2).await);
+        .with_poll_shards(reg.resolve("queue", 2).await.expect("shard registry"));
     assert_eq!(worker.poll_shards(), 8);
     let handlers = queue_worker::summary::registry(s8.local.fresh_db(), &unique("nosuch"), s8.local.clock())
         .with("pulse", Arc::new(Handler(Behaviour::Ok)));
     let r =
         queue_worker::drain(&worker, &handlers, "w", &Unlimited, &queue_worker::WorkerConfig::default()).await.unwrap();
-    // The batches' units (one per pulse) and every single item, polled from all 8 shards.
-    assert_eq!((r.units, r.finished, r.units_failed), (pulses, r.claimed, 0), "{r:?}");
+    // The batches' units (one per pulse) and every single item (a unit each), polled from all 8
+    // shards.
+    assert_eq!((r.units, r.finished, r.units_failed), (pulses + 24, r.claimed, 0), "{r:?}");
     assert_eq!(r.claimed, r.candidates);
     let q = Queue::new(s8.local.fresh_db(), &table, QueueConfig::default(), s8.local.clock());
     for i in 0..24 {

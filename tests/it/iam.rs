@@ -45,7 +45,10 @@ async fn sweep_scenarios(local: &Local) -> (Recorder, Tables) {
     .unwrap();
     let tables = pulse_sweep::Tables { control: t.control.clone(), tenants: t.tenants.clone(), queue: t.queue.clone() };
     local.clock.set(ms("2026-11-29T10:00:00Z"));
-    let d = pulse_sweep::Deps::new(db, local.clock(), cfg, tables, 4, QueueConfig::default()).resolve_shards().await;
+    let d = pulse_sweep::Deps::new(db, local.clock(), cfg, tables, 4, QueueConfig::default())
+        .resolve_shards()
+        .await
+        .expect("shard registry");
     // Tenants are added by the operator's tools, not by the sweep: through another client.
     let admin = pulse_sweep::Deps {
         tenants: Tenants::new(local.fresh_db(), &t.tenants, 4).with_registry(
@@ -81,13 +84,23 @@ async fn sweep_scenarios(local: &Local) -> (Recorder, Tables) {
         Duration::from_secs(1),
     )
     .unwrap();
-    let shared = pulse_sweep::Deps { cfg: shared_cfg, ..d.clone() };
+    // Its helpers are invocations of the sweep itself, through the Lambda client (`StartHelpers`);
+    // the stand-in takes them and runs nothing, so the leader pages every shard itself.
+    let api = lambda_standin::invoke::InvokeApi::start(std::sync::Arc::new(|_| {
+        Box::pin(async { lambda_standin::invoke::Answer::default() }) as futures::future::BoxFuture<'static, _>
+    }))
+    .await
+    .unwrap();
+    let helpers =
+        pulse_sweep::helpers::LambdaHelpers::new(local.lambda_with(&api.endpoint(), Some(&rec)), "stack-pulse-sweep");
+    let shared = pulse_sweep::Deps { cfg: shared_cfg, helpers: Some(std::sync::Arc::new(helpers)), ..d.clone() };
     let tokyo: Vec<Tenant> = (0..6).map(|i| Tenant::new(format!("jp{i}"), "Asia/Tokyo")).collect();
     pulse_sweep::add_tenants(&admin, &tokyo).await.unwrap();
     let at = ms("2026-11-30T15:05:00Z");
     local.clock.set(at);
     let r = pulse_sweep::run(&shared, &tick(at), &Unlimited, &unique("w")).await.unwrap();
     assert_eq!((r.outcome, r.groups_completed), (pulse_sweep::Outcome::Completed, 1), "{r:?}");
+    assert_eq!(api.seen.lock().unwrap().len(), 1, "one helper started");
     (rec, t)
 }
 
@@ -99,7 +112,10 @@ async fn fanout_scenarios(local: &Local) -> (Recorder, Tables) {
     let tables =
         tenant_fanout::Tables { control: t.control.clone(), tenants: t.tenants.clone(), queue: t.queue.clone() };
     local.clock.set(ms("2026-11-29T06:00:00Z"));
-    let d = tenant_fanout::Deps::new(db, local.clock(), cfg, &tables, 4, QueueConfig::default()).resolve_shards().await;
+    let d = tenant_fanout::Deps::new(db, local.clock(), cfg, &tables, 4, QueueConfig::default())
+        .resolve_shards()
+        .await
+        .expect("shard registry");
     let list = tickwork_tests::tenants(20, "UTC", 0);
     Tenants::new(local.fresh_db(), &t.tenants, 4).put_all(&list).await.unwrap();
     // A tenant item written around the checks (a position in no format we write): isolated and
@@ -118,7 +134,10 @@ async fn worker_scenarios(local: &Local) -> (Recorder, Tables) {
     let db = local.db_with(None, Some(&rec), &quick_retry());
     let cfg = QueueConfig { max_attempts: 2, backoff_base: Duration::ZERO, ..Default::default() };
     // Start-up: the worker polls every ready shard any producer ever wrote to.
-    let shards = tickwork::shard::ShardRegistry::new(db.clone(), &t.control).resolve("queue", cfg.shards).await;
+    let shards = tickwork::shard::ShardRegistry::new(db.clone(), &t.control)
+        .resolve("queue", cfg.shards)
+        .await
+        .expect("shard registry");
     let q = Queue::new(db.clone(), &t.queue, cfg.clone(), local.clock()).with_poll_shards(shards);
     let handlers = queue_worker::summary::registry(db, &t.summaries, local.clock());
     let admin = Queue::new(local.fresh_db(), &t.queue, cfg, local.clock());
@@ -147,12 +166,56 @@ async fn worker_scenarios(local: &Local) -> (Recorder, Tables) {
     let failing: std::sync::Arc<dyn queue_worker::Handler> = std::sync::Arc::new(Flaky);
     let handlers = handlers.with("flaky", failing);
     admin.enqueue(&item("f1", "flaky", "{}")).await.unwrap();
+    // A batch with a unit that fails for good: the unit's dead letter is a put of its own in the
+    // settle's transaction (`LeaveParts`); the other units run.
+    let batch = |tenants: &[&str]| {
+        let mut b = tickwork::batch::Batch::new(Default::default());
+        b.add(
+            vec![serde_json::Map::from_iter([("window".to_string(), serde_json::json!("2026-11-29"))])],
+            tenants.iter().map(|t| t.to_string()),
+        );
+        b.to_payload()
+    };
+    admin.enqueue(&item("b1", "utc-daily", &batch(&["t1", "t2", "t1-bad"]))).await.unwrap();
+    // A batch whose worker died holding it: split into parts to run alone (`LeaveParts` again).
+    admin.enqueue(&item("b2", "utc-daily", &batch(&["t3", "t4"]))).await.unwrap();
+    let tickwork::queue::Claim::Claimed(_) = admin.claim("b2", "died").await.unwrap() else { panic!("claim") };
+    local.clock.advance(121_000);
     for _ in 0..3 {
         queue_worker::drain(&q, &handlers, &unique("w"), &Unlimited, &queue_worker::WorkerConfig::default())
             .await
             .unwrap();
         local.clock.advance(1_000);
     }
+    // A backlog a poll cannot hold: the drain takes drain slots and starts drains in them, through
+    // the Lambda client (`DrainSlots`, `StartDrains`); a slot drain's end hands its slot on.
+    let api = lambda_standin::invoke::InvokeApi::start(std::sync::Arc::new(|_| {
+        Box::pin(async { lambda_standin::invoke::Answer::default() }) as futures::future::BoxFuture<'static, _>
+    }))
+    .await
+    .unwrap();
+    let invoker =
+        queue_worker::LambdaInvoker::new(local.lambda_with(&api.endpoint(), Some(&rec)), "stack-queue-worker");
+    let fleet = queue_worker::Fleet::new(
+        tickwork::lease::LeaseStore::new(q.db().clone(), &t.control, local.clock()),
+        Some(std::sync::Arc::new(invoker)),
+        2,
+        Duration::from_secs(130),
+        Duration::from_secs(1),
+    )
+    .unwrap();
+    let now = local.clock.now_ms();
+    let many: Vec<NewItem> =
+        (0..12).map(|i| NewItem { due_ms: now, ..item(&format!("many{i}"), "pulse", "{}") }).collect();
+    admin.enqueue_many(&many, 4).await.unwrap();
+    let grow = queue_worker::fleet::Growing { fleet: &fleet, slot: None };
+    // Polls of two keys: a shard with two ready items is a full page.
+    let small = queue_worker::WorkerConfig { batch: 2, ..Default::default() };
+    let r = queue_worker::drain_with(&q, &handlers, &unique("w"), &Unlimited, &small, &grow).await.unwrap();
+    assert_eq!(r.claimed, 12, "{r:?}");
+    assert_eq!(api.seen.lock().unwrap().len(), 1, "a drain started");
+    let ev = queue_worker::DrainEvent { slot: 1, owner: "gone".into(), token: 1 };
+    fleet.end_slot(&ev, false).await;
     (rec, t)
 }
 
@@ -201,7 +264,7 @@ async fn archiver_scenarios(local: &Local) -> (Recorder, Tables, String) {
         let s3 = local.s3_with(faults, Some(&rec));
         archiver::Deps::new(db, s3, local.clock(), cfg.clone(), &t.control, t.changes.clone())
     };
-    deps(None).resolve_shards().await;
+    deps(None).resolve_shards().await.expect("shard registry");
     // A sweep that dies after recording an intent, before its object: the next one recovers it.
     let faults = Faults::new();
     faults.plan(Planned { op: Some("PutObject"), nth: 1, fault: Fault::CrashBefore });
@@ -275,15 +338,28 @@ fn text(v: &Value, params: &serde_yaml_ng::Mapping) -> String {
 /// A statement's resource, in the terms an [`Access`] is recorded in.
 #[derive(Debug, Clone, PartialEq)]
 enum Res {
-    Table { logical: String, index: Option<String> },
-    Objects { bucket: String, prefix: String },
+    Table {
+        logical: String,
+        index: Option<String>,
+    },
+    Objects {
+        bucket: String,
+        prefix: String,
+    },
+    /// A function of the stack, by its name's suffix (`-queue-worker`).
+    Function {
+        suffix: String,
+    },
 }
+
+const FUNCTION_ARN: &str = "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${AWS::StackName}";
 
 fn resource(v: &Value) -> Res {
     let (tag, inner) = untag(v);
     let s = inner.as_str().expect("resource text");
     match tag.as_str() {
         "!GetAtt" => Res::Table { logical: s.trim_end_matches(".Arn").to_string(), index: None },
+        "!Sub" if s.starts_with(FUNCTION_ARN) => Res::Function { suffix: s[FUNCTION_ARN.len()..].to_string() },
         "!Sub" => {
             let (arn, rest) = s.strip_prefix("${").and_then(|r| r.split_once(".Arn}")).expect("${X.Arn}...");
             if let Some(index) = rest.strip_prefix("/index/") {
@@ -314,9 +390,8 @@ fn statements(t: &Value, function: &str) -> Vec<Statement> {
     for policy in f.as_sequence().expect("Policies list") {
         for st in policy["Statement"].as_sequence().expect("an inline policy") {
             assert_eq!(st["Effect"].as_str(), Some("Allow"));
-            if lambda_statement(st, function) {
-                continue;
-            }
+            // A Lambda statement's shape is checked on its own (invoke itself, nothing else).
+            lambda_statement(st, function);
             let list = |v: &Value| -> Vec<Value> { v.as_sequence().cloned().unwrap_or_else(|| vec![v.clone()]) };
             let leading_keys = st.get("Condition").map(|c| {
                 let like = &c["ForAllValues:StringLike"]["dynamodb:LeadingKeys"];
@@ -334,35 +409,41 @@ fn statements(t: &Value, function: &str) -> Vec<Statement> {
     out
 }
 
-/// A statement on Lambda rather than DynamoDB or S3: only the sweep's, only `InvokeFunction`, and
-/// only on the sweep itself (its helpers are invocations of its own function; the recorder sees
-/// DynamoDB and S3 calls, so this one is checked here, by its shape).
+/// The function a function may invoke: itself, for the two that start invocations of their own
+/// (the sweep's shard workers, the worker's drains).
+fn invokes_itself(function: &str) -> Option<&'static str> {
+    match function {
+        "PulseSweepFunction" => Some("pulse-sweep"),
+        "QueueWorkerFunction" => Some("queue-worker"),
+        _ => None,
+    }
+}
+
+/// A statement on Lambda rather than DynamoDB or S3: only `InvokeFunction`, and only on the
+/// function itself (the recorder sees DynamoDB and S3 calls, so this one is checked here, by its
+/// shape).
 fn lambda_statement(st: &Value, function: &str) -> bool {
     let actions: Vec<&str> =
         st["Action"].as_sequence().map(|a| a.iter().filter_map(|x| x.as_str()).collect()).unwrap_or_default();
     if !actions.iter().any(|a| a.starts_with("lambda:")) {
         return false;
     }
-    assert_eq!((function, actions.as_slice()), ("PulseSweepFunction", &["lambda:InvokeFunction"][..]), "{st:?}");
+    let own = invokes_itself(function).unwrap_or_else(|| panic!("{function} may invoke no function: {st:?}"));
+    assert_eq!(actions.as_slice(), &["lambda:InvokeFunction"][..], "{function}: {st:?}");
     let (tag, arn) = untag(&st["Resource"]);
-    assert_eq!(
-        (tag.as_str(), arn.as_str()),
-        (
-            "!Sub",
-            Some(
-                "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${AWS::StackName}-pulse-sweep"
-            )
-        ),
-        "the sweep may invoke itself only"
+    let want = format!(
+        "arn:${{AWS::Partition}}:lambda:${{AWS::Region}}:${{AWS::AccountId}}:function:${{AWS::StackName}}-{own}"
     );
+    assert_eq!((tag.as_str(), arn.as_str()), ("!Sub", Some(want.as_str())), "{function} may invoke itself only");
     true
 }
 
-/// The sweep's one Lambda statement is there: without it, a boundary shared by shard workers
-/// starts no helper on AWS (`AccessDeniedException` on `Invoke`), which no local server shows.
-/// Every other function has none.
+/// The sweep's and the worker's one Lambda statement each is there: without it, a boundary
+/// shared by shard workers starts no helper, and a drain stopped by its deadline starts no
+/// successor, on AWS (`AccessDeniedException` on `Invoke`), which no local server shows. Every
+/// other function has none.
 #[test]
-fn only_the_sweep_may_invoke_a_function_and_only_itself() {
+fn only_the_sweep_and_the_worker_may_invoke_a_function_and_only_themselves() {
     let t = template();
     for function in ["PulseSweepFunction", "TenantFanoutFunction", "QueueWorkerFunction", "ArchiverFunction"] {
         let policies = t["Resources"][function]["Properties"]["Policies"].as_sequence().expect("Policies list");
@@ -371,7 +452,7 @@ fn only_the_sweep_may_invoke_a_function_and_only_itself() {
             .flat_map(|p| p["Statement"].as_sequence().cloned().unwrap_or_default())
             .filter(|st| lambda_statement(st, function))
             .count();
-        let want = usize::from(function == "PulseSweepFunction");
+        let want = usize::from(invokes_itself(function).is_some());
         assert_eq!(lambda, want, "{function}: Lambda statements");
     }
 }
@@ -401,25 +482,24 @@ struct Asked {
 }
 
 fn asked(a: &Access, tables: &Tables, bucket: Option<&str>) -> Asked {
+    asked_with(a, &|t| tables.logical(t), &|b| assert_eq!(Some(b), bucket, "S3 call on an unexpected bucket"))
+}
+
+/// An access in the template's terms, given how a physical table maps to its logical id and how
+/// a bucket is accepted.
+fn asked_with(a: &Access, logical: &dyn Fn(&str) -> String, bucket_ok: &dyn Fn(&str)) -> Asked {
+    let base =
+        Asked { action: a.action.clone(), logical: String::new(), index: None, object_key: None, leading_key: None };
     match &a.resource {
-        Resource::Table { table, index } => Asked {
-            action: a.action.clone(),
-            logical: tables.logical(table),
-            index: index.clone(),
-            object_key: None,
-            leading_key: a.leading_key.clone(),
-        },
-        Resource::Object { bucket: b, key } => {
-            assert_eq!(Some(b.as_str()), bucket, "S3 call on an unexpected bucket");
-            Asked {
-                action: a.action.clone(),
-                logical: "ArchiveBucket".into(),
-                index: None,
-                object_key: Some(key.clone()),
-                leading_key: None,
-            }
+        Resource::Table { table, index } => {
+            Asked { logical: logical(table), index: index.clone(), leading_key: a.leading_key.clone(), ..base }
         }
-        Resource::Bucket { .. } => panic!("{}: the functions never list the bucket", a.action),
+        Resource::Object { bucket: b, key } => {
+            bucket_ok(b);
+            Asked { logical: "ArchiveBucket".into(), object_key: Some(key.clone()), ..base }
+        }
+        Resource::Function { name } => Asked { logical: format!("function:{name}"), ..base },
+        Resource::Bucket { .. } => panic!("{}: the functions never list a bucket", a.action),
     }
 }
 
@@ -432,6 +512,7 @@ fn allows(st: &Statement, action: &str, a: &Asked) -> bool {
         Res::Objects { bucket, prefix } => {
             bucket == &a.logical && a.object_key.as_deref().is_some_and(|k| k.starts_with(prefix.as_str()))
         }
+        Res::Function { suffix } => a.logical.strip_prefix("function:").is_some_and(|n| n.ends_with(suffix.as_str())),
     });
     let cond_ok = match (&st.leading_keys, &a.leading_key) {
         (None, _) => true,
@@ -486,6 +567,7 @@ async fn every_function_is_allowed_exactly_what_it_does() {
     let (rec, tables) = fanout_scenarios(&local).await;
     seen.insert("TenantFanoutFunction", rec.accesses().iter().map(|a| asked(a, &tables, None)).collect());
     let (rec, tables) = worker_scenarios(&local).await;
+    assert!(rec.unmapped().is_empty(), "{:?}", rec.unmapped());
     seen.insert("QueueWorkerFunction", rec.accesses().iter().map(|a| asked(a, &tables, None)).collect());
     let (rec, tables, bucket) = archiver_scenarios(&local).await;
     assert!(rec.unmapped().is_empty(), "{:?}", rec.unmapped());
@@ -518,4 +600,80 @@ fn string_like_matches_as_iam_does() {
     assert!(!like("lease#pulse-sweep", "lease#pulse-sweep2"));
     assert!(!like("wm#archiver", "wm#pulse-sweep"));
     assert!(like("a?c", "abc") && !like("a?c", "ac"));
+}
+
+// ------------------------------------------------------------------ the whole suite
+
+/// The template's function of a role ([`tickwork::iam::acting_as`]).
+fn function_of_role(role: &str) -> &'static str {
+    match role {
+        "pulse-sweep" => "PulseSweepFunction",
+        "tenant-fanout" => "TenantFanoutFunction",
+        "queue-worker" => "QueueWorkerFunction",
+        "archiver" => "ArchiverFunction",
+        other => panic!("a call made as `{other}`, which is no function of the template"),
+    }
+}
+
+/// A test table's logical id, from the `-<logical>` its name ends with (every test names tables
+/// `<unique>-<logical>`, and a deployed stack `<stack>-<logical>`).
+fn logical_by_suffix(physical: &str) -> String {
+    for (suffix, logical) in [
+        ("-control", "ControlTable"),
+        ("-tenants", "TenantsTable"),
+        ("-queue", "QueueTable"),
+        ("-summaries", "SummariesTable"),
+        ("-changes", "ChangesTable"),
+    ] {
+        if physical.ends_with(suffix) {
+            return logical.to_string();
+        }
+    }
+    panic!("a call on `{physical}`, which is none of the stack's tables")
+}
+
+/// Every call any test of the suite made while a function's code ran (the IAM suite log,
+/// `TICKWORK_IAM_LOG`, written by `make test` and `make chaos`), held against that function's
+/// policy: nothing denied, every action of every statement used, and removing any one action
+/// denies something. Run after the suite by `make iam-check`; alone it has nothing to read.
+///
+/// One process is left out: the example's own worker (`examples/monthly-report`, executable
+/// `month-*`), whose handler writes a table of its own that its deployer grants.
+#[tokio::test]
+#[ignore = "reads the suite's log: `make iam-check` runs it after `make test` or `make chaos`"]
+async fn every_call_the_suite_made_is_allowed_and_every_grant_used() {
+    let dir = std::env::var(tickwork::iam::IAM_LOG).expect("TICKWORK_IAM_LOG names the suite log's directory");
+    let logged = tickwork::iam::read_suite_log(std::path::Path::new(&dir)).expect("the suite log");
+    let t = template();
+    let mut seen: BTreeMap<&str, BTreeSet<Asked>> = BTreeMap::new();
+    let mut skipped = 0;
+    for l in &logged {
+        if l.exe.starts_with("month") {
+            skipped += 1;
+            continue;
+        }
+        assert!(!l.access.action.starts_with("unmapped:"), "{}: a call no mapper knows: {l:?}", l.exe);
+        let a = asked_with(&l.access, &|t| logical_by_suffix(t), &|_| {});
+        seen.entry(function_of_role(&l.role)).or_default().insert(a);
+    }
+    let mut mutations = Vec::new();
+    for (function, accesses) in &seen {
+        let actions: BTreeSet<&str> = accesses.iter().map(|a| a.action.as_str()).collect();
+        println!("{function}: {} distinct accesses, actions {actions:?}", accesses.len());
+        mutations.extend(check(function, &statements(&t, function), accesses));
+    }
+    assert_eq!(seen.len(), 4, "every function's code ran: {:?}", seen.keys());
+    // The paths that once broke on AWS alone are among those recorded.
+    let worker = &seen["QueueWorkerFunction"];
+    assert!(
+        worker
+            .iter()
+            .any(|a| a.action == "dynamodb:PutItem" && a.leading_key.as_deref().is_some_and(|k| k.contains("#dead#"))),
+        "a batch's unit dead letter was recorded"
+    );
+    println!("{} calls logged ({skipped} of the example's own worker left out)", logged.len());
+    println!("mutations tried ({}), each denied something a test made the function do:", mutations.len());
+    for m in &mutations {
+        println!("  {m}");
+    }
 }

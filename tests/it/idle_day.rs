@@ -62,7 +62,8 @@ async fn an_idle_day_of_the_whole_stack_is_at_most_200_requests() {
     let qcfg = QueueConfig { shards: 1, ..Default::default() };
     let sweep = pulse_sweep::Deps::new(local.fresh_db(), local.clock(), sweep_cfg, sweep_tables, 8, qcfg.clone())
         .resolve_shards()
-        .await;
+        .await
+        .expect("shard registry");
 
     let fan_cfg = tenant_fanout::FanoutConfig::from_env(
         &Env::from_pairs([("TICKWORK_FANOUT_INTERVAL_SECS", "3600"), ("TICKWORK_FANOUT_LEASE_SECS", "600")]),
@@ -72,7 +73,8 @@ async fn an_idle_day_of_the_whole_stack_is_at_most_200_requests() {
     let fan_tables = tenant_fanout::Tables { control: control.clone(), tenants: tenants.clone(), queue: queue.clone() };
     let fanout = tenant_fanout::Deps::new(local.fresh_db(), local.clock(), fan_cfg, &fan_tables, 8, qcfg.clone())
         .resolve_shards()
-        .await;
+        .await
+        .expect("shard registry");
 
     let arch_cfg = archiver::ArchiverConfig::from_env(
         &Env::from_pairs([
@@ -87,7 +89,10 @@ async fn an_idle_day_of_the_whole_stack_is_at_most_200_requests() {
     let arch = archiver::Deps::new(local.fresh_db(), s3, local.clock(), arch_cfg, &control, changes);
 
     let worker_db = local.fresh_db();
-    let shards = tickwork::shard::ShardRegistry::new(worker_db.clone(), &control).resolve("queue", 1).await;
+    let shards = tickwork::shard::ShardRegistry::new(worker_db.clone(), &control)
+        .resolve("queue", 1)
+        .await
+        .expect("shard registry");
     let q = Queue::new(worker_db.clone(), &queue, qcfg, local.clock()).with_poll_shards(shards);
     let handlers = queue_worker::summary::registry(worker_db.clone(), &unique("summaries"), local.clock());
     let wcfg = queue_worker::WorkerConfig::default();

@@ -202,7 +202,8 @@ async fn the_bill_counts_the_metrics_and_log_bytes_the_functions_print() {
     let mut metrics = BTreeSet::new();
     for (name, bin, _) in functions() {
         let env = base_env(&local, &prefix, "INFO", &bucket);
-        let run = lambda_standin::run(bin.as_ref(), &env, &events, Duration::from_secs(30)).await.unwrap();
+        // The deadline of a 60 s function, the shortest the template gives any of them.
+        let run = lambda_standin::run(bin.as_ref(), &env, &events, Duration::from_secs(60)).await.unwrap();
         for inv in &run.invocations {
             assert!(inv.ok, "{name}: {}", inv.body);
             for l in inv.stdout.iter().filter(|l| kept(l, "INFO")) {

@@ -242,10 +242,16 @@ async fn a_worker_near_its_deadline_stops_claiming_and_finishes_what_it_holds() 
     let rec = Arc::new(Recorder { clock: Some(local.clock.clone()), advance_ms: 40, ..Default::default() });
     let reg = Registry::new().with("work", rec.clone());
     let budget = Deadline::new(local.clock(), t0 + 1_000, 600);
-    let r = drain(&q, &reg, "w", &budget, &WorkerConfig { batch: 10, ..Default::default() }).await.unwrap();
-    assert!(r.stopped_by_deadline);
-    assert_eq!((r.claimed, r.finished), (10, 10), "the held batch was finished");
-    assert_eq!(count_where(q.db(), q.table(), "state", "done").await, 10);
+    let cfg = WorkerConfig { batch: 10, ..Default::default() };
+    let r = drain(&q, &reg, "w", &budget, &cfg).await.unwrap();
+    assert!(r.stopped_by_deadline && r.work_left, "{r:?}");
+    // Claimed only as a handler slot freed: about the 10 jobs the budget had room for, plus the
+    // ones running when it ran out; every one of them finished.
+    assert_eq!(r.claims_ahead, 0, "no item claimed to sit: {r:?}");
+    assert!((10..=10 + cfg.concurrency as u64).contains(&r.claimed), "{r:?}");
+    assert_eq!(r.claimed, r.finished, "what it held was finished: {r:?}");
+    let claimed = r.claimed as usize;
+    assert_eq!(count_where(q.db(), q.table(), "state", "done").await, claimed);
     assert_eq!(count_where(q.db(), q.table(), "state", "claimed").await, 0, "nothing left claimed");
-    assert_eq!(count_where(q.db(), q.table(), "state", "pending").await, 20, "the rest untouched");
+    assert_eq!(count_where(q.db(), q.table(), "state", "pending").await, 30 - claimed, "the rest untouched");
 }

@@ -134,6 +134,9 @@ impl Local {
         if let Some(r) = recorder {
             b = b.interceptor(r.clone());
         }
+        if let Some(r) = tickwork::iam::suite_recorder() {
+            b = b.interceptor(r);
+        }
         Db::new(aws_sdk_dynamodb::Client::from_conf(b.build()), Meter::new(CapacitySource::Estimate))
     }
 
@@ -154,7 +157,24 @@ impl Local {
         if let Some(r) = recorder {
             b = b.interceptor(r.clone());
         }
+        if let Some(r) = tickwork::iam::suite_recorder() {
+            b = b.interceptor(r.map(archiver::object::s3_accesses));
+        }
         aws_sdk_s3::Client::from_conf(b.build())
+    }
+
+    /// A Lambda client on a local Invoke API stand-in (`endpoint`), through `recorder` when given
+    /// and the IAM suite log: how a function's own invocations reach the stand-in as they would
+    /// reach Lambda.
+    pub fn lambda_with(&self, endpoint: &str, recorder: Option<&tickwork::iam::Recorder>) -> aws_sdk_lambda::Client {
+        let mut b = aws_sdk_lambda::config::Builder::from(&self.sdk).endpoint_url(endpoint);
+        if let Some(r) = recorder {
+            b = b.interceptor(r.clone().map(tickwork_lambda::lambda::lambda_accesses));
+        }
+        if let Some(r) = tickwork::iam::suite_recorder() {
+            b = b.interceptor(r.map(tickwork_lambda::lambda::lambda_accesses));
+        }
+        aws_sdk_lambda::Client::from_conf(b.build())
     }
 
     /// A fresh metered client that knows `table`'s GSIs (for index write estimates).

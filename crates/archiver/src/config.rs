@@ -1,6 +1,9 @@
 //! The archiver's settings, read once at start-up; a setting that cannot be correct is refused
 //! there, naming its variable.
 
+/// The function's role in `template.yaml`'s terms, for the IAM suite log ([`tickwork::iam::acting_as`]).
+pub const ROLE: &str = "archiver";
+
 use std::time::Duration;
 
 use tickwork::config::{ConfigError, CoreConfig, Env};

@@ -46,16 +46,19 @@ impl Deps {
         let s3 = s3_client(&base.sdk);
         let mut d = Self::new(base.db, s3, base.clock, cfg, &base.core.control_table, table);
         d.core.namespace = base.core.metrics_namespace.clone();
-        Ok(d.resolve_shards().await)
+        d.resolve_shards().await.map_err(tickwork_lambda::base::unresolved_shards)
     }
 
     /// Start-up: records this process's change-feed shard count and archives every shard ever
     /// written to ([`tickwork::shard::ShardRegistry`]): rows written with a larger count before a
     /// setting was lowered are still found.
-    pub async fn resolve_shards(mut self) -> Self {
-        let reg = tickwork::shard::ShardRegistry::new(self.db.clone(), self.leases.table());
-        self.cfg.shards = reg.resolve("changes", self.cfg.shards).await;
-        self
+    pub async fn resolve_shards(mut self) -> Result<Self, tickwork::DbError> {
+        tickwork::iam::acting_as(crate::config::ROLE, async move {
+            let reg = tickwork::shard::ShardRegistry::new(self.db.clone(), self.leases.table());
+            self.cfg.shards = reg.resolve("changes", self.cfg.shards).await?;
+            Ok(self)
+        })
+        .await
     }
 
     /// Builds from parts.

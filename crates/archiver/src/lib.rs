@@ -43,6 +43,7 @@ use tickwork::clock::Millis;
 use tickwork_lambda::Tick;
 
 pub use config::ArchiverConfig;
+pub use config::ROLE;
 pub use deps::Deps;
 pub use job::{Plan, OLDEST, PROBED};
 pub use object::{decode_batch, encode_batch, object_key, s3_client};
@@ -51,10 +52,10 @@ pub use restore::restore;
 
 /// The Lambda entry ([`tickwork_lambda::job::handle`]).
 pub async fn handle(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Report, ArchiveError> {
-    tickwork_lambda::job::handle(deps, event, deadline_ms).await
+    tickwork::iam::acting_as(ROLE, tickwork_lambda::job::handle(deps, event, deadline_ms)).await
 }
 
 /// One sweep for `tick`, within `budget` ([`tickwork_lambda::job::run`]).
 pub async fn run(deps: &Deps, tick: &Tick, budget: &dyn Budget, owner: &str) -> Result<Report, ArchiveError> {
-    tickwork_lambda::job::run(deps, tick, budget, owner).await
+    tickwork::iam::acting_as(ROLE, tickwork_lambda::job::run(deps, tick, budget, owner)).await
 }

@@ -67,7 +67,12 @@ pub fn decode_batch(bytes: &[u8]) -> Result<Vec<Item>, String> {
 /// An S3 client; path-style addressing when the endpoint is overridden (local servers).
 pub fn s3_client(sdk: &aws_config::SdkConfig) -> aws_sdk_s3::Client {
     let local = sdk.endpoint_url().is_some() || std::env::var("AWS_ENDPOINT_URL_S3").is_ok();
-    aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(sdk).force_path_style(local).build())
+    let mut b = aws_sdk_s3::config::Builder::from(sdk).force_path_style(local);
+    // The suite log of IAM accesses (`tickwork::iam`), when a test run asks for it.
+    if let Some(r) = tickwork::iam::suite_recorder() {
+        b = b.interceptor(r.map(s3_accesses));
+    }
+    aws_sdk_s3::Client::from_conf(b.build())
 }
 
 /// Writes `items` to `key` with a SHA-256 checksum the SDK sends and S3 verifies.

@@ -79,17 +79,20 @@ impl Deps {
         let mut d = Self::new(base.db, base.clock, cfg, tables, shards, QueueConfig::from_env(env)?);
         d.helpers = helpers;
         d.core.namespace = base.core.metrics_namespace.clone();
-        Ok(d.resolve_shards().await)
+        d.resolve_shards().await.map_err(tickwork_lambda::base::unresolved_shards)
     }
 
     /// Start-up: records the shard counts this process writes with and enumerates every tenant
     /// shard ever written to ([`tickwork::shard::ShardRegistry`]).
-    pub async fn resolve_shards(mut self) -> Self {
-        let reg = tickwork::shard::ShardRegistry::new(self.db.clone(), &self.tables.control);
-        reg.resolve("queue", self.queue_cfg.shards).await;
-        let n = reg.resolve("tenants", self.tenants.write_shards()).await;
-        self.tenants = self.tenants.with_read_shards(n);
-        self
+    pub async fn resolve_shards(mut self) -> Result<Self, tickwork::DbError> {
+        tickwork::iam::acting_as(crate::config::ROLE, async move {
+            let reg = tickwork::shard::ShardRegistry::new(self.db.clone(), &self.tables.control);
+            reg.resolve("queue", self.queue_cfg.shards).await?;
+            let n = reg.resolve("tenants", self.tenants.write_shards()).await?;
+            self.tenants = self.tenants.with_read_shards(n);
+            Ok(self)
+        })
+        .await
     }
 
     /// Builds from parts (tests, local drivers).

@@ -28,11 +28,16 @@ pub struct LambdaHelpers {
 }
 
 impl LambdaHelpers {
+    /// Invokes `function` with `client` (tests point it at a local Invoke API).
+    pub fn new(client: aws_sdk_lambda::Client, function: impl Into<String>) -> Self {
+        Self { client, function: function.into() }
+    }
+
     /// The engine for the function this process runs as; `None` outside Lambda (no
     /// `AWS_LAMBDA_FUNCTION_NAME`): the leader then pages every shard itself.
     pub fn from_sdk(sdk: &aws_config::SdkConfig) -> Option<Self> {
         let function = std::env::var("AWS_LAMBDA_FUNCTION_NAME").ok().filter(|f| !f.is_empty())?;
-        Some(Self { client: aws_sdk_lambda::Client::new(sdk), function })
+        Some(Self { client: tickwork_lambda::lambda_client(sdk), function })
     }
 }
 

@@ -53,6 +53,7 @@ use tickwork::budget::Budget;
 use tickwork::clock::Millis;
 use tickwork_lambda::Tick;
 
+pub use config::ROLE;
 pub use config::{PulseConfig, MAX_LATENESS_LIMIT, MAX_SHARED_SHARDS};
 pub use deps::{add_tenants, Deps, Tables};
 pub use due::{due_groups, group_due, Due, DueGroup, WakeGroup};
@@ -62,10 +63,10 @@ pub use report::{Outcome, PulseError, Report};
 
 /// The Lambda entry: parse, guard, run inside the deadline, emit the bill ([`tickwork_lambda::job::handle`]).
 pub async fn handle(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Report, PulseError> {
-    tickwork_lambda::job::handle(deps, event, deadline_ms).await
+    tickwork::iam::acting_as(ROLE, tickwork_lambda::job::handle(deps, event, deadline_ms)).await
 }
 
 /// One tick at `tick.time_ms`, within `budget` ([`tickwork_lambda::job::run`]).
 pub async fn run(deps: &Deps, tick: &Tick, budget: &dyn Budget, owner: &str) -> Result<Report, PulseError> {
-    tickwork_lambda::job::run(deps, tick, budget, owner).await
+    tickwork::iam::acting_as(ROLE, tickwork_lambda::job::run(deps, tick, budget, owner)).await
 }

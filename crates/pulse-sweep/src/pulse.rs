@@ -28,7 +28,7 @@ pub const PULSE_KIND: &str = "pulse";
 /// that the same units under the same prefix are one item, and an existing id means they landed.
 pub fn batch_item(prefix: &str, b: &tickwork::batch::Batch, now: Millis) -> tickwork::queue::NewItem {
     tickwork::queue::NewItem {
-        id: format!("{prefix}#{:016x}", b.fingerprint(PULSE_KIND)),
+        id: format!("{prefix}#{}", b.fingerprint(PULSE_KIND)),
         kind: PULSE_KIND.into(),
         payload: b.to_payload(),
         tenant: None,

@@ -7,6 +7,12 @@ use tickwork::config::{ConfigError, CoreConfig, Env};
 use tickwork::env as vars;
 use tickwork::queue::QueueConfig;
 
+/// The worker's job name (metrics line, `tickctl pause`, its drain slots).
+pub const JOB: &str = "queue-worker";
+
+/// The function's role in `template.yaml`'s terms, for the IAM suite log ([`tickwork::iam::acting_as`]).
+pub const ROLE: &str = "queue-worker";
+
 /// Items polled per shard per round ([`vars::WORKER_BATCH`]): the worker's and `tickctl cost`'s
 /// one reading.
 pub fn batch(env: &Env) -> Result<i32, ConfigError> {
@@ -18,8 +24,10 @@ pub fn batch(env: &Env) -> Result<i32, ConfigError> {
 pub struct WorkerConfig {
     /// Items polled per shard per round ([`vars::WORKER_BATCH`]).
     pub batch: i32,
-    /// Handlers run at once ([`vars::WORKER_CONCURRENCY`]).
+    /// Handler calls at once in one drain ([`vars::WORKER_CONCURRENCY`]).
     pub concurrency: usize,
+    /// Drains at once at most ([`vars::WORKER_DRAINS`], [`crate::fleet`]).
+    pub drains: u32,
     /// Stop claiming and starting units this long before the deadline, on top of the handler
     /// timeout ([`vars::DEADLINE_MARGIN_SECS`]): whatever is started can finish and be settled
     /// before Lambda ends the invocation ([`WorkerConfig::stop_before`]).
@@ -79,6 +87,7 @@ impl WorkerConfig {
         Ok(Self {
             batch: batch(env)?,
             concurrency: env.int_in(vars::WORKER_CONCURRENCY, 4usize, 1..=256)?,
+            drains: env.int_in(vars::WORKER_DRAINS, 1u32, 1..=1000)?,
             margin: core.margin,
             handler_timeout,
             interval: env.secs_in(vars::WORKER_INTERVAL_SECS, s(60), s(60), s(86_400))?,
@@ -92,12 +101,18 @@ impl WorkerConfig {
     pub fn stop_before(&self) -> Duration {
         self.handler_timeout + self.margin
     }
+
+    /// How long a drain slot is held for the drain started in it: the claim's visibility, which
+    /// is at least the function's timeout (checked at start-up), so the slot outlives its drain.
+    pub fn slot_hold(&self, queue: &QueueConfig) -> Duration {
+        queue.visibility
+    }
 }
 
 impl Default for WorkerConfig {
     fn default() -> Self {
         let s = Duration::from_secs;
-        Self { batch: 10, concurrency: 4, margin: s(5), handler_timeout: s(30), interval: s(60) }
+        Self { batch: 10, concurrency: 4, drains: 1, margin: s(5), handler_timeout: s(30), interval: s(60) }
     }
 }
 

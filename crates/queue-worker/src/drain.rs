@@ -1,37 +1,49 @@
-//! The drain loop: poll, claim, run, settle, until the queue is empty or the budget says stop.
+//! The drain: claim an item when a handler slot is free to run it, run its units, settle it, until
+//! the queue is empty or the budget says stop.
 //!
-//! 1. Until the budget says stop: poll each shard (starting at a random one, so concurrent workers
-//!    spread out) for up to `batch` ready items — a key-condition Query that never reads a claimed,
-//!    unexpired item. A pause marker among them stops the worker before it claims anything.
-//! 2. Claim each candidate (conditional update; losing the race is normal and free of side
-//!    effects; an item whose claims are exhausted is dead-lettered there) and stop claiming when
-//!    the remaining time falls under the margin — the Lambda form of the spot-termination notice
-//!    in `003_*`.
-//! 3. Run the claimed jobs' handlers (bounded concurrency), each **time-boxed** (a handler that
-//!    hangs is stopped and its item retried) and **caught** (a handler that panics fails its own
-//!    item, not its batch-mates); then finish each (conditional on owner and claim generation) or
-//!    fail it (retry with backoff, or dead-letter after the last attempt). Everything claimed is
-//!    settled before returning.
-//!    An item that carries a batch ([`tickwork::batch`]) runs its units the same way, each as a
-//!    job of its own (its unit key is the job id the handler is idempotent on); units stop
-//!    starting when the budget is spent. One settle covers the item: finished when every unit
-//!    is, otherwise the units left (failed or not started) go back as a smaller batch and the
-//!    ones that can never succeed become a dead letter of their own — one bad tenant never holds
-//!    back the others.
-//! 4. When a full round of polls finds nothing, return: an empty queue costs one Query per shard.
+//! 1. **Feed** ([`Feed`]): poll a ready shard for up to `batch` keys (a key-condition Query that
+//!    never reads a claimed, unexpired item), starting at a random shard and trying a page's keys
+//!    from a random place in it, so concurrent drains spread over the candidates instead of racing
+//!    for the oldest. A shard whose page came back full is polled again when its keys are used up;
+//!    a round of every shard that finds nothing ends the feed. A pause marker among the keys stops
+//!    claiming (pausing costs no read of its own). A full page is a backlog: the fleet is asked to
+//!    grow ([`crate::fleet`]), once per drain.
+//! 2. **Claim what can run**: while fewer than `concurrency` handler calls are running, start the
+//!    next unit of a held item; only when no held item has a unit left to start is another item
+//!    claimed (conditional update; losing the race is normal). An item is never claimed to sit:
+//!    a claim is billed at the item's size, and so is the settle that gives it back.
+//! 3. **Run** each unit time-boxed and with panics caught ([`crate::units`]); settle an item once
+//!    its started units have ended and none is left to start (or the budget stopped starting
+//!    them): finished, retried, dead-lettered unit by unit, the deadline's leftovers given back
+//!    with the attempt refunded.
+//! 4. **A worker that died**: an item whose last claim expired unsettled ([`Job::died`]) is split
+//!    into parts that each run alone ([`Job::suspect`]); an item that runs alone is claimed only
+//!    when nothing else is held, and nothing is claimed beside it. So a unit that kills its
+//!    process harms its batch-mates once, and is narrowed down until it dies alone and is
+//!    dead-lettered after its attempts.
+//! 5. **Stop**: when the budget is spent, nothing more starts; what runs finishes; everything held
+//!    is settled before returning. A retry this drain scheduled and that falls due within its
+//!    budget is waited for once.
 
-use std::panic::AssertUnwindSafe;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
-use futures::stream::{self, StreamExt};
-use futures::FutureExt;
+use futures::stream::{FuturesUnordered, StreamExt};
 use serde::Serialize;
 use tickwork::batch::Batch;
 use tickwork::budget::Budget;
-use tickwork::queue::{Claim, Job, Queue, QueueError, Settle, PAUSE_PREFIX};
+use tickwork::clock::Millis;
+use tickwork::queue::{Candidate, Claim, Job, Queue, QueueError, Settle, PAUSE_PREFIX};
 
 use crate::config::WorkerConfig;
-use crate::registry::{HandlerError, Registry};
+use crate::fleet::{Grow, NoFleet};
+use crate::registry::Registry;
+use crate::units::{call, settle_held, Held, Settled, UnitEnd};
+
+/// Parts an item is split into when its worker died ([`Job::died`]): each death beside it divides
+/// the suspects by this, so a unit among 2,000 is alone after four deaths.
+pub const ISOLATION_PARTS: usize = 8;
 
 /// Counts from one invocation.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -39,27 +51,68 @@ pub struct Report {
     /// How it ended.
     pub outcome: tickwork_lambda::Outcome,
     /// Poll queries made.
+    #[serde(skip_serializing_if = "is_zero")]
     pub polls: u64,
     /// Candidates seen.
+    #[serde(skip_serializing_if = "is_zero")]
     pub candidates: u64,
     /// Items claimed.
+    #[serde(skip_serializing_if = "is_zero")]
     pub claimed: u64,
     /// Claims lost to another worker.
+    #[serde(skip_serializing_if = "is_zero")]
     pub taken: u64,
     /// Finished.
+    #[serde(skip_serializing_if = "is_zero")]
     pub finished: u64,
     /// Failed and scheduled for retry.
+    #[serde(skip_serializing_if = "is_zero")]
     pub retried: u64,
-    /// Dead-lettered (failed permanently, out of attempts, or exhausted by dead workers).
+    /// Items dead-lettered (failed permanently, out of attempts, or exhausted by dead workers).
+    #[serde(skip_serializing_if = "is_zero")]
     pub dead_lettered: u64,
+    /// Units dead-lettered, from whole items and from batches alike: the `FailedUnits` metric.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dead_units: u64,
     /// Our claim expired before we settled it (someone else owns it now).
+    #[serde(skip_serializing_if = "is_zero")]
     pub lost: u64,
-    /// Units run from batches (each a handler call).
+    /// Items split because their last worker died.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub split: u64,
+    /// Items given back with units never started (the deadline stopped them; attempt refunded).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub refunded: u64,
+    /// Handler calls (units) run.
+    #[serde(skip_serializing_if = "is_zero")]
     pub units: u64,
     /// Units that failed (retried later or dead-lettered).
+    #[serde(skip_serializing_if = "is_zero")]
     pub units_failed: u64,
+    /// Claims made while a held item still had a unit to start: 0, by step 2.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub claims_ahead: u64,
+    /// The longest any candidate had been ready when a poll saw it (ms): the queue's lag.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub oldest_ready_ms: u64,
     /// Stopped claiming because of the deadline.
+    #[serde(skip_serializing_if = "is_false")]
     pub stopped_by_deadline: bool,
+    /// Stopped with ready work it did not take (the feed not exhausted, or units given back):
+    /// the next drain must start at once ([`crate::fleet`]).
+    #[serde(skip_serializing_if = "is_false")]
+    pub work_left: bool,
+    /// A successor drain was started as this one ended ([`crate::fleet`], step 2).
+    #[serde(skip_serializing_if = "is_false")]
+    pub handed_on: bool,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// Claims and runs ready items until the queue is empty or `budget` says stop.
@@ -70,245 +123,306 @@ pub async fn drain(
     budget: &dyn Budget,
     cfg: &WorkerConfig,
 ) -> Result<Report, QueueError> {
+    drain_with(queue, handlers, owner, budget, cfg, &NoFleet).await
+}
+
+type UnitRun<'a> = BoxFuture<'a, (u64, String, UnitEnd)>;
+type SettleRun<'a> = BoxFuture<'a, Result<Settled, QueueError>>;
+
+/// [`drain`], asking `fleet` to grow when a poll shows a backlog.
+pub async fn drain_with(
+    queue: &Queue,
+    handlers: &Registry,
+    owner: &str,
+    budget: &dyn Budget,
+    cfg: &WorkerConfig,
+    fleet: &dyn Grow,
+) -> Result<Report, QueueError> {
+    tickwork::iam::acting_as(crate::config::ROLE, drain_as(queue, handlers, owner, budget, cfg, fleet)).await
+}
+
+async fn drain_as(
+    queue: &Queue,
+    handlers: &Registry,
+    owner: &str,
+    budget: &dyn Budget,
+    cfg: &WorkerConfig,
+    fleet: &dyn Grow,
+) -> Result<Report, QueueError> {
     let mut r = Report::default();
-    let shards = queue.poll_shards();
-    let offset = fastrand::u32(0..shards);
-    'rounds: loop {
-        let mut found = false;
-        for i in 0..shards {
+    let mut feed = Feed::new(queue.poll_shards(), cfg.batch);
+    let mut held: BTreeMap<u64, Held> = BTreeMap::new();
+    let mut next_id = 0u64;
+    let mut running: FuturesUnordered<UnitRun<'_>> = FuturesUnordered::new();
+    let mut settling: FuturesUnordered<SettleRun<'_>> = FuturesUnordered::new();
+    let mut stopping = false;
+    let mut retry_due: Option<Millis> = None;
+    let mut waited = false;
+    loop {
+        // Step 2: fill the handler slots.
+        while !stopping && running.len() < cfg.concurrency {
             if budget.exhausted() {
+                stopping = true;
                 r.stopped_by_deadline = true;
-                break 'rounds;
+                break;
             }
-            let k = (offset + i) % shards;
-            let candidates = queue.poll(k, cfg.batch).await?;
-            r.polls += 1;
-            if candidates.iter().any(|c| c.id.starts_with(PAUSE_PREFIX)) {
-                r.outcome = tickwork_lambda::Outcome::Paused;
-                return Ok(r);
-            }
-            r.candidates += candidates.len() as u64;
-            if candidates.is_empty() {
+            if let Some(id) = startable(&held) {
+                let h = held.get_mut(&id).expect("held");
+                let job = h.unit_job(h.next);
+                let key = h.units[h.next].key.clone();
+                h.next += 1;
+                h.running += 1;
+                running.push(Box::pin(async move {
+                    let end = match call(handlers, &job, cfg).await {
+                        Ok(()) => UnitEnd::Done,
+                        Err(e) => {
+                            tracing::warn!(id = %job.id, error = %e, "unit failed");
+                            UnitEnd::Failed(e)
+                        }
+                    };
+                    (id, key, end)
+                }));
                 continue;
             }
-            found = true;
-            let mut jobs = Vec::with_capacity(candidates.len());
-            for c in candidates {
-                if budget.exhausted() {
-                    r.stopped_by_deadline = true;
-                    break;
-                }
-                match queue.claim(&c.id, owner).await? {
-                    Claim::Claimed(job) => jobs.push(job),
-                    Claim::Taken => r.taken += 1,
-                    Claim::DeadLettered => r.dead_lettered += 1,
-                }
+            // Nothing is claimed beside an item that runs alone.
+            if held.values().any(|h| h.alone) || feed.done {
+                break;
             }
-            r.claimed += jobs.len() as u64;
-            // Finish what we hold, even when the deadline stopped further claims.
-            let runs: Vec<BoxFuture<'_, Result<(Settle, UnitCounts), QueueError>>> = jobs
-                .iter()
-                .map(|job| Box::pin(run_one(queue, handlers, job, cfg, budget)) as BoxFuture<'_, _>)
-                .collect();
-            let settled: Vec<Result<(Settle, UnitCounts), QueueError>> =
-                stream::iter(runs).buffer_unordered(cfg.concurrency).collect().await;
-            for s in settled {
-                let (s, u) = s?;
-                r.units += u.run;
-                r.units_failed += u.failed;
-                match s {
-                    Settle::Settled => r.finished += 1,
-                    Settle::Retrying { .. } => r.retried += 1,
-                    Settle::DeadLettered => r.dead_lettered += 1,
-                    Settle::NotOwner => r.lost += 1,
-                }
+            let Some(c) = feed.next(queue, &mut r, fleet).await? else { break };
+            if held.values().any(|h| h.unstarted() > 0) {
+                r.claims_ahead += 1;
             }
-            if r.stopped_by_deadline {
-                break 'rounds;
+            match queue.claim(&c.id, owner).await? {
+                Claim::Claimed(job) => {
+                    r.claimed += 1;
+                    if let Some(s) = admit(queue, job, &mut held, &mut next_id, &mut r) {
+                        settling.push(s);
+                    }
+                }
+                Claim::Taken => r.taken += 1,
+                Claim::DeadLettered(job) => {
+                    r.dead_lettered += 1;
+                    r.dead_units += crate::units::units_of(&job);
+                }
             }
         }
-        if !found {
+        if feed.paused {
+            stopping = true;
+        }
+        // Step 3: settle what is through.
+        let through: Vec<u64> = held
+            .iter()
+            .filter(|(_, h)| h.running == 0 && (h.unstarted() == 0 || stopping))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in through {
+            let h = held.remove(&id).expect("held");
+            settling.push(Box::pin(settle_held(queue, h)));
+        }
+        if running.is_empty() && settling.is_empty() {
+            if !held.is_empty() || (!stopping && !feed.done) {
+                continue;
+            }
+            // Step 5: a retry of ours due within the budget is waited for, once.
+            if let (false, false, Some(at)) = (stopping, waited, retry_due) {
+                let wait = at - queue.clock().now_ms();
+                if budget.remaining_ms().is_some_and(|left| wait < left) {
+                    waited = true;
+                    tokio::time::sleep(Duration::from_millis(wait.max(0) as u64)).await;
+                    feed = Feed::new(queue.poll_shards(), cfg.batch);
+                    continue;
+                }
+            }
             break;
         }
+        tokio::select! {
+            Some((id, key, end)) = running.next(), if !running.is_empty() => {
+                let h = held.get_mut(&id).expect("a running unit's item is held");
+                h.running -= 1;
+                h.ends.push((key, end));
+            }
+            Some(s) = settling.next(), if !settling.is_empty() => {
+                let s = s?;
+                tally(&mut r, &s, &mut retry_due);
+                // An item of ours back to pending and ready already (no backoff) is work again.
+                if let (Settle::Retrying { at_ms }, false) = (s.settle, s.refunded) {
+                    if at_ms <= queue.clock().now_ms() && !stopping {
+                        feed.reopen();
+                    }
+                }
+            }
+        }
     }
-    r.outcome = match (r.stopped_by_deadline, r.claimed + r.dead_lettered) {
-        (true, _) => tickwork_lambda::Outcome::Partial,
-        (false, 0) => tickwork_lambda::Outcome::Idle,
-        (false, _) => tickwork_lambda::Outcome::Completed,
+    // Work seen and not taken, or given back: never a guess, so a drain whose budget ran out
+    // before its first poll starts no successor (a chain of drains that each do nothing).
+    r.work_left = r.stopped_by_deadline && (r.refunded > 0 || feed.more());
+    r.outcome = match (feed.paused, r.stopped_by_deadline, r.claimed + r.dead_lettered) {
+        (true, _, _) => tickwork_lambda::Outcome::Paused,
+        (false, true, _) => tickwork_lambda::Outcome::Partial,
+        (false, false, 0) => tickwork_lambda::Outcome::Idle,
+        (false, false, _) => tickwork_lambda::Outcome::Completed,
     };
     Ok(r)
 }
 
-/// Units run and failed in one item's batch.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct UnitCounts {
-    run: u64,
-    failed: u64,
+/// The held item whose next unit starts: the oldest with a unit left, an item that runs alone
+/// only once it is the only one held. Pure.
+fn startable(held: &BTreeMap<u64, Held>) -> Option<u64> {
+    held.iter().find(|(_, h)| h.unstarted() > 0 && (!h.alone || held.len() == 1)).map(|(id, _)| *id)
 }
 
-/// Runs one job's handler (or its batch's units), time-boxed and with panics caught, and settles
-/// the item.
-async fn run_one(
-    queue: &Queue,
-    handlers: &Registry,
-    job: &Job,
-    cfg: &WorkerConfig,
-    budget: &dyn Budget,
-) -> Result<(Settle, UnitCounts), QueueError> {
-    match Batch::of_job(job) {
-        None => {}
-        Some(Ok(b)) => return run_batch(queue, handlers, job, &b, cfg, budget).await,
+/// Takes a claimed job in: held to run, or settled at once (a batch that cannot be read is
+/// dead-lettered; a batch whose worker died is split, [`ISOLATION_PARTS`]).
+fn admit<'a>(
+    queue: &'a Queue,
+    job: Job,
+    held: &mut BTreeMap<u64, Held>,
+    next_id: &mut u64,
+    r: &mut Report,
+) -> Option<SettleRun<'a>> {
+    let batch = match Batch::of_job(&job) {
+        None => None,
+        Some(Ok(b)) => Some(b),
         Some(Err(e)) => {
             tracing::error!(id = %job.id, error = %e, "batch cannot be read; dead-lettering");
-            return Ok((queue.dead_letter(job, &e).await?, UnitCounts::default()));
+            return Some(Box::pin(async move {
+                let settle = queue.dead_letter(&job, &e).await?;
+                Ok(Settled {
+                    settle,
+                    counts: crate::units::UnitCounts { dead: 1, ..Default::default() },
+                    refunded: false,
+                })
+            }));
+        }
+    };
+    if let (true, Some(b)) = (job.died, &batch) {
+        if b.len() > 1 {
+            let parts: Vec<String> = b.divide(&job.kind, ISOLATION_PARTS).iter().map(Batch::to_payload).collect();
+            tracing::warn!(id = %job.id, attempts = job.attempts, units = b.len(), parts = parts.len(), "its last worker died: split, each part to run alone");
+            r.split += 1;
+            return Some(Box::pin(async move {
+                Ok(Settled { settle: queue.split(&job, &parts).await?, counts: Default::default(), refunded: false })
+            }));
         }
     }
-    let settle = match call(handlers, job, cfg).await {
-        Ok(()) => queue.finish(job).await,
-        Err(HandlerError::Retry(msg)) => {
-            tracing::warn!(id = %job.id, kind = %job.kind, attempts = job.attempts, error = %msg, "job failed; will retry");
-            queue.fail(job, &msg).await
-        }
-        Err(HandlerError::Permanent(msg)) => {
-            tracing::error!(id = %job.id, kind = %job.kind, error = %msg, "job cannot succeed; dead-lettering");
-            queue.dead_letter(job, &msg).await
-        }
-    }?;
-    Ok((settle, UnitCounts::default()))
+    if job.died || job.suspect {
+        tracing::warn!(id = %job.id, died = job.died, attempts = job.attempts, "running alone: a worker died with it");
+    }
+    held.insert(*next_id, Held::new(job, batch));
+    *next_id += 1;
+    None
 }
 
-/// What happened to one unit of a batch.
+fn tally(r: &mut Report, s: &Settled, retry_due: &mut Option<Millis>) {
+    r.units += s.counts.run;
+    r.units_failed += s.counts.failed;
+    r.dead_units += s.counts.dead;
+    r.refunded += u64::from(s.refunded);
+    match s.settle {
+        Settle::Settled => r.finished += 1,
+        Settle::Split { .. } => {}
+        Settle::Retrying { at_ms } => {
+            if !s.refunded {
+                r.retried += 1;
+                *retry_due = Some(retry_due.map_or(at_ms, |d| d.min(at_ms)));
+            }
+        }
+        Settle::DeadLettered => r.dead_lettered += 1,
+        Settle::NotOwner => r.lost += 1,
+    }
+}
+
+/// Where the next candidate comes from: step 1.
 #[derive(Debug)]
-enum UnitEnd {
-    Done,
-    NotStarted,
-    Failed(HandlerError),
+struct Feed {
+    shards: u32,
+    offset: u32,
+    /// Shards polled empty (or short) in this round.
+    pos: u32,
+    found: bool,
+    buffer: VecDeque<Candidate>,
+    limit: i32,
+    done: bool,
+    paused: bool,
+    grown: bool,
+    /// The last poll came back full: its shard has more.
+    full: bool,
 }
 
-/// Runs a batch's units and settles the item once ([`Queue::settle_batch`]).
-async fn run_batch(
-    queue: &Queue,
-    handlers: &Registry,
-    job: &Job,
-    b: &Batch,
-    cfg: &WorkerConfig,
-    budget: &dyn Budget,
-) -> Result<(Settle, UnitCounts), QueueError> {
-    let units = b.units(&job.kind);
-    let runs: Vec<BoxFuture<'_, (String, UnitEnd)>> = units
-        .iter()
-        .map(|u| {
-            Box::pin(async move {
-                if budget.exhausted() {
-                    return (u.key.clone(), UnitEnd::NotStarted);
-                }
-                let unit = Job {
-                    id: u.key.clone(),
-                    payload: u.payload.clone(),
-                    tenant: Some(u.tenant.clone()),
-                    ..job.clone()
-                };
-                match call(handlers, &unit, cfg).await {
-                    Ok(()) => (u.key.clone(), UnitEnd::Done),
-                    Err(e) => {
-                        tracing::warn!(id = %job.id, unit = %u.key, error = %e, "unit failed");
-                        (u.key.clone(), UnitEnd::Failed(e))
-                    }
-                }
-            }) as BoxFuture<'_, _>
-        })
-        .collect();
-    let ends: Vec<(String, UnitEnd)> = stream::iter(runs).buffer_unordered(cfg.concurrency).collect().await;
-    let sorted = sort_ends(ends, units.len(), job.attempts >= queue.config().max_attempts);
-    if sorted.left.is_empty() && sorted.dead.is_empty() {
-        return Ok((queue.finish(job).await?, sorted.counts));
-    }
-    let remaining = (!sorted.left.is_empty()).then(|| b.subset(&job.kind, |k| sorted.left.contains(k)).to_payload());
-    let dead_payload = (!sorted.dead.is_empty()).then(|| b.subset(&job.kind, |k| sorted.dead.contains(k)).to_payload());
-    let dead_why = sorted.dead_why.unwrap_or_default();
-    let settle = queue
-        .settle_batch(
-            job,
-            remaining.as_deref(),
-            sorted.error.as_deref(),
-            dead_payload.as_deref().map(|p| (p, dead_why.as_str())),
-        )
-        .await?;
-    Ok((settle, sorted.counts))
-}
-
-/// A batch's units as they ended, sorted for its one settle.
-#[derive(Debug, Default, PartialEq)]
-struct Sorted {
-    /// Units to run again (failed with a retry left, or not started).
-    left: std::collections::BTreeSet<String>,
-    /// Units dead-lettered (failed for good, or failed on the item's last attempt).
-    dead: std::collections::BTreeSet<String>,
-    /// Why units go back after a backoff; `None` when only the deadline stopped them (the claim
-    /// then does not count as an attempt).
-    error: Option<String>,
-    /// Why the dead ones are dead (the first).
-    dead_why: Option<String>,
-    counts: UnitCounts,
-}
-
-/// Sorts unit ends. Pure. Attempts are counted per item, so on its last attempt a unit that failed
-/// goes to the dead letters alone, and the units the deadline kept from starting go back without
-/// losing an attempt: one failing unit never takes its batch-mates with it. A key that ended twice
-/// (a tenant listed twice) is dead if either run was.
-fn sort_ends(ends: Vec<(String, UnitEnd)>, total: usize, last_attempt: bool) -> Sorted {
-    let mut s = Sorted::default();
-    let (mut retry_err, mut retries) = (None, 0u64);
-    for (key, end) in ends {
-        match end {
-            UnitEnd::Done => s.counts.run += 1,
-            UnitEnd::NotStarted => {
-                s.left.insert(key);
-            }
-            UnitEnd::Failed(HandlerError::Retry(m)) if last_attempt => {
-                s.counts.run += 1;
-                s.counts.failed += 1;
-                s.dead_why.get_or_insert_with(|| format!("{key}: failed on the last attempt: {m}"));
-                s.dead.insert(key);
-            }
-            UnitEnd::Failed(HandlerError::Retry(m)) => {
-                s.counts.run += 1;
-                s.counts.failed += 1;
-                retries += 1;
-                retry_err.get_or_insert_with(|| format!("{key}: {m}"));
-                s.left.insert(key);
-            }
-            UnitEnd::Failed(HandlerError::Permanent(m)) => {
-                s.counts.run += 1;
-                s.counts.failed += 1;
-                s.dead_why.get_or_insert_with(|| format!("{key}: {m}"));
-                s.dead.insert(key);
-            }
+impl Feed {
+    fn new(shards: u32, limit: i32) -> Self {
+        let shards = shards.max(1);
+        Self {
+            shards,
+            offset: fastrand::u32(0..shards),
+            pos: 0,
+            found: false,
+            buffer: VecDeque::new(),
+            limit: limit.max(1),
+            done: false,
+            paused: false,
+            grown: false,
+            full: false,
         }
     }
-    s.left.retain(|k| !s.dead.contains(k));
-    s.error = retry_err.map(|first| format!("{retries} of {total} units failed; first: {first}"));
-    s
-}
 
-/// One handler call, time-boxed and with panics caught.
-async fn call(handlers: &Registry, job: &Job, cfg: &WorkerConfig) -> Result<(), HandlerError> {
-    match handlers.get(&job.kind) {
-        None => Err(HandlerError::Permanent(format!("no handler for kind `{}`", job.kind))),
-        Some(h) => {
-            match tokio::time::timeout(cfg.handler_timeout, AssertUnwindSafe(h.handle(job)).catch_unwind()).await {
-                Ok(Ok(r)) => r,
-                Ok(Err(panic)) => {
-                    let what = panic
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "a panic".into());
-                    Err(HandlerError::Retry(format!("handler panicked: {what}")))
+    /// Ready work seen and not yet taken: keys left in hand, or a shard whose page was full.
+    fn more(&self) -> bool {
+        !self.paused && (!self.buffer.is_empty() || self.full)
+    }
+
+    /// Another round: something became ready since the feed ran dry.
+    fn reopen(&mut self) {
+        if !self.paused {
+            self.done = false;
+            self.pos = 0;
+            self.found = false;
+        }
+    }
+
+    async fn next(&mut self, queue: &Queue, r: &mut Report, fleet: &dyn Grow) -> Result<Option<Candidate>, QueueError> {
+        loop {
+            if let Some(c) = self.buffer.pop_front() {
+                return Ok(Some(c));
+            }
+            if self.done {
+                return Ok(None);
+            }
+            if self.pos == self.shards {
+                if !self.found {
+                    self.done = true;
+                    return Ok(None);
                 }
-                Err(_) => {
-                    Err(HandlerError::Retry(format!("handler ran longer than {} s", cfg.handler_timeout.as_secs_f64())))
-                }
+                self.pos = 0;
+                self.found = false;
+            }
+            let k = (self.offset + self.pos) % self.shards;
+            let now = queue.clock().now_ms();
+            let page = queue.poll(k, self.limit).await?;
+            r.polls += 1;
+            if page.iter().any(|c| c.id.starts_with(PAUSE_PREFIX)) {
+                self.paused = true;
+                self.done = true;
+                return Ok(None);
+            }
+            r.candidates += page.len() as u64;
+            if let Some(oldest) = page.iter().map(|c| c.visible_at).min() {
+                r.oldest_ready_ms = r.oldest_ready_ms.max((now - oldest).max(0) as u64);
+            }
+            let full = page.len() as i32 >= self.limit;
+            self.full = full;
+            if !full {
+                self.pos += 1;
+            }
+            if page.is_empty() {
+                continue;
+            }
+            self.found = true;
+            let start = fastrand::usize(0..page.len());
+            self.buffer.extend(page[start..].iter().chain(&page[..start]).cloned());
+            if full && !self.grown {
+                self.grown = true;
+                fleet.grow(page.len()).await;
             }
         }
     }
@@ -318,46 +432,31 @@ async fn call(handlers: &Registry, job: &Job, cfg: &WorkerConfig) -> Result<(), 
 mod tests {
     use super::*;
 
-    fn ends(v: &[(&str, &str)]) -> Vec<(String, UnitEnd)> {
-        v.iter()
-            .map(|(k, e)| {
-                let end = match *e {
-                    "done" => UnitEnd::Done,
-                    "not started" => UnitEnd::NotStarted,
-                    "retry" => UnitEnd::Failed(HandlerError::Retry("slow".into())),
-                    _ => UnitEnd::Failed(HandlerError::Permanent("bad".into())),
-                };
-                (k.to_string(), end)
-            })
-            .collect()
-    }
-
-    fn set(v: &[&str]) -> std::collections::BTreeSet<String> {
-        v.iter().map(|s| s.to_string()).collect()
+    fn job(died: bool, suspect: bool) -> Job {
+        Job {
+            id: "j".into(),
+            kind: "k".into(),
+            payload: "{}".into(),
+            tenant: None,
+            attempts: 1,
+            owner: "o".into(),
+            claim_until_ms: 0,
+            died,
+            suspect,
+        }
     }
 
     #[test]
-    fn failures_go_back_with_an_error_and_the_deadline_alone_costs_no_attempt() {
-        let s = sort_ends(ends(&[("a", "done"), ("b", "retry"), ("c", "not started"), ("d", "permanent")]), 4, false);
-        assert_eq!((s.left, s.dead.clone()), (set(&["b", "c"]), set(&["d"])));
-        assert_eq!(s.error.as_deref(), Some("1 of 4 units failed; first: b: slow"));
-        assert_eq!(s.dead_why.as_deref(), Some("d: bad"));
-        assert_eq!(s.counts, UnitCounts { run: 3, failed: 2 });
-        let s = sort_ends(ends(&[("a", "done"), ("c", "not started")]), 2, false);
-        assert_eq!((s.left, s.error), (set(&["c"]), None), "only the deadline: no attempt spent");
-    }
-
-    #[test]
-    fn on_the_last_attempt_only_the_failed_units_are_dead() {
-        let s = sort_ends(ends(&[("a", "done"), ("b", "retry"), ("c", "not started")]), 3, true);
-        assert_eq!((s.left, s.dead), (set(&["c"]), set(&["b"])), "c never ran: it goes back");
-        assert_eq!(s.error, None, "so that c's next claim is not an attempt past the last");
-        assert!(s.dead_why.unwrap().contains("last attempt"));
-    }
-
-    #[test]
-    fn a_key_that_ended_twice_is_in_one_place() {
-        let s = sort_ends(ends(&[("a", "retry"), ("a", "permanent")]), 2, false);
-        assert_eq!((s.left, s.dead), (set(&[]), set(&["a"])));
+    fn an_item_that_runs_alone_starts_only_when_nothing_else_is_held() {
+        let mut held = BTreeMap::new();
+        held.insert(0, Held::new(job(false, false), None));
+        held.insert(1, Held::new(job(false, true), None));
+        assert_eq!(startable(&held), Some(0), "the one held before it goes on");
+        held.get_mut(&0).unwrap().next = 1;
+        assert_eq!(startable(&held), None, "the suspect waits for it to settle");
+        held.remove(&0);
+        assert_eq!(startable(&held), Some(1));
+        held.get_mut(&1).unwrap().next = 1;
+        assert_eq!(startable(&held), None, "nothing left to start");
     }
 }

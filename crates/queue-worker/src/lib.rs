@@ -22,8 +22,10 @@
 
 pub mod config;
 pub mod drain;
+pub mod fleet;
 pub mod registry;
 pub mod summary;
+mod units;
 
 use serde_json::Value;
 use tickwork::budget::Deadline;
@@ -35,11 +37,11 @@ use tickwork::Db;
 use tickwork_lambda::{BadEvent, Base, JobReport, Outcome, Tick};
 
 pub use config::WorkerConfig;
-pub use drain::{drain, Report};
+pub use drain::{drain, drain_with, Report};
+pub use fleet::{DrainEvent, Fleet, Invoker, LambdaInvoker};
 pub use registry::{Handler, HandlerError, Registry};
 
-/// The worker's job name (metrics line, `tickctl pause`).
-pub const JOB: &str = "queue-worker";
+pub use config::{JOB, ROLE};
 
 /// Everything the handler needs, built once per process.
 #[derive(Debug, Clone)]
@@ -56,6 +58,8 @@ pub struct Deps {
     pub skew: std::time::Duration,
     /// CloudWatch namespace of the metrics line.
     pub namespace: String,
+    /// The drains at once and how one hands on ([`fleet`]); `None`: this drain alone.
+    pub fleet: Option<Fleet>,
 }
 
 /// What a worker's handlers are built from.
@@ -93,9 +97,18 @@ impl Deps {
         let cfg = WorkerConfig::from_core(env, &base.core, &queue_cfg)?;
         let registry = handlers(&HandlerContext { db: &base.db, clock: &base.clock, env, core: &base.core })?;
         // Poll every ready shard any producer ever wrote to (tickwork::shard::ShardRegistry).
-        let shards = tickwork::shard::ShardRegistry::new(base.db.clone(), &base.core.control_table)
-            .resolve("queue", queue_cfg.shards)
-            .await;
+        let reg = tickwork::shard::ShardRegistry::new(base.db.clone(), &base.core.control_table);
+        let shards = tickwork::iam::acting_as(ROLE, reg.resolve("queue", queue_cfg.shards))
+            .await
+            .map_err(tickwork_lambda::base::unresolved_shards)?;
+        let invoker = LambdaInvoker::from_sdk(&base.sdk).map(|i| std::sync::Arc::new(i) as std::sync::Arc<dyn Invoker>);
+        let fleet = Fleet::new(
+            tickwork::lease::LeaseStore::new(base.db.clone(), &base.core.control_table, base.clock.clone()),
+            invoker,
+            cfg.drains,
+            cfg.slot_hold(&queue_cfg),
+            base.core.clock_skew,
+        )?;
         Ok(Self {
             queue: Queue::new(base.db.clone(), queue_table, queue_cfg, base.clock.clone()).with_poll_shards(shards),
             handlers: registry,
@@ -103,12 +116,21 @@ impl Deps {
             clock: base.clock,
             skew: base.core.clock_skew,
             namespace: base.core.metrics_namespace.clone(),
+            fleet: Some(fleet),
         })
     }
 
     /// Builds from parts (tests, local drivers).
     pub fn new(queue: Queue, handlers: Registry, cfg: WorkerConfig, clock: SharedClock) -> Self {
-        Self { queue, handlers, cfg, clock, skew: std::time::Duration::from_secs(1), namespace: "tickwork".into() }
+        Self {
+            queue,
+            handlers,
+            cfg,
+            clock,
+            skew: std::time::Duration::from_secs(1),
+            namespace: "tickwork".into(),
+            fleet: None,
+        }
     }
 
     fn db(&self) -> &Db {
@@ -146,13 +168,18 @@ impl JobReport for Report {
         self.outcome = o;
     }
     fn metrics(&self) -> Vec<(&'static str, f64)> {
-        // Dead letters are failed units (the one failed-units metric and alarm).
-        vec![("FailedUnits", self.dead_lettered as f64)]
+        // Dead-lettered units are failed units (the one failed-units metric and alarm), whether
+        // a whole item or a batch's units went; the lag is the age of the oldest ready item seen.
+        vec![("FailedUnits", self.dead_units as f64), ("QueueLag", self.oldest_ready_ms as f64 / 1000.0)]
     }
 }
 
 /// The Lambda entry.
 pub async fn handle(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Report, WorkerError> {
+    tickwork::iam::acting_as(ROLE, handle_as(deps, event, deadline_ms)).await
+}
+
+async fn handle_as(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Report, WorkerError> {
     deps.db().meter().reset();
     let result = run(deps, &event, deadline_ms).await;
     let (outcome, report, error) = match &result {
@@ -169,7 +196,9 @@ pub async fn handle(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Re
         error.as_deref(),
     );
     match &result {
-        Ok(r) => tracing::info!(?r, "queue worker"),
+        Ok(r) => {
+            tracing::info!(outcome = %r.outcome.name(), report = %serde_json::to_string(r).unwrap_or_default(), "queue worker")
+        }
         Err(e) => tracing::error!(error = %tickwork_lambda::error_chain(e), "queue worker failed"),
     }
     result
@@ -211,21 +240,39 @@ pub fn signal_of(event: &Value, queue_table: &str) -> Option<Result<usize, BadEv
 }
 
 async fn run(deps: &Deps, event: &Value, deadline_ms: Millis) -> Result<Report, WorkerError> {
-    match signal_of(event, deps.queue.table()) {
-        Some(signal) => {
-            signal?;
-        }
-        None => {
-            let tick = Tick::parse(event)?;
-            tick.guard(deps.clock.now_ms(), deps.cfg.interval.as_millis() as i64, deps.skew.as_millis() as i64)?;
-            if tick.dry_run {
-                return Ok(Report { outcome: Outcome::DryRun, ..Default::default() });
+    let slot = DrainEvent::parse(event).transpose()?;
+    if slot.is_none() {
+        match signal_of(event, deps.queue.table()) {
+            Some(signal) => {
+                signal?;
+            }
+            None => {
+                let tick = Tick::parse(event)?;
+                tick.guard(deps.clock.now_ms(), deps.cfg.interval.as_millis() as i64, deps.skew.as_millis() as i64)?;
+                if tick.dry_run {
+                    return Ok(Report { outcome: Outcome::DryRun, ..Default::default() });
+                }
             }
         }
     }
     let budget = Deadline::new(deps.clock.clone(), deadline_ms, deps.cfg.stop_before().as_millis() as i64);
     let owner = tickwork_lambda::owner_id("queue-worker");
-    Ok(drain(&deps.queue, &deps.handlers, &owner, &budget, &deps.cfg).await?)
+    let Some(fleet) = &deps.fleet else {
+        return Ok(drain(&deps.queue, &deps.handlers, &owner, &budget, &deps.cfg).await?);
+    };
+    let grow = fleet::Growing { fleet, slot: slot.as_ref().map(|e| e.slot) };
+    let result = drain_with(&deps.queue, &deps.handlers, &owner, &budget, &deps.cfg, &grow).await;
+    // Hand on (fleet step 2): a slot drain always ends its slot, starting its successor when work
+    // is left (or when it failed, not knowing); another drain starts one when work is left.
+    let work_left = result.as_ref().map(|r| r.work_left).unwrap_or(true);
+    let handed = match &slot {
+        Some(ev) => fleet.end_slot(ev, work_left).await,
+        None if work_left => fleet.ensure(1, None).await > 0,
+        None => false,
+    };
+    let mut r = result?;
+    r.handed_on = handed;
+    Ok(r)
 }
 
 #[cfg(test)]

@@ -153,6 +153,8 @@ mod tests {
             attempts: 1,
             owner: "o".into(),
             claim_until_ms: 0,
+            died: false,
+            suspect: false,
         }
     }
 

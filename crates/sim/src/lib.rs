@@ -226,6 +226,9 @@ fn client(sdk: &SdkConfig, name: &str, crash: Option<&Crash>) -> aws_sdk_dynamod
     if let Some(c) = crash {
         b = b.interceptor(c.clone());
     }
+    if let Some(r) = tickwork::iam::suite_recorder() {
+        b = b.interceptor(r);
+    }
     aws_sdk_dynamodb::Client::from_conf(b.build())
 }
 
@@ -469,6 +472,8 @@ pub async fn queued_units(db: &Db, table: &str) -> Result<BTreeMap<String, u64>>
             attempts: 0,
             owner: String::new(),
             claim_until_ms: 0,
+            died: false,
+            suspect: false,
         };
         if let Some(Ok(b)) = tickwork::batch::Batch::of_job(&job) {
             for u in b.units(&job.kind) {

@@ -7,6 +7,10 @@
 //! `127.0.0.1:0` can run the real binary, hand it events one at a time, and collect what it
 //! answered and what it printed. The benchmark measures start-up with it; the tests filter its
 //! stdout as Lambda's log-level filter does and feed the metrics to the template's alarms.
+//!
+//! [`invoke`] is the other side: Lambda's Invoke API, for code that invokes functions.
+
+pub mod invoke;
 
 use std::path::Path;
 use std::process::Stdio;
@@ -118,6 +122,12 @@ fn peak_rss(pid: u32) -> Result<u64> {
 /// Runs `bin` with `env` (the Runtime API variables added), hands it each of `events` in turn,
 /// and returns what it answered and printed. Each invocation's deadline is `deadline` after its
 /// event is handed over.
+///
+/// A process that exits — at start-up (an init error) or while it handles an event (a panic
+/// that aborts, `std::process::abort`, the out-of-memory killer) — fails the event it held (or
+/// the next one, at init), as Lambda reports `Runtime.ExitError`, and the next event starts a
+/// new process, as Lambda starts a new execution environment. So does one that runs past its
+/// deadline: Lambda stops it there.
 pub async fn run(bin: &Path, env: &[(String, String)], events: &[String], deadline: Duration) -> Result<Run> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
@@ -132,30 +142,32 @@ pub async fn run(bin: &Path, env: &[(String, String)], events: &[String], deadli
             });
         }
     });
-    let started = Instant::now();
-    let mut child = tokio::process::Command::new(bin)
-        .envs(env.iter().cloned())
-        .env("AWS_LAMBDA_RUNTIME_API", addr.to_string())
-        .env("AWS_LAMBDA_FUNCTION_NAME", "standin")
-        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
-        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-        .env("AWS_LAMBDA_LOG_GROUP_NAME", "/aws/lambda/standin")
-        .env("AWS_LAMBDA_LOG_STREAM_NAME", "standin")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .with_context(|| format!("starting {}", bin.display()))?;
-    let pid = child.id().context("child pid")?;
     let (line_tx, mut lines) = mpsc::unbounded_channel::<String>();
-    let mut out = BufReader::new(child.stdout.take().context("stdout")?).lines();
-    let reader = tokio::spawn(async move {
-        while let Ok(Some(l)) = out.next_line().await {
-            if line_tx.send(l).is_err() {
-                return;
-            }
-        }
-    });
+    let spawn =
+        |line_tx: mpsc::UnboundedSender<String>| -> Result<(tokio::process::Child, tokio::task::JoinHandle<()>)> {
+            let mut child = tokio::process::Command::new(bin)
+                .envs(env.iter().cloned())
+                .env("AWS_LAMBDA_RUNTIME_API", addr.to_string())
+                .env("AWS_LAMBDA_FUNCTION_NAME", "standin")
+                .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
+                .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+                .env("AWS_LAMBDA_LOG_GROUP_NAME", "/aws/lambda/standin")
+                .env("AWS_LAMBDA_LOG_STREAM_NAME", "standin")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .with_context(|| format!("starting {}", bin.display()))?;
+            let mut out = BufReader::new(child.stdout.take().context("stdout")?).lines();
+            let reader = tokio::spawn(async move {
+                while let Ok(Some(l)) = out.next_line().await {
+                    if line_tx.send(l).is_err() {
+                        return;
+                    }
+                }
+            });
+            Ok((child, reader))
+        };
     let drain = |lines: &mut mpsc::UnboundedReceiver<String>| {
         let mut v = Vec::new();
         while let Ok(l) = lines.try_recv() {
@@ -163,41 +175,97 @@ pub async fn run(bin: &Path, env: &[(String, String)], events: &[String], deadli
         }
         v
     };
+    let started = Instant::now();
     let mut result = Run { init: Duration::ZERO, invocations: Vec::new(), init_stdout: Vec::new(), peak_rss: 0 };
+    let (mut child, reader) = spawn(line_tx.clone())?;
+    let mut reader = Some(reader);
+    let mut pid = child.id().context("child pid")?;
+    let mut alive = true;
+    // The event handed over and not yet answered, and when.
     let mut handed: Option<Instant> = None;
     let mut next_event = 0;
+    let mut first = true;
     let timeout = Duration::from_secs(120);
     loop {
-        let call = tokio::time::timeout(timeout, rx.recv()).await.context("the function stopped talking")?;
-        match call {
-            Some(Call::Next(reply)) => {
-                if next_event == 0 {
-                    result.init = started.elapsed();
-                    result.init_stdout = drain(&mut lines);
-                }
-                if next_event == events.len() {
-                    result.peak_rss = peak_rss(pid).unwrap_or(0);
-                    drop(reply);
-                    child.kill().await.ok();
-                    server.abort();
-                    // Whatever is still in the pipe belongs to the last invocation.
-                    let _ = tokio::time::timeout(Duration::from_millis(500), reader).await;
-                    if let Some(last) = result.invocations.last_mut() {
-                        last.stdout.extend(drain(&mut lines));
+        if !alive {
+            if next_event == events.len() && handed.is_none() {
+                break;
+            }
+            let (c, r) = spawn(line_tx.clone())?;
+            (child, reader) = (c, Some(r));
+            pid = child.id().context("child pid")?;
+            alive = true;
+        }
+        // A handed event runs until its deadline at most.
+        let wait = match handed {
+            Some(h) => deadline.saturating_sub(h.elapsed()) + Duration::from_millis(500),
+            None => timeout,
+        };
+        tokio::select! {
+            call = rx.recv() => match call {
+                Some(Call::Next(reply)) => {
+                    if first {
+                        first = false;
+                        result.init = started.elapsed();
+                        result.init_stdout = drain(&mut lines);
                     }
-                    return Ok(result);
+                    if next_event == events.len() {
+                        result.peak_rss = peak_rss(pid).unwrap_or(0);
+                        drop(reply);
+                        break;
+                    }
+                    handed = Some(Instant::now());
+                    let _ = reply.send(Some((format!("req-{next_event}"), events[next_event].clone())));
+                    next_event += 1;
                 }
-                handed = Some(Instant::now());
-                let _ = reply.send(Some((format!("req-{next_event}"), events[next_event].clone())));
-                next_event += 1;
+                Some(Call::Result { ok, body }) => {
+                    let took = handed.take().map(|h| h.elapsed()).unwrap_or_default();
+                    // The function writes its lines before it posts its result; give the pipe a moment.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    result.invocations.push(Invocation { ok, body, stdout: drain(&mut lines), took });
+                }
+                None => bail!("runtime API stand-in closed"),
+            },
+            status = child.wait() => {
+                alive = false;
+                let status = status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
+                if let Some(r) = reader.take() {
+                    let _ = tokio::time::timeout(Duration::from_millis(500), r).await;
+                }
+                // The event it held fails; a process that died before asking for one fails the next.
+                let took = match handed.take() {
+                    Some(h) => h.elapsed(),
+                    None if next_event < events.len() => {
+                        next_event += 1;
+                        Duration::ZERO
+                    }
+                    None => continue,
+                };
+                let body = format!(r#"{{"errorType":"Runtime.ExitError","errorMessage":"the process exited: {status}"}}"#);
+                result.invocations.push(Invocation { ok: false, body, stdout: drain(&mut lines), took });
             }
-            Some(Call::Result { ok, body }) => {
-                let took = handed.map(|h| h.elapsed()).unwrap_or_default();
-                // The function writes its lines before it posts its result; give the pipe a moment.
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                result.invocations.push(Invocation { ok, body, stdout: drain(&mut lines), took });
+            _ = tokio::time::sleep(wait) => {
+                match handed.take() {
+                    // Lambda stops an invocation at its deadline, and its environment with it.
+                    Some(h) => {
+                        child.kill().await.ok();
+                        alive = false;
+                        let body = r#"{"errorType":"Sandbox.Timedout","errorMessage":"the invocation ran past its deadline"}"#.to_string();
+                        result.invocations.push(Invocation { ok: false, body, stdout: drain(&mut lines), took: h.elapsed() });
+                    }
+                    None => bail!("the function stopped talking"),
+                }
             }
-            None => bail!("runtime API stand-in closed"),
         }
     }
+    child.kill().await.ok();
+    server.abort();
+    // Whatever is still in the pipe belongs to the last invocation.
+    if let Some(r) = reader {
+        let _ = tokio::time::timeout(Duration::from_millis(500), r).await;
+    }
+    if let Some(last) = result.invocations.last_mut() {
+        last.stdout.extend(drain(&mut lines));
+    }
+    Ok(result)
 }

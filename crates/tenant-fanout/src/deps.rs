@@ -66,17 +66,20 @@ impl Deps {
         let queue_cfg = QueueConfig::from_env(env)?;
         let mut d = Self::new(base.db, base.clock, cfg, &tables, tenant_shards, queue_cfg);
         d.core.namespace = base.core.metrics_namespace.clone();
-        Ok(d.resolve_shards().await)
+        d.resolve_shards().await.map_err(tickwork_lambda::base::unresolved_shards)
     }
 
     /// Start-up: records the shard counts this process writes with and enumerates every tenant
     /// shard ever written to ([`tickwork::shard::ShardRegistry`]).
-    pub async fn resolve_shards(mut self) -> Self {
-        let reg = tickwork::shard::ShardRegistry::new(self.db.clone(), self.leases.table());
-        reg.resolve("queue", self.queue.config().shards).await;
-        let n = reg.resolve("tenants", self.tenants.write_shards()).await;
-        self.tenants = self.tenants.with_read_shards(n);
-        self
+    pub async fn resolve_shards(mut self) -> Result<Self, tickwork::DbError> {
+        tickwork::iam::acting_as(crate::config::ROLE, async move {
+            let reg = tickwork::shard::ShardRegistry::new(self.db.clone(), self.leases.table());
+            reg.resolve("queue", self.queue.config().shards).await?;
+            let n = reg.resolve("tenants", self.tenants.write_shards()).await?;
+            self.tenants = self.tenants.with_read_shards(n);
+            Ok(self)
+        })
+        .await
     }
 
     /// Builds from parts (tests, local drivers).

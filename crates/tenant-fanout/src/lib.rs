@@ -37,6 +37,7 @@ use tickwork::clock::Millis;
 use tickwork_lambda::Tick;
 
 pub use config::FanoutConfig;
+pub use config::ROLE;
 pub use deps::{Deps, Tables};
 pub use job::Plan;
 pub use report::{FanoutError, Outcome, Report};
@@ -44,10 +45,10 @@ pub use window::{batch_for, window_of, MARK_GROUP};
 
 /// The Lambda entry ([`tickwork_lambda::job::handle`]).
 pub async fn handle(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Report, FanoutError> {
-    tickwork_lambda::job::handle(deps, event, deadline_ms).await
+    tickwork::iam::acting_as(ROLE, tickwork_lambda::job::handle(deps, event, deadline_ms)).await
 }
 
 /// One fan-out invocation for `tick`, stopping when `budget` runs out ([`tickwork_lambda::job::run`]).
 pub async fn run(deps: &Deps, tick: &Tick, budget: &dyn Budget, owner: &str) -> Result<Report, FanoutError> {
-    tickwork_lambda::job::run(deps, tick, budget, owner).await
+    tickwork::iam::acting_as(ROLE, tickwork_lambda::job::run(deps, tick, budget, owner)).await
 }

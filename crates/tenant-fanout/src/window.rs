@@ -57,7 +57,7 @@ pub fn batch_for(job: &str, window: &str, shard: u32, tenants: &[Tenant], due_ms
         tenants.iter().map(|t| t.id.clone()),
     );
     Some(NewItem {
-        id: format!("{job}#{window}#{shard}#{:016x}", b.fingerprint(job)),
+        id: format!("{job}#{window}#{shard}#{}", b.fingerprint(job)),
         kind: job.to_string(),
         payload: b.to_payload(),
         tenant: None,
@@ -117,6 +117,8 @@ mod tests {
             attempts: 1,
             owner: "w".into(),
             claim_until_ms: 0,
+            died: false,
+            suspect: false,
         };
         let units = Batch::of_job(&job).unwrap().unwrap().units(&i.kind);
         let keys: Vec<&str> = units.iter().map(|u| u.key.as_str()).collect();

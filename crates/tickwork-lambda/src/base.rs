@@ -34,3 +34,13 @@ impl Base {
         Ok(Self { core, sdk, db, clock: Arc::new(SystemClock) })
     }
 }
+
+/// A shard registry that could not be read at start-up, as the start-up's error: the function
+/// refuses to start rather than enumerate its configured (perhaps lowered) count for the rest of
+/// its life ([`tickwork::shard::ShardRegistry::resolve`]); Lambda starts it again next time.
+pub fn unresolved_shards(e: tickwork::DbError) -> ConfigError {
+    ConfigError::invalid(
+        "shard registry",
+        format!("cannot be read at start-up ({e}); refusing to start with the configured shard count"),
+    )
+}

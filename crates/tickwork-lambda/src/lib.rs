@@ -9,6 +9,7 @@
 //! - [`base`]: clients and shared settings from the environment.
 //! - [`invocation`]: the invocation's deadline and owner id.
 //! - [`errors`]: what a handler's error becomes in Lambda's report.
+//! - [`lambda`]: the client a function invokes itself with, and its calls as IAM sees them.
 //!
 //! This file only names the modules and re-exports what the functions use most.
 
@@ -17,6 +18,7 @@ pub mod errors;
 pub mod event;
 pub mod invocation;
 pub mod job;
+pub mod lambda;
 pub mod settings;
 pub mod telemetry;
 
@@ -25,5 +27,6 @@ pub use errors::{diagnostic, error_chain};
 pub use event::{BadEvent, Tick};
 pub use invocation::{deadline_ms, invocation_deadline, owner_id, LOCAL_DEADLINE_MS};
 pub use job::{JobCore, JobReport, LeasedJob, Outcome};
+pub use lambda::lambda_client;
 pub use settings::forced_dry_run;
 pub use telemetry::init_tracing;

@@ -117,16 +117,20 @@ impl Batch {
         )
     }
 
-    /// A digest of every unit key, in order: two batches with one fingerprint carry the same units
-    /// (up to a 64-bit collision). Item ids built on it make "this id exists" mean "these units
-    /// were enqueued", which a writer whose answer was lost relies on.
-    pub fn fingerprint(&self, kind: &str) -> u64 {
-        let mut keys = String::new();
+    /// A digest of every unit key, in order (SHA-256, hex): two batches with one fingerprint carry
+    /// the same units. Item ids built on it make "this id exists" mean "these units were
+    /// enqueued", which a writer whose answer was lost relies on, so the digest must resist a
+    /// crafted collision: unit keys hold tenant ids a user chooses, and a 64-bit non-cryptographic
+    /// hash (FNV-1a, used here before) can be collided on purpose, after which the second batch's
+    /// units would be taken as landed and lost.
+    pub fn fingerprint(&self, kind: &str) -> String {
+        use sha2::Digest;
+        let mut h = sha2::Sha256::new();
         for u in self.units(kind) {
-            keys.push_str(&u.key);
-            keys.push('\n');
+            h.update(u.key.as_bytes());
+            h.update(b"\n");
         }
-        crate::shard::fnv1a(keys.as_bytes())
+        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
     }
 
     /// Every unit, in order.
@@ -177,6 +181,23 @@ impl Batch {
             }
         }
         out
+    }
+
+    /// Divides the units into at most `parts` batches of about equal unit counts, in unit order,
+    /// cutting anywhere (between two units of one tenant too): how the worker narrows down a unit
+    /// that kills its process, until the part that dies again holds that unit alone.
+    pub fn divide(&self, kind: &str, parts: usize) -> Vec<Batch> {
+        let keys: Vec<String> = self.units(kind).into_iter().map(|u| u.key).collect();
+        if keys.is_empty() {
+            return Vec::new();
+        }
+        let per = keys.len().div_ceil(parts.max(1));
+        keys.chunks(per)
+            .map(|chunk| {
+                let chunk: std::collections::HashSet<&str> = chunk.iter().map(String::as_str).collect();
+                self.subset(kind, |k| chunk.contains(k))
+            })
+            .collect()
     }
 
     /// Splits into batches whose payloads stay under [`MAX_BATCH_BYTES`] and [`MAX_BATCH_UNITS`],
@@ -234,6 +255,8 @@ mod tests {
             attempts: 1,
             owner: "o".into(),
             claim_until_ms: 0,
+            died: false,
+            suspect: false,
         };
         let b = pulses();
         let spaced = format!("{{ \"batch\" : {} }}", serde_json::to_string(&b).unwrap());
@@ -243,6 +266,17 @@ mod tests {
         assert_eq!(Batch::of_job(&job(r#"{"tenant": "t1"}"#)), None);
         assert_eq!(Batch::of_job(&job("not json")), None);
         assert!(Batch::of_job(&job(r#"{"batch": {"sets": 7}}"#)).unwrap().is_err(), "says it is a batch, is not");
+    }
+
+    #[test]
+    fn the_fingerprint_is_the_sha256_of_the_unit_keys() {
+        let mut b = Batch::new(entry(&[("zone", "UTC")]));
+        b.add(vec![entry(&[("grain", "day"), ("period", "2026-03-30")])], ["t1".to_string(), "t2".to_string()]);
+        // hashlib.sha256(b"pulse#t1#day#2026-03-30\npulse#t2#day#2026-03-30\n").hexdigest()
+        assert_eq!(b.fingerprint("pulse"), "9930da2970a53a2b7ba976cbd0bd3b11b67070caf2b4b2a1471ced5938cd1297");
+        let mut other = b.clone();
+        other.sets[0].tenants[1] = "t3".into();
+        assert_ne!(other.fingerprint("pulse"), b.fingerprint("pulse"));
     }
 
     #[test]
@@ -296,6 +330,8 @@ mod tests {
             attempts: 1,
             owner: "w".into(),
             claim_until_ms: 0,
+            died: false,
+            suspect: false,
         };
         assert_eq!(Batch::of_job(&job), Some(Ok(b)));
         let single = Job { payload: r#"{"tenant":"t1"}"#.into(), ..job.clone() };
@@ -315,6 +351,24 @@ mod tests {
         want.sort();
         assert_eq!(got, want);
         assert!(b.subset("pulse", |_| false).is_empty());
+    }
+
+    #[test]
+    fn divide_cuts_between_units_into_about_equal_parts() {
+        let b = pulses();
+        let parts = b.divide("pulse", 2);
+        let counts: Vec<usize> = parts.iter().map(Batch::len).collect();
+        assert_eq!(counts, vec![3, 2]);
+        let mut keys: Vec<String> = parts.iter().flat_map(|p| p.units("pulse")).map(|u| u.key).collect();
+        let mut all: Vec<String> = b.units("pulse").into_iter().map(|u| u.key).collect();
+        keys.sort();
+        all.sort();
+        assert_eq!(keys, all, "every unit once");
+        assert_eq!(b.divide("pulse", 99).len(), 5, "at most one part per unit");
+        assert!(Batch::default().divide("pulse", 3).is_empty());
+        // Cut between t1's day and week units too.
+        let ones = b.divide("pulse", 5);
+        assert!(ones.iter().all(|p| p.len() == 1));
     }
 
     #[test]

@@ -12,6 +12,11 @@ use crate::clock::{Millis, SharedClock};
 pub trait Budget: Send + Sync {
     /// `true` once the next step should not start.
     fn exhausted(&self) -> bool;
+    /// Milliseconds left before steps stop, when the budget is a time (a worker waits for a retry
+    /// due within it); `None` for budgets that are not.
+    fn remaining_ms(&self) -> Option<Millis> {
+        None
+    }
 }
 
 /// No limit (tests, tools run by hand).
@@ -54,6 +59,9 @@ impl Deadline {
 impl Budget for Deadline {
     fn exhausted(&self) -> bool {
         self.clock.now_ms() >= self.stop_at
+    }
+    fn remaining_ms(&self) -> Option<Millis> {
+        Some(Deadline::remaining_ms(self))
     }
 }
 

@@ -79,6 +79,8 @@ vars! {
         "stop starting work this long before the Lambda deadline (below the function's timeout)";
     FUNCTION_TIMEOUT_SECS = "TICKWORK_FUNCTION_TIMEOUT_SECS", "(the template's Timeout)", "all",
         "the function's timeout, so that margins and leases can be checked against it at start-up";
+    IAM_LOG = "TICKWORK_IAM_LOG", "(unset)", "all",
+        "tests only: a directory where every call a function's code makes is logged as the IAM access it needs (`make test` sets it; `make iam-check` holds the log against `template.yaml`)";
     DRY_RUN = "TICKWORK_DRY_RUN", "false", "pulse-sweep, tenant-fanout, archiver",
         "`true`: every tick computes and logs what it would do and writes nothing";
     TENANT_SHARDS = "TICKWORK_TENANT_SHARDS", "8", "pulse-sweep, tenant-fanout",
@@ -96,9 +98,11 @@ vars! {
     QUEUE_RETENTION_SECS = "TICKWORK_QUEUE_RETENTION_SECS", "1209600", "queue-worker",
         "how long a finished id is remembered (its idempotency window)";
     WORKER_BATCH = "TICKWORK_WORKER_BATCH", "10", "queue-worker",
-        "items polled per shard per round (1..=100)";
+        "ready keys a poll reads (1..=100); items are claimed from them one at a time, as handler slots free";
     WORKER_CONCURRENCY = "TICKWORK_WORKER_CONCURRENCY", "4", "queue-worker",
-        "handlers run at once (1..=256)";
+        "handler calls at once in one drain (1..=256)";
+    WORKER_DRAINS = "TICKWORK_WORKER_DRAINS", "1", "queue-worker",
+        "drains at once at most (1..=1000): the fleet's slots, within the function's reserved concurrency";
     WORKER_INTERVAL_SECS = "TICKWORK_WORKER_INTERVAL_SECS", "60", "queue-worker",
         "the worker's schedule interval (a scheduled event further ahead than this plus the skew is refused)";
     WORKER_HANDLER_TIMEOUT_SECS = "TICKWORK_WORKER_HANDLER_TIMEOUT_SECS", "30", "queue-worker",

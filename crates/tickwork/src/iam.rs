@@ -23,22 +23,36 @@
 //!   single-item call or of each batch/transaction item, the partition key of a Query's key
 //!   condition (Developer Guide, "Using IAM policy conditions for fine-grained access control").
 //!
-//! S3 calls are mapped by the crate that makes them (see `archiver`), through [`Recorder::map`].
+//! S3 calls are mapped by the crate that makes them (see `archiver`), Lambda calls by
+//! `tickwork-lambda`, through [`Recorder::map`].
+//!
+//! ## Every call any test makes
+//! A recorder built for a scenario records what its client is asked. Beside it, the **suite
+//! log** ([`suite_recorder`]) records every call that any client makes while a function's code
+//! runs: each function's entry points run under [`acting_as`] its role (a task-local, so
+//! nothing in the code under test is told it is recorded), and every client the project builds
+//! (`tickwork::retry::work_client`, the archiver's S3 client, the Lambda clients, the tests'
+//! clients) carries the suite recorder when [`IAM_LOG`] names a directory. `make test` and
+//! `make chaos` set it; a check then holds the union of everything recorded, per role, against
+//! `template.yaml` (`tests/it/iam.rs`): a code path is covered the day a test reaches it.
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::io::Write;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use aws_sdk_dynamodb::config::interceptors::BeforeSerializationInterceptorContextRef;
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept};
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use crate::schema::PK;
+/// The partition key attribute of every table (`crate::schema::PK`, named here so that this
+/// module stays a leaf: the clients' builder, `crate::retry`, depends on it).
+const PK: &str = "pk";
 
 /// A request as an interceptor sees it (type-erased; mappers downcast it).
 pub use aws_smithy_runtime_api::client::interceptors::context::Input;
 
 /// One thing IAM is asked to allow.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Access {
     /// `dynamodb:PutItem`, `s3:PutObject`, ...
     pub action: String,
@@ -51,7 +65,7 @@ pub struct Access {
 
 /// The resource of an [`Access`], named as the policy names it (logical names are resolved by the
 /// caller that knows which physical table is which).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Resource {
     /// A table, or one of its indexes.
     Table {
@@ -72,6 +86,112 @@ pub enum Resource {
         /// Bucket.
         bucket: String,
     },
+    /// A Lambda function (invoke).
+    Function {
+        /// Its name.
+        name: String,
+    },
+}
+
+/// The variable naming the suite log's directory (unset: no suite log).
+pub use crate::env::IAM_LOG;
+
+tokio::task_local! {
+    static ROLE: &'static str;
+}
+
+/// Runs `f` as the function `role` (`pulse-sweep`, `tenant-fanout`, `queue-worker`,
+/// `archiver`): the calls it makes go to the suite log under that role. Nested, the outer role
+/// stands.
+pub async fn acting_as<F: std::future::Future>(role: &'static str, f: F) -> F::Output {
+    if ROLE.try_with(|_| ()).is_ok() {
+        f.await
+    } else {
+        ROLE.scope(role, f).await
+    }
+}
+
+/// The role the current task acts as, if any.
+pub fn role() -> Option<&'static str> {
+    ROLE.try_with(|r| *r).ok()
+}
+
+/// One line of the suite log.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Logged {
+    /// The function's role.
+    pub role: String,
+    /// The process that made the call (its executable's name).
+    pub exe: String,
+    /// The access.
+    pub access: Access,
+}
+
+/// The suite recorder, when [`IAM_LOG`] names a directory: one per process, shared by every
+/// client, appending what it sees to `<dir>/<pid>.jsonl`.
+pub fn suite_recorder() -> Option<Recorder> {
+    static SUITE: OnceLock<Option<Recorder>> = OnceLock::new();
+    SUITE
+        .get_or_init(|| {
+            let dir = std::env::var(IAM_LOG).ok().filter(|d| !d.is_empty())?;
+            std::fs::create_dir_all(&dir).ok()?;
+            let file = std::path::Path::new(&dir).join(format!("{}.jsonl", std::process::id()));
+            Some(Recorder { suite: Some(Arc::new(SuiteLog { file, seen: Default::default() })), ..Recorder::default() })
+        })
+        .clone()
+}
+
+/// The suite log's sink.
+#[derive(Debug)]
+struct SuiteLog {
+    file: std::path::PathBuf,
+    seen: Mutex<HashSet<(String, Access)>>,
+}
+
+impl SuiteLog {
+    fn write(&self, role: &str, accesses: &[Access]) {
+        let exe = std::env::current_exe()
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_default();
+        let mut seen = self.seen.lock().expect("iam suite log");
+        let mut lines = String::new();
+        for a in accesses {
+            if seen.insert((role.to_string(), a.clone())) {
+                let l = Logged { role: role.to_string(), exe: exe.clone(), access: a.clone() };
+                lines.push_str(&serde_json::to_string(&l).expect("a log line serialises"));
+                lines.push('\n');
+            }
+        }
+        if lines.is_empty() {
+            return;
+        }
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.file)
+            .and_then(|mut f| f.write_all(lines.as_bytes()));
+        if let Err(e) = written {
+            tracing::warn!(file = %self.file.display(), error = %e, "IAM suite log not written");
+        }
+    }
+}
+
+/// Reads every suite log in `dir`.
+pub fn read_suite_log(dir: &std::path::Path) -> std::io::Result<Vec<Logged>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir)? {
+        let path = e?.path();
+        if path.extension().is_some_and(|x| x == "jsonl") {
+            for line in std::fs::read_to_string(&path)?.lines().filter(|l| !l.trim().is_empty()) {
+                out.push(
+                    serde_json::from_str(line)
+                        .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?,
+                );
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Maps one request (its typed input, type-erased) to the accesses IAM evaluates, or `None` when
@@ -84,11 +204,13 @@ pub struct Recorder {
     log: Arc<Mutex<BTreeSet<Access>>>,
     unknown: Arc<Mutex<BTreeSet<String>>>,
     mappers: Vec<Mapper>,
+    /// The suite log ([`suite_recorder`]): only calls made under a role, written out.
+    suite: Option<Arc<SuiteLog>>,
 }
 
 impl Default for Recorder {
     fn default() -> Self {
-        Self { log: Default::default(), unknown: Default::default(), mappers: vec![dynamodb_accesses] }
+        Self { log: Default::default(), unknown: Default::default(), mappers: vec![dynamodb_accesses], suite: None }
     }
 }
 
@@ -115,11 +237,33 @@ impl Recorder {
     }
 
     fn record(&self, input: &aws_smithy_runtime_api::client::interceptors::context::Input, op: &str) {
+        let role = match &self.suite {
+            None => None,
+            Some(log) => match role() {
+                Some(r) => Some((log, r)),
+                // Outside a function's code: a test's own setup, an operator's tool.
+                None => return,
+            },
+        };
         for m in &self.mappers {
             if let Some(a) = m(input) {
+                if let Some((log, r)) = role {
+                    log.write(r, &a);
+                }
                 self.log.lock().expect("iam log").extend(a);
                 return;
             }
+        }
+        if let Some((log, r)) = role {
+            // An unmapped call is an unchecked one: logged as such, and the check fails on it.
+            log.write(
+                r,
+                &[Access {
+                    action: format!("unmapped:{op}"),
+                    resource: Resource::Bucket { bucket: String::new() },
+                    leading_key: None,
+                }],
+            );
         }
         self.unknown.lock().expect("iam log").insert(op.to_string());
     }
@@ -269,6 +413,11 @@ pub fn dynamodb_accesses(input: &aws_smithy_runtime_api::client::interceptors::c
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_partition_key_is_the_schemas() {
+        assert_eq!(PK, crate::schema::PK);
+    }
     use aws_sdk_dynamodb::types::{ConditionCheck, Put, TransactWriteItem, Update};
     use aws_smithy_runtime_api::client::interceptors::context::Input;
 

@@ -236,7 +236,7 @@ pub const INVOCATION_MESSAGE: &str = "tickwork invocation";
 /// CloudWatch concepts), so the set is closed and small, each metric is something an alarm
 /// watches, and everything else (per-table, per-operation, per-grain detail) travels as
 /// properties of the same line, readable by `tickctl audit` and Logs Insights at no metric cost.
-pub const METRICS: [&str; 4] = [
+pub const METRICS: [&str; 5] = [
     // 1 when a tick found its job paused (every job): the paused alarm.
     "Paused",
     // Zone groups still due after the tick (pulse sweep): the watermark-lag alarm.
@@ -247,6 +247,9 @@ pub const METRICS: [&str; 4] = [
     "FailedUnits",
     // Shards left for the next tick (archiver, fan-out): the backlog alarm.
     "ShardsLeft",
+    // Seconds the oldest ready queue item a drain's polls saw had been waiting (worker): how far
+    // behind the handlers are, the queue-lag alarm.
+    "QueueLag",
 ];
 
 /// What one invocation reports beside the meter's totals.

@@ -69,12 +69,15 @@ impl RetryPolicy {
 /// A DynamoDB client for work: retries per `policy`, in its own retry partition (`partition`
 /// isolates its retry quota, e.g. per test or per job).
 pub fn work_client(sdk: &SdkConfig, policy: &RetryPolicy, partition: &str) -> Client {
-    let conf = aws_sdk_dynamodb::config::Builder::from(sdk)
+    let mut b = aws_sdk_dynamodb::config::Builder::from(sdk)
         .retry_config(policy.sdk())
         .retry_partition(RetryPartition::new(partition.to_string()))
-        .retry_classifier(ConflictClassifier)
-        .build();
-    Client::from_conf(conf)
+        .retry_classifier(ConflictClassifier);
+    // The suite log of IAM accesses (`tickwork::iam`), when a test run asks for it.
+    if let Some(r) = crate::iam::suite_recorder() {
+        b = b.interceptor(r);
+    }
+    Client::from_conf(b.build())
 }
 
 /// Cancellation reason codes that mean "nothing was applied, try again" (DynamoDB API reference,

@@ -63,17 +63,14 @@ impl ShardRegistry {
     }
 
     /// What a process that reads or writes `logical` with `configured` shards does at start-up:
-    /// records its count, then answers how many shards to enumerate. Best effort: when the
-    /// registry cannot be read (a missing control table, say) it says so and answers
-    /// `configured`; the tick that follows fails on the same table and reports it.
-    pub async fn resolve(&self, logical: &str, configured: u32) -> u32 {
-        match self.record(logical, configured).await {
-            Ok(()) => self.effective(logical, configured).await.unwrap_or(configured),
-            Err(e) => {
-                tracing::warn!(table = logical, error = %e, "shard registry unreadable; using the configured count");
-                configured
-            }
-        }
+    /// records its count, then answers how many shards to enumerate. An error is returned, never
+    /// papered over with `configured`: a process that fell back once (a throttle at a cold start)
+    /// would enumerate a lowered count for the rest of its life and pass over every shard above
+    /// it, completing runs and windows without them. The functions fail their start-up instead,
+    /// and Lambda starts them again on the next invocation.
+    pub async fn resolve(&self, logical: &str, configured: u32) -> Result<u32, crate::DbError> {
+        self.record(logical, configured).await?;
+        self.effective(logical, configured).await
     }
 
     /// How many shards a reader of `logical` must enumerate when configured with `configured`:

@@ -87,6 +87,8 @@ async fn a_month_pulse_writes_one_report_per_tenant() {
         attempts: 2,
         owner: "again".into(),
         claim_until_ms: 0,
+        died: false,
+        suspect: false,
     };
     let before = rows(&local, &reports, "acme").await;
     local.clock.set(at + 3_600_000);

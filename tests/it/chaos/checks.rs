@@ -149,6 +149,8 @@ pub async fn check(w: &mut World, end: Millis) {
                 attempts: 0,
                 owner: String::new(),
                 claim_until_ms: 0,
+                died: false,
+                suspect: false,
             };
             match tickwork::batch::Batch::of_job(&job) {
                 Some(Ok(b)) => b.units(&job.kind).into_iter().map(|u| u.key).collect::<Vec<_>>(),

@@ -568,6 +568,9 @@ impl World {
             if self.cfg.plant == Plant::UnconditionalArchiveDeletes {
                 b = b.interceptor(StripDeleteCondition(self.changes.clone()));
             }
+            if let Some(r) = tickwork::iam::suite_recorder() {
+                b = b.interceptor(r);
+            }
             let db = Db::new(
                 aws_sdk_dynamodb::Client::from_conf(b.build()),
                 tickwork::meter::Meter::new(tickwork::meter::CapacitySource::Estimate),

@@ -24,7 +24,7 @@ impl Default for Stack {
     fn default() -> Self {
         Stack {
             memory_mb: 256,
-            single_metric_alarms: 13,
+            single_metric_alarms: 14,
             math_alarms: (0, 2),
             dashboard: false,
             log_retention_days: 30,
@@ -47,7 +47,7 @@ pub fn log_bytes_per_invocation(function: &str) -> u64 {
         "pulse-sweep" => 1_200,
         "tenant-fanout" => 1_250,
         "archiver" => 1_200,
-        "queue-worker" => 1_200,
+        "queue-worker" => 1_000,
         _ => 1_200,
     }
 }

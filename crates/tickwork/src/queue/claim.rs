@@ -5,7 +5,7 @@
 use aws_sdk_dynamodb::types::ReturnValue;
 
 use crate::clock::Millis;
-use crate::error::{condition_held, DbError};
+use crate::error::DbError;
 use crate::item::Item;
 use crate::queue::error::QueueError;
 use crate::queue::schema::*;
@@ -29,6 +29,12 @@ pub struct Job {
     pub owner: String,
     /// Our claim's end (ms).
     pub claim_until_ms: Millis,
+    /// The claim before ours expired unsettled: the worker that held it died (a unit that aborts
+    /// its process, runs out of memory, or hangs past the function's deadline), perhaps because of
+    /// this item. The worker isolates it ([`SUSPECT`]).
+    pub died: bool,
+    /// A part split from an item whose worker died: run alone, so that a death is its own.
+    pub suspect: bool,
 }
 
 /// Outcome of a claim.
@@ -38,12 +44,16 @@ pub enum Claim {
     Claimed(Job),
     /// Another worker got it first, or it is no longer ready.
     Taken,
-    /// Every attempt was claimed and none settled (its workers died): moved to the dead letters.
-    DeadLettered,
+    /// Every attempt was claimed and none settled (its workers died): moved to the dead letters,
+    /// as it now stands (its payload says how many units went with it).
+    DeadLettered(Box<Job>),
 }
 
 impl Queue {
-    /// Claims `id` for `owner` if it is still ready (see step 3 of the protocol).
+    /// Claims `id` for `owner` if it is still ready (see step 3 of the protocol). A pending item
+    /// is claimed in one write; an item whose last claim expired unsettled is claimed by a second,
+    /// conditional on that very claim, and comes back [`Job::died`] (a failed first write is the
+    /// cost of knowing, paid only after a death).
     pub async fn claim(&self, id: &str, owner: &str) -> Result<Claim, QueueError> {
         let now = self.clock.now_ms();
         let until = now + self.cfg.visibility.as_millis() as i64;
@@ -55,7 +65,7 @@ impl Queue {
             .key(PK, av_s(id))
             .update_expression("SET #owner = :owner, #state = :claimed, #vis = :until ADD #attempts :one")
             .condition_expression(
-                "attribute_exists(#shard) AND #vis <= :now AND #state <> :pause AND (attribute_not_exists(#attempts) OR #attempts < :max)",
+                "attribute_exists(#shard) AND #vis <= :now AND #state = :pending AND (attribute_not_exists(#attempts) OR #attempts < :max)",
             )
             .expression_attribute_names("#owner", OWNER)
             .expression_attribute_names("#state", STATE)
@@ -64,7 +74,7 @@ impl Queue {
             .expression_attribute_names("#shard", SHARD)
             .expression_attribute_values(":owner", av_s(owner))
             .expression_attribute_values(":claimed", av_s(CLAIMED))
-            .expression_attribute_values(":pause", av_s(PAUSE))
+            .expression_attribute_values(":pending", av_s(PENDING))
             .expression_attribute_values(":until", av_n(until))
             .expression_attribute_values(":now", av_n(now))
             .expression_attribute_values(":one", av_n(1))
@@ -72,13 +82,65 @@ impl Queue {
             .return_values(ReturnValue::AllNew)
             .return_values_on_condition_check_failure(aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld);
         match self.db.update(req).await {
-            Ok(out) => Ok(Claim::Claimed(job_of(id, owner, until, &out.attributes().cloned().unwrap_or_default()))),
+            Ok(out) => {
+                Ok(Claim::Claimed(job_of(id, owner, until, &out.attributes().cloned().unwrap_or_default(), false)))
+            }
             Err(DbError::ConditionFailed { item, .. }) => {
                 let item = item.map(|b| *b).unwrap_or_default();
                 match refused_claim(&item, owner, now, self.cfg.max_attempts) {
-                    Refused::Ours { until: at } => Ok(Claim::Claimed(job_of(id, owner, at.unwrap_or(until), &item))),
+                    Refused::Ours { until: at } => {
+                        Ok(Claim::Claimed(job_of(id, owner, at.unwrap_or(until), &item, false)))
+                    }
                     Refused::Exhausted { attempts } => self.bury(id, attempts).await,
+                    Refused::Expired { owner: prev, attempts } => self.reclaim(id, owner, &prev, attempts).await,
                     Refused::Taken => Ok(Claim::Taken),
+                }
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Takes over a claim that expired unsettled (its worker died), conditional on that claim
+    /// being the one read: the job comes back [`Job::died`].
+    async fn reclaim(&self, id: &str, owner: &str, prev: &str, attempts: u32) -> Result<Claim, QueueError> {
+        let now = self.clock.now_ms();
+        let until = now + self.cfg.visibility.as_millis() as i64;
+        let req = self
+            .db
+            .client()
+            .update_item()
+            .table_name(&self.table)
+            .key(PK, av_s(id))
+            .update_expression("SET #owner = :owner, #vis = :until ADD #attempts :one")
+            .condition_expression(
+                "attribute_exists(#shard) AND #vis <= :now AND #state = :claimed AND #owner = :prev AND #attempts = :gen",
+            )
+            .expression_attribute_names("#owner", OWNER)
+            .expression_attribute_names("#state", STATE)
+            .expression_attribute_names("#vis", VISIBLE_AT)
+            .expression_attribute_names("#attempts", ATTEMPTS)
+            .expression_attribute_names("#shard", SHARD)
+            .expression_attribute_values(":owner", av_s(owner))
+            .expression_attribute_values(":prev", av_s(prev))
+            .expression_attribute_values(":claimed", av_s(CLAIMED))
+            .expression_attribute_values(":gen", av_n(attempts))
+            .expression_attribute_values(":until", av_n(until))
+            .expression_attribute_values(":now", av_n(now))
+            .expression_attribute_values(":one", av_n(1))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld);
+        match self.db.update(req).await {
+            Ok(out) => {
+                Ok(Claim::Claimed(job_of(id, owner, until, &out.attributes().cloned().unwrap_or_default(), true)))
+            }
+            Err(DbError::ConditionFailed { item, .. }) => {
+                let item = item.map(|b| *b).unwrap_or_default();
+                match refused_claim(&item, owner, now, self.cfg.max_attempts) {
+                    Refused::Ours { until: at } => {
+                        Ok(Claim::Claimed(job_of(id, owner, at.unwrap_or(until), &item, true)))
+                    }
+                    Refused::Exhausted { attempts } => self.bury(id, attempts).await,
+                    Refused::Expired { .. } | Refused::Taken => Ok(Claim::Taken),
                 }
             }
             Err(e) => Err(e.into()),
@@ -110,19 +172,33 @@ impl Queue {
             .expression_attribute_values(":dlq", av_s(DLQ_PARTITION))
             .expression_attribute_values(":now", av_n(now))
             .expression_attribute_values(":err", av_s(msg))
-            .expression_attribute_values(":max", av_n(self.cfg.max_attempts));
-        Ok(if condition_held(self.db.update(req).await)? { Claim::DeadLettered } else { Claim::Taken })
+            .expression_attribute_values(":max", av_n(self.cfg.max_attempts))
+            .return_values(ReturnValue::AllNew);
+        match self.db.update(req).await {
+            Ok(out) => Ok(Claim::DeadLettered(Box::new(job_of(
+                id,
+                "",
+                0,
+                &out.attributes().cloned().unwrap_or_default(),
+                false,
+            )))),
+            Err(DbError::ConditionFailed { .. }) => Ok(Claim::Taken),
+            Err(e) => Err(e.into()),
+        }
     }
 }
 
 /// What a refused claim means, read from the item as it stood (`ReturnValuesOnConditionCheckFailure`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Refused {
     /// Claimed by this very owner: the first attempt applied and its answer was lost; the claim
     /// runs until `until`.
     Ours { until: Option<Millis> },
     /// Ready, not a pause marker, and every attempt claimed with none settled: to be buried.
     Exhausted { attempts: u32 },
+    /// Ready again because `owner`'s claim (generation `attempts`) expired unsettled: its worker
+    /// died. To be taken over by that claim's condition.
+    Expired { owner: String, attempts: u32 },
     /// Someone else's, not ready, or gone.
     Taken,
 }
@@ -134,13 +210,19 @@ fn refused_claim(item: &Item, owner: &str, now: Millis, max_attempts: u32) -> Re
     }
     let attempts = get_u64(item, ATTEMPTS).unwrap_or(0) as u32;
     let ready = item.contains_key(SHARD) && get_i64(item, VISIBLE_AT).is_some_and(|v| v <= now);
-    if ready && get_s(item, STATE) != Some(PAUSE) && attempts >= max_attempts {
+    if !ready || get_s(item, STATE) == Some(PAUSE) {
+        return Refused::Taken;
+    }
+    if attempts >= max_attempts {
         return Refused::Exhausted { attempts };
     }
-    Refused::Taken
+    match (get_s(item, STATE), get_s(item, OWNER)) {
+        (Some(CLAIMED), Some(prev)) => Refused::Expired { owner: prev.to_string(), attempts },
+        _ => Refused::Taken,
+    }
 }
 
-fn job_of(id: &str, owner: &str, until: Millis, a: &Item) -> Job {
+fn job_of(id: &str, owner: &str, until: Millis, a: &Item, died: bool) -> Job {
     Job {
         id: id.to_string(),
         kind: get_s(a, KIND).unwrap_or_default().to_string(),
@@ -149,6 +231,8 @@ fn job_of(id: &str, owner: &str, until: Millis, a: &Item) -> Job {
         attempts: get_u64(a, ATTEMPTS).unwrap_or(1) as u32,
         owner: owner.to_string(),
         claim_until_ms: until,
+        died,
+        suspect: crate::schema::get_bool(a, SUSPECT).unwrap_or(false),
     }
 }
 
@@ -180,7 +264,12 @@ mod tests {
         assert_eq!(refused_claim(&ours, "w2", now, 5), Refused::Taken, "another worker's live claim");
         let spent = item(CLAIMED, Some("dead"), 5, 900, true);
         assert_eq!(refused_claim(&spent, "w2", now, 5), Refused::Exhausted { attempts: 5 }, "claims all died");
-        assert_eq!(refused_claim(&spent, "w2", now, 6), Refused::Taken, "attempts left: the race was lost");
+        assert_eq!(
+            refused_claim(&spent, "w2", now, 6),
+            Refused::Expired { owner: "dead".into(), attempts: 5 },
+            "attempts left: its worker died, to be taken over"
+        );
+        assert_eq!(refused_claim(&item(PENDING, None, 1, 900, true), "w2", now, 5), Refused::Taken, "raced to pending");
         assert_eq!(refused_claim(&item(PENDING, None, 5, 2_000, true), "w2", now, 5), Refused::Taken, "not ready yet");
         assert_eq!(refused_claim(&item(DONE, None, 5, 900, false), "w2", now, 5), Refused::Taken, "finished");
         assert_eq!(refused_claim(&item(PAUSE, None, 9, 0, true), "w2", now, 5), Refused::Taken, "a pause marker");

@@ -67,8 +67,8 @@ pub use error::QueueError;
 pub use item::{enqueue_item, Enqueue, EnqueueCounts, InvalidItem, NewItem};
 pub use schema::{
     fnv1a, pause_marker, queue_table, shard_key, shard_of, ATTEMPTS, CREATED_AT, DEAD_INDEX, DLQ, FAILED_AT, KIND,
-    LAST_ERROR, MAX_ID_BYTES, MAX_PAYLOAD_BYTES, OWNER, PAUSE_PREFIX, PAYLOAD, READY_INDEX, SHARD, STATE, TENANT,
-    VISIBLE_AT,
+    LAST_ERROR, MAX_ID_BYTES, MAX_PAYLOAD_BYTES, OWNER, PAUSE_PREFIX, PAYLOAD, READY_INDEX, SHARD, STATE, SUSPECT,
+    TENANT, VISIBLE_AT,
 };
-pub use settle::Settle;
+pub use settle::{derived_id, BatchSettle, Settle, DEAD_PART, PART, REST};
 pub use store::{Candidate, Queue};

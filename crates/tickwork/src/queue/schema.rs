@@ -25,6 +25,8 @@ pub const DLQ: &str = "dlq";
 pub const FAILED_AT: &str = "failed_at";
 /// Attribute: last failure message.
 pub const LAST_ERROR: &str = "last_error";
+/// Attribute: a part split from an item whose worker died (BOOL), run alone by the worker.
+pub const SUSPECT: &str = "suspect";
 /// Attribute: creation time (ms).
 pub const CREATED_AT: &str = "created_at";
 /// Ready index name.

@@ -10,6 +10,7 @@ use crate::error::{condition_held, DbError};
 use crate::item::Item;
 use crate::queue::claim::Job;
 use crate::queue::error::QueueError;
+use crate::queue::item::NewItem;
 use crate::queue::schema::*;
 use crate::queue::store::Queue;
 use crate::schema::{av_n, av_s, PK, TTL};
@@ -26,8 +27,57 @@ pub enum Settle {
     },
     /// Moved to the dead letters.
     DeadLettered,
+    /// Split into `parts` new items, each to run alone (its worker died: [`Job::died`]).
+    Split {
+        /// How many.
+        parts: u32,
+    },
     /// The claim expired and someone else owns the item now: nothing changed.
     NotOwner,
+}
+
+/// What a batch settle does besides moving the item ([`Queue::settle_batch`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BatchSettle {
+    /// The units still to run, as batch payloads: the first replaces the item's payload, each
+    /// further one becomes a new pending item. Empty: every unit ran or is dead.
+    pub remaining: Vec<String>,
+    /// Why units go back after a backoff; `None` when only the deadline stopped them.
+    pub error: Option<String>,
+    /// Units dead for good, as batch payloads, each a dead letter of its own.
+    pub dead: Vec<String>,
+    /// Why the dead ones are dead.
+    pub dead_why: String,
+}
+
+/// An item a settle leaves behind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Left {
+    /// To run: pending now (`suspect`: run alone).
+    Pending { suspect: bool },
+    /// A dead letter, with why.
+    Dead { why: String },
+}
+
+/// Tags of the ids a settle derives ([`derived_id`]); the worker's IAM grants `PutItem` on the
+/// queue table for these ids only (`template.yaml`, `LeaveParts`).
+pub const REST: &str = "rest";
+/// A dead letter split from a batch.
+pub const DEAD_PART: &str = "dead";
+/// A part of an item whose worker died.
+pub const PART: &str = "part";
+
+/// The id of the `i`-th item a settle of claim (`attempts`, `owner`) of `id` leaves behind:
+/// `<id>#<tag>#<attempts>#<owner>#<i>`. Pure. An id too long for the queue's key limit with its
+/// suffix is replaced by its SHA-256 (the suffix keeps the tag, so the grant still matches).
+pub fn derived_id(id: &str, tag: &str, attempts: u32, owner: &str, i: usize) -> String {
+    let suffix = format!("#{tag}#{attempts}#{owner}#{i}");
+    if id.len() + suffix.len() <= MAX_ID_BYTES {
+        return format!("{id}{suffix}");
+    }
+    use sha2::Digest;
+    let digest: String = sha2::Sha256::digest(id.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    format!("{digest}{suffix}")
 }
 
 const MINE: &str = "#owner = :owner AND #attempts = :gen AND #state = :claimed";
@@ -106,50 +156,104 @@ impl Queue {
     }
 
     /// Settles a batch ([`crate::batch`]) of which only some units completed, in one transaction
-    /// conditional on our claim: `remaining` (the units still to run, as a smaller batch payload)
-    /// goes back to pending — after the backoff when some failed (`error`), at once when only the
-    /// deadline stopped them (that claim then does not count as an attempt); `dead` units (a
-    /// payload and why) become a dead letter of their own, `<id>#dead#<attempt>#<owner>`. Out of
-    /// attempts with failures left, the remaining units are dead-lettered in the item itself.
-    pub async fn settle_batch(
-        &self,
-        job: &Job,
-        remaining: Option<&str>,
-        error: Option<&str>,
-        dead: Option<(&str, &str)>,
-    ) -> Result<Settle, QueueError> {
+    /// conditional on our claim ([`BatchSettle`]): the units still to run go back to pending —
+    /// after the backoff when some failed, at once when only the deadline stopped them (that
+    /// claim then does not count as an attempt) — the first part in the item itself, any further
+    /// part (a remainder regrouped past the batch size) as a new item `<id>#rest#…`; units dead
+    /// for good become dead letters of their own, `<id>#dead#…`. Out of attempts with failures
+    /// left, the first remaining part is dead-lettered in the item itself.
+    pub async fn settle_batch(&self, job: &Job, s: &BatchSettle) -> Result<Settle, QueueError> {
         let now = self.clock.now_ms();
         let t = batch_transition(
-            remaining,
-            error,
+            s.remaining.first().map(String::as_str),
+            s.error.as_deref(),
             job.attempts >= self.cfg.max_attempts,
             now,
             now + self.cfg.backoff(job.attempts).as_millis() as i64,
             self.done_ttl_s(),
         );
         let outcome = t.outcome();
+        let rest = match &t {
+            // Out of attempts: the further parts are as dead as the first.
+            Transition::Dead { .. } => Left::Dead { why: s.error.clone().unwrap_or_default() },
+            _ => Left::Pending { suspect: false },
+        };
+        let mut left: Vec<(&str, &str, Left)> = Vec::new();
+        for p in s.remaining.iter().skip(1) {
+            left.push((REST, p, rest.clone()));
+        }
+        for p in &s.dead {
+            left.push((DEAD_PART, p, Left::Dead { why: s.dead_why.clone() }));
+        }
+        self.settle_with(job, &t, &left, outcome).await
+    }
+
+    /// Splits a claimed item whose last worker died ([`Job::died`]) into `parts` (batch payloads),
+    /// each a new pending item `<id>#part#…` marked [`SUSPECT`], and finishes the item, in one
+    /// transaction conditional on our claim. Parts are run alone, so the one that kills its worker
+    /// again is found, split again, and at one unit dead-lettered after its attempts.
+    pub async fn split(&self, job: &Job, parts: &[String]) -> Result<Settle, QueueError> {
+        let t = Transition::Done { ttl_s: self.done_ttl_s() };
+        let left: Vec<(&str, &str, Left)> =
+            parts.iter().map(|p| (PART, p.as_str(), Left::Pending { suspect: true })).collect();
+        self.settle_with(job, &t, &left, Settle::Split { parts: parts.len() as u32 }).await
+    }
+
+    /// The item's transition and the items it leaves behind, in one transaction (one conditional
+    /// UpdateItem when it leaves nothing).
+    async fn settle_with(
+        &self,
+        job: &Job,
+        t: &Transition,
+        left: &[(&str, &str, Left)],
+        outcome: Settle,
+    ) -> Result<Settle, QueueError> {
+        if left.is_empty() {
+            return self.apply(job, t).await.map(|s| if s == Settle::NotOwner { s } else { outcome });
+        }
+        let now = self.clock.now_ms();
         let (expr, names, values) = t.update();
         let mut items = vec![self.mine_update(job, &expr, &names, values)];
-        if let Some((payload, why)) = dead {
-            // Unique to this claim (the attempt is refunded when only the deadline stopped a
-            // batch, so it alone repeats; the owner id is new each invocation), and inserted only
-            // if new: a dead letter is never overwritten, and a settle retried after its answer was
-            // lost writes the same id, which the claim's condition then refuses as a whole.
-            let id = format!("{}#dead#{}#{}", job.id, job.attempts, job.owner);
-            let mut item = Item::from([
-                (PK.to_string(), av_s(&id)),
-                (KIND.to_string(), av_s(&job.kind)),
-                (PAYLOAD.to_string(), av_s(payload)),
-                (ATTEMPTS.to_string(), av_n(job.attempts)),
-                (STATE.to_string(), av_s(DEAD)),
-                (DLQ.to_string(), av_s(DLQ_PARTITION)),
-                (FAILED_AT.to_string(), av_n(now)),
-                (LAST_ERROR.to_string(), av_s(why.chars().take(MAX_ERROR_CHARS).collect::<String>())),
-                (CREATED_AT.to_string(), av_n(now)),
-            ]);
-            if let Some(t) = &job.tenant {
-                item.insert(TENANT.to_string(), av_s(t));
-            }
+        for (i, (tag, payload, what)) in left.iter().enumerate() {
+            // Unique to this claim (the owner id is new each invocation; the attempt is refunded
+            // only when the deadline alone stopped a batch, and then nothing is left behind but a
+            // remainder), and inserted only if new: a settle retried after its answer was lost
+            // writes the same ids, which the claim's condition then refuses as a whole.
+            let id = derived_id(&job.id, tag, job.attempts, &job.owner, i);
+            let item = match what {
+                Left::Pending { suspect } => {
+                    let new = NewItem {
+                        id,
+                        kind: job.kind.clone(),
+                        payload: payload.to_string(),
+                        tenant: job.tenant.clone(),
+                        due_ms: now,
+                    };
+                    new.validate()?;
+                    let mut item = new.item(self.cfg.shards, now);
+                    if *suspect {
+                        item.insert(SUSPECT.to_string(), AttributeValue::Bool(true));
+                    }
+                    item
+                }
+                Left::Dead { why } => {
+                    let mut item = Item::from([
+                        (PK.to_string(), av_s(&id)),
+                        (KIND.to_string(), av_s(&job.kind)),
+                        (PAYLOAD.to_string(), av_s(*payload)),
+                        (ATTEMPTS.to_string(), av_n(job.attempts)),
+                        (STATE.to_string(), av_s(DEAD)),
+                        (DLQ.to_string(), av_s(DLQ_PARTITION)),
+                        (FAILED_AT.to_string(), av_n(now)),
+                        (LAST_ERROR.to_string(), av_s(why.chars().take(MAX_ERROR_CHARS).collect::<String>())),
+                        (CREATED_AT.to_string(), av_n(now)),
+                    ]);
+                    if let Some(t) = &job.tenant {
+                        item.insert(TENANT.to_string(), av_s(t));
+                    }
+                    item
+                }
+            };
             items.push(crate::schema::put_new_item(&self.table, item));
         }
         match self.db.transact_write(items).await {
@@ -327,6 +431,17 @@ mod tests {
         );
     }
 
+    #[test]
+    fn derived_ids_are_unique_per_claim_and_fit_the_key_limit() {
+        assert_eq!(derived_id("pulse#UTC@2026-11-29#ab", REST, 2, "w1", 0), "pulse#UTC@2026-11-29#ab#rest#2#w1#0");
+        assert_ne!(derived_id("x", PART, 2, "w1", 0), derived_id("x", PART, 2, "w2", 0));
+        assert_ne!(derived_id("x", PART, 2, "w1", 0), derived_id("x", PART, 3, "w1", 0));
+        let long = "t".repeat(MAX_ID_BYTES);
+        let d = derived_id(&long, DEAD_PART, 1, "queue-worker-0123456789abcdef", 7);
+        assert!(d.len() <= MAX_ID_BYTES && d.ends_with("#dead#1#queue-worker-0123456789abcdef#7"), "{d}");
+        assert_ne!(d, derived_id(&"u".repeat(MAX_ID_BYTES), DEAD_PART, 1, "queue-worker-0123456789abcdef", 7));
+    }
+
     fn job() -> Job {
         Job {
             id: "j".into(),
@@ -336,6 +451,8 @@ mod tests {
             attempts: 2,
             owner: "o".into(),
             claim_until_ms: 0,
+            died: false,
+            suspect: false,
         }
     }
 

@@ -67,6 +67,11 @@ impl Queue {
         &self.db
     }
 
+    /// The clock claims and settles are timed by.
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
+    }
+
     /// Enqueues one item unless its id exists.
     pub async fn enqueue(&self, item: &NewItem) -> Result<Enqueue, QueueError> {
         item.validate()?;

@@ -1,0 +1,389 @@
+//! One claimed item as the drain holds it: its units, how each ended, and the one settle that
+//! follows them.
+//!
+//! A single job is an item of one unit (its own id the key). A batch ([`tickwork::batch`]) is run
+//! unit by unit, each as a job of its own whose id is its unit key (what the handler is idempotent
+//! on), and settled once: finished when every unit is; otherwise the units left (failed with a
+//! retry left, or not started) go back, regrouped and split to the batch size, and the ones that
+//! can never succeed become dead letters of their own — one bad tenant never holds back the
+//! others ([`plan_batch`], pure).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::panic::AssertUnwindSafe;
+
+use futures::FutureExt;
+use tickwork::batch::{Batch, Unit};
+use tickwork::queue::{BatchSettle, Job, Queue, QueueError, Settle};
+
+use crate::config::WorkerConfig;
+use crate::registry::{HandlerError, Registry};
+
+/// A claimed item the drain holds until it settles.
+#[derive(Debug)]
+pub(crate) struct Held {
+    pub(crate) job: Job,
+    /// The batch it carries (`None`: a single job, run as one unit keyed by its id).
+    pub(crate) batch: Option<Batch>,
+    pub(crate) units: Vec<Unit>,
+    /// The next unit to start.
+    pub(crate) next: usize,
+    /// Units started and not ended.
+    pub(crate) running: usize,
+    pub(crate) ends: Vec<(String, UnitEnd)>,
+    /// Run with nothing beside it ([`Job::died`] or [`Job::suspect`]): a death while it runs is
+    /// its own.
+    pub(crate) alone: bool,
+}
+
+impl Held {
+    /// An item as claimed, unless its batch payload cannot be read (`Err`: why).
+    pub(crate) fn new(job: Job, batch: Option<Batch>) -> Self {
+        let units = match &batch {
+            Some(b) => b.units(&job.kind),
+            None => vec![Unit {
+                key: job.id.clone(),
+                tenant: job.tenant.clone().unwrap_or_default(),
+                payload: job.payload.clone(),
+            }],
+        };
+        let alone = job.died || job.suspect;
+        Self { job, batch, units, next: 0, running: 0, ends: Vec::new(), alone }
+    }
+
+    /// Units not yet started.
+    pub(crate) fn unstarted(&self) -> usize {
+        self.units.len() - self.next
+    }
+
+    /// The job a handler runs for unit `i`: the item itself for a single job.
+    pub(crate) fn unit_job(&self, i: usize) -> Job {
+        match &self.batch {
+            None => self.job.clone(),
+            Some(_) => {
+                let u = &self.units[i];
+                Job {
+                    id: u.key.clone(),
+                    payload: u.payload.clone(),
+                    tenant: Some(u.tenant.clone()),
+                    ..self.job.clone()
+                }
+            }
+        }
+    }
+}
+
+/// What happened to one unit.
+#[derive(Debug)]
+pub(crate) enum UnitEnd {
+    Done,
+    NotStarted,
+    Failed(HandlerError),
+}
+
+/// Units run, failed and dead-lettered in one settle.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct UnitCounts {
+    pub(crate) run: u64,
+    pub(crate) failed: u64,
+    /// Units dead-lettered (the `FailedUnits` metric).
+    pub(crate) dead: u64,
+}
+
+/// A held item's settle and what it counted.
+#[derive(Debug)]
+pub(crate) struct Settled {
+    pub(crate) settle: Settle,
+    pub(crate) counts: UnitCounts,
+    /// Units sent back unstarted with the attempt refunded (only the deadline stopped them).
+    pub(crate) refunded: bool,
+}
+
+/// One handler call, time-boxed and with panics caught.
+pub(crate) async fn call(handlers: &Registry, job: &Job, cfg: &WorkerConfig) -> Result<(), HandlerError> {
+    match handlers.get(&job.kind) {
+        None => Err(HandlerError::Permanent(format!("no handler for kind `{}`", job.kind))),
+        Some(h) => {
+            match tokio::time::timeout(cfg.handler_timeout, AssertUnwindSafe(h.handle(job)).catch_unwind()).await {
+                Ok(Ok(r)) => r,
+                Ok(Err(panic)) => {
+                    let what = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "a panic".into());
+                    Err(HandlerError::Retry(format!("handler panicked: {what}")))
+                }
+                Err(_) => {
+                    Err(HandlerError::Retry(format!("handler ran longer than {} s", cfg.handler_timeout.as_secs_f64())))
+                }
+            }
+        }
+    }
+}
+
+/// Settles a held item once, from how its units ended (a unit never started ended
+/// [`UnitEnd::NotStarted`]).
+pub(crate) async fn settle_held(queue: &Queue, mut h: Held) -> Result<Settled, QueueError> {
+    let seen: BTreeSet<String> = h.ends.iter().map(|(k, _)| k.clone()).collect();
+    for u in &h.units {
+        if !seen.contains(&u.key) {
+            h.ends.push((u.key.clone(), UnitEnd::NotStarted));
+        }
+    }
+    let job = &h.job;
+    let Some(b) = &h.batch else {
+        let (_, end) = h.ends.pop().expect("a single job has one unit");
+        let counts = |run, failed, dead| UnitCounts { run, failed, dead };
+        return Ok(match end {
+            UnitEnd::Done => Settled { settle: queue.finish(job).await?, counts: counts(1, 0, 0), refunded: false },
+            UnitEnd::Failed(HandlerError::Retry(msg)) => {
+                tracing::warn!(id = %job.id, kind = %job.kind, attempts = job.attempts, error = %msg, "job failed; will retry");
+                let settle = queue.fail(job, &msg).await?;
+                let dead = u64::from(settle == Settle::DeadLettered);
+                Settled { settle, counts: counts(1, 1, dead), refunded: false }
+            }
+            UnitEnd::Failed(HandlerError::Permanent(msg)) => {
+                tracing::error!(id = %job.id, kind = %job.kind, error = %msg, "job cannot succeed; dead-lettering");
+                Settled { settle: queue.dead_letter(job, &msg).await?, counts: counts(1, 1, 1), refunded: false }
+            }
+            UnitEnd::NotStarted => {
+                let back = BatchSettle { remaining: vec![job.payload.clone()], ..Default::default() };
+                Settled { settle: queue.settle_batch(job, &back).await?, counts: counts(0, 0, 0), refunded: true }
+            }
+        });
+    };
+    let total = h.units.len();
+    let (plan, counts) =
+        plan_batch(b, &job.kind, std::mem::take(&mut h.ends), total, job.attempts >= queue.config().max_attempts);
+    if plan.remaining.is_empty() && plan.dead.is_empty() {
+        return Ok(Settled { settle: queue.finish(job).await?, counts, refunded: false });
+    }
+    let refunded = plan.error.is_none() && !plan.remaining.is_empty();
+    let settle = queue.settle_batch(job, &plan).await?;
+    // Out of attempts, the remaining units are dead-lettered with the item.
+    let mut counts = counts;
+    if settle == Settle::DeadLettered {
+        counts.dead += plan.remaining.iter().map(|p| units_in(p, &job.kind)).sum::<u64>();
+    }
+    Ok(Settled { settle, counts, refunded })
+}
+
+/// Units a job carries: its batch's, or one.
+pub(crate) fn units_of(job: &Job) -> u64 {
+    match Batch::of_job(job) {
+        Some(Ok(b)) => b.len() as u64,
+        _ => 1,
+    }
+}
+
+/// Units in a batch payload.
+fn units_in(payload: &str, kind: &str) -> u64 {
+    units_of(&Job {
+        id: String::new(),
+        kind: kind.to_string(),
+        payload: payload.to_string(),
+        tenant: None,
+        attempts: 0,
+        owner: String::new(),
+        claim_until_ms: 0,
+        died: false,
+        suspect: false,
+    })
+}
+
+/// A batch's settle, from how its units ended. Pure. The units to run again and the dead ones
+/// each regrouped as batches no larger than the batch limits (a subset regrouped per entry can
+/// outgrow the item it came from).
+pub(crate) fn plan_batch(
+    b: &Batch,
+    kind: &str,
+    ends: Vec<(String, UnitEnd)>,
+    total: usize,
+    last_attempt: bool,
+) -> (BatchSettle, UnitCounts) {
+    let sorted = sort_ends(ends, total, last_attempt);
+    let parts = |keys: &BTreeSet<String>| -> Vec<String> {
+        if keys.is_empty() {
+            return Vec::new();
+        }
+        b.subset(kind, |k| keys.contains(k)).split().iter().map(Batch::to_payload).collect()
+    };
+    let mut counts = sorted.counts;
+    counts.dead = sorted.dead.len() as u64;
+    let plan = BatchSettle {
+        remaining: parts(&sorted.left),
+        error: sorted.error,
+        dead: parts(&sorted.dead),
+        dead_why: sorted.dead_why.unwrap_or_default(),
+    };
+    (plan, counts)
+}
+
+/// A batch's units as they ended, sorted for its one settle.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Sorted {
+    /// Units to run again (failed with a retry left, or not started).
+    pub(crate) left: BTreeSet<String>,
+    /// Units dead-lettered (failed for good, or failed on the item's last attempt).
+    pub(crate) dead: BTreeSet<String>,
+    /// Why units go back after a backoff; `None` when only the deadline stopped them (the claim
+    /// then does not count as an attempt).
+    pub(crate) error: Option<String>,
+    /// Why the dead ones are dead (the first).
+    pub(crate) dead_why: Option<String>,
+    pub(crate) counts: UnitCounts,
+}
+
+/// Sorts unit ends. Pure. Attempts are counted per item, so on its last attempt a unit that failed
+/// goes to the dead letters alone, and the units the deadline kept from starting go back without
+/// losing an attempt: one failing unit never takes its batch-mates with it. A key that ended twice
+/// (a tenant listed twice) is dead if either run was.
+pub(crate) fn sort_ends(ends: Vec<(String, UnitEnd)>, total: usize, last_attempt: bool) -> Sorted {
+    let mut s = Sorted::default();
+    let (mut retry_err, mut retries) = (None, 0u64);
+    let mut by_key: BTreeMap<String, Vec<UnitEnd>> = BTreeMap::new();
+    for (key, end) in ends {
+        by_key.entry(key).or_default().push(end);
+    }
+    for (key, ends) in by_key {
+        for end in ends {
+            match end {
+                UnitEnd::Done => s.counts.run += 1,
+                UnitEnd::NotStarted => {
+                    s.left.insert(key.clone());
+                }
+                UnitEnd::Failed(HandlerError::Retry(m)) if last_attempt => {
+                    s.counts.run += 1;
+                    s.counts.failed += 1;
+                    s.dead_why.get_or_insert_with(|| format!("{key}: failed on the last attempt: {m}"));
+                    s.dead.insert(key.clone());
+                }
+                UnitEnd::Failed(HandlerError::Retry(m)) => {
+                    s.counts.run += 1;
+                    s.counts.failed += 1;
+                    retries += 1;
+                    retry_err.get_or_insert_with(|| format!("{key}: {m}"));
+                    s.left.insert(key.clone());
+                }
+                UnitEnd::Failed(HandlerError::Permanent(m)) => {
+                    s.counts.run += 1;
+                    s.counts.failed += 1;
+                    s.dead_why.get_or_insert_with(|| format!("{key}: {m}"));
+                    s.dead.insert(key.clone());
+                }
+            }
+        }
+    }
+    s.left.retain(|k| !s.dead.contains(k));
+    s.error = retry_err.map(|first| format!("{retries} of {total} units failed; first: {first}"));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ends(v: &[(&str, &str)]) -> Vec<(String, UnitEnd)> {
+        v.iter()
+            .map(|(k, e)| {
+                let end = match *e {
+                    "done" => UnitEnd::Done,
+                    "not started" => UnitEnd::NotStarted,
+                    "retry" => UnitEnd::Failed(HandlerError::Retry("slow".into())),
+                    _ => UnitEnd::Failed(HandlerError::Permanent("bad".into())),
+                };
+                (k.to_string(), end)
+            })
+            .collect()
+    }
+
+    fn set(v: &[&str]) -> BTreeSet<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn failures_go_back_with_an_error_and_the_deadline_alone_costs_no_attempt() {
+        let s = sort_ends(ends(&[("a", "done"), ("b", "retry"), ("c", "not started"), ("d", "permanent")]), 4, false);
+        assert_eq!((s.left, s.dead.clone()), (set(&["b", "c"]), set(&["d"])));
+        assert_eq!(s.error.as_deref(), Some("1 of 4 units failed; first: b: slow"));
+        assert_eq!(s.dead_why.as_deref(), Some("d: bad"));
+        assert_eq!((s.counts.run, s.counts.failed), (3, 2));
+        let s = sort_ends(ends(&[("a", "done"), ("c", "not started")]), 2, false);
+        assert_eq!((s.left, s.error), (set(&["c"]), None), "only the deadline: no attempt spent");
+    }
+
+    #[test]
+    fn on_the_last_attempt_only_the_failed_units_are_dead() {
+        let s = sort_ends(ends(&[("a", "done"), ("b", "retry"), ("c", "not started")]), 3, true);
+        assert_eq!((s.left, s.dead), (set(&["c"]), set(&["b"])), "c never ran: it goes back");
+        assert_eq!(s.error, None, "so that c's next claim is not an attempt past the last");
+        assert!(s.dead_why.unwrap().contains("last attempt"));
+    }
+
+    #[test]
+    fn a_key_that_ended_twice_is_in_one_place() {
+        let s = sort_ends(ends(&[("a", "retry"), ("a", "permanent")]), 2, false);
+        assert_eq!((s.left, s.dead), (set(&[]), set(&["a"])));
+    }
+
+    fn entry(pairs: &[(&str, &str)]) -> serde_json::Map<String, serde_json::Value> {
+        pairs.iter().map(|(k, v)| (k.to_string(), serde_json::Value::String(v.to_string()))).collect()
+    }
+
+    #[test]
+    fn a_plan_counts_dead_units_and_keeps_every_part_under_the_batch_limit() {
+        // Three entries per tenant; even tenants' day units and odd tenants' week units left, one
+        // tenant in ten's month unit dead: regrouped per entry, the remainder lists most tenants
+        // twice and outgrows the item (which is under the limit). It comes back in parts under
+        // the limit, every unit in exactly one.
+        let mut b = Batch::new(Default::default());
+        let ids: Vec<String> = (0..1500).map(|i| format!("tenant-{i:04}-{}", "x".repeat(60))).collect();
+        b.add(
+            vec![
+                entry(&[("grain", "day"), ("period", "2026-03-01")]),
+                entry(&[("grain", "week"), ("period", "2026-W09")]),
+                entry(&[("grain", "month"), ("period", "2026-02")]),
+            ],
+            ids.clone(),
+        );
+        assert!(b.to_payload().len() <= tickwork::batch::MAX_BATCH_BYTES);
+        let units = b.units("pulse");
+        let index = |key: &str| key.split('-').nth(1).unwrap().parse::<usize>().unwrap();
+        let ends: Vec<(String, UnitEnd)> = units
+            .iter()
+            .map(|u| {
+                let i = index(&u.key);
+                let end = if u.key.contains("#day#") {
+                    if i % 2 == 0 {
+                        UnitEnd::NotStarted
+                    } else {
+                        UnitEnd::Done
+                    }
+                } else if u.key.contains("#week#") {
+                    if i % 2 == 1 {
+                        UnitEnd::NotStarted
+                    } else {
+                        UnitEnd::Done
+                    }
+                } else if i % 10 == 0 {
+                    UnitEnd::Failed(HandlerError::Permanent("bad".into()))
+                } else {
+                    UnitEnd::NotStarted
+                };
+                (u.key.clone(), end)
+            })
+            .collect();
+        let (plan, counts) = plan_batch(&b, "pulse", ends, units.len(), false);
+        assert_eq!(counts.dead, 150, "FailedUnits counts dead units, not items");
+        let whole: usize = plan.remaining.iter().map(String::len).sum();
+        assert!(whole > tickwork::batch::MAX_BATCH_BYTES, "the remainder outgrew the item: {whole} bytes");
+        assert!(plan.remaining.len() > 1, "so it is split");
+        for p in plan.remaining.iter().chain(&plan.dead) {
+            assert!(p.len() <= tickwork::batch::MAX_BATCH_BYTES, "{} bytes", p.len());
+        }
+        let back: u64 = plan.remaining.iter().map(|p| units_in(p, "pulse")).sum();
+        let dead: u64 = plan.dead.iter().map(|p| units_in(p, "pulse")).sum();
+        assert_eq!((back, dead), (750 + 750 + 1350, 150));
+        assert_eq!(plan.error, None, "only the deadline stopped the rest");
+    }
+}

@@ -1,0 +1,255 @@
+//! A loopback stand-in for Lambda's Invoke API, and an engine that runs asynchronous invocations
+//! the way Lambda does.
+//!
+//! Why: functions that invoke functions (the sweep's shard workers, the worker's drains) reach
+//! Lambda through the SDK's client, and nothing here answers it. The Invoke API is one route —
+//! `POST /2015-03-31/functions/{FunctionName}/invocations`, the invocation type in
+//! `X-Amz-Invocation-Type` (`Event`: answered `202` at once and run later; `RequestResponse`:
+//! answered `200` with the function's result, `X-Amz-Function-Error` set when it failed; "Invoke",
+//! AWS Lambda API reference) — so a small server on `127.0.0.1:0` lets the real SDK client, its
+//! signing, retries and interceptors included, drive local code.
+//!
+//! [`Engine`] is what runs the `Event` invocations: at most `reserved` at once (the function's
+//! reserved concurrency; the rest wait in the queue, as Lambda's asynchronous queue holds a
+//! throttled event), each with a real deadline `timeout` after it starts.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Result;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+
+/// How the caller asked to be answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InvocationType {
+    /// Asynchronous: `202` at once.
+    Event,
+    /// Synchronous: the function's answer.
+    RequestResponse,
+    /// Permission check only: `204`.
+    DryRun,
+}
+
+/// One invocation as the API received it.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// `{FunctionName}` from the path.
+    pub function: String,
+    /// `X-Amz-Invocation-Type` (default `RequestResponse`).
+    pub kind: InvocationType,
+    /// The payload.
+    pub payload: Vec<u8>,
+}
+
+/// A function's answer to a synchronous invocation.
+#[derive(Debug, Clone, Default)]
+pub struct Answer {
+    /// The result (or the error document).
+    pub body: Vec<u8>,
+    /// `Some("Unhandled")` when the function failed.
+    pub function_error: Option<String>,
+}
+
+/// What runs an invocation.
+pub type Handler = Arc<dyn Fn(Request) -> futures::future::BoxFuture<'static, Answer> + Send + Sync>;
+
+/// The Invoke API on a loopback port; stops when dropped.
+pub struct InvokeApi {
+    addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+    /// Every request, in arrival order (function, type).
+    pub seen: Arc<Mutex<Vec<(String, InvocationType)>>>,
+}
+
+impl Drop for InvokeApi {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl InvokeApi {
+    /// Serves `handler` on `127.0.0.1:0`.
+    pub async fn start(handler: Handler) -> Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let seen: Arc<Mutex<Vec<(String, InvocationType)>>> = Default::default();
+        let log = seen.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((s, _)) = listener.accept().await else { return };
+                let (h, log) = (handler.clone(), log.clone());
+                tokio::spawn(async move {
+                    let _ = serve(s, h, log).await;
+                });
+            }
+        });
+        Ok(Self { addr, task, seen })
+    }
+
+    /// The endpoint URL for the SDK's `endpoint_url`.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+async fn serve(stream: TcpStream, handler: Handler, log: Arc<Mutex<Vec<(String, InvocationType)>>>) -> Result<()> {
+    stream.set_nodelay(true)?;
+    let mut r = BufReader::new(stream);
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).await? == 0 {
+            return Ok(());
+        }
+        let mut parts = line.split_whitespace();
+        let (method, path) = (parts.next().unwrap_or("").to_string(), parts.next().unwrap_or("").to_string());
+        let (mut len, mut kind) = (0usize, InvocationType::RequestResponse);
+        loop {
+            let mut h = String::new();
+            r.read_line(&mut h).await?;
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                let v = v.trim();
+                if k.eq_ignore_ascii_case("content-length") {
+                    len = v.parse().unwrap_or(0);
+                } else if k.eq_ignore_ascii_case("x-amz-invocation-type") {
+                    kind = match v {
+                        "Event" => InvocationType::Event,
+                        "DryRun" => InvocationType::DryRun,
+                        _ => InvocationType::RequestResponse,
+                    };
+                }
+            }
+        }
+        let mut payload = vec![0; len];
+        r.read_exact(&mut payload).await?;
+        let function = path
+            .strip_prefix("/2015-03-31/functions/")
+            .and_then(|p| p.split('/').next())
+            .map(|f| f.split('?').next().unwrap_or(f).to_string());
+        let (status, body, error) = match (method.as_str(), function) {
+            ("POST", Some(function)) if path.contains("/invocations") => {
+                log.lock().expect("log").push((function.clone(), kind));
+                let req = Request { function, kind, payload };
+                match kind {
+                    InvocationType::Event => {
+                        tokio::spawn((handler)(req));
+                        (202, Vec::new(), None)
+                    }
+                    InvocationType::DryRun => (204, Vec::new(), None),
+                    InvocationType::RequestResponse => {
+                        let a = (handler)(req).await;
+                        (200, a.body, a.function_error)
+                    }
+                }
+            }
+            _ => (404, br#"{"Type":"User","message":"ResourceNotFoundException"}"#.to_vec(), None),
+        };
+        let mut head = format!(
+            "HTTP/1.1 {status} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nx-amzn-RequestId: standin-{}\r\nX-Amz-Executed-Version: $LATEST\r\n",
+            if status < 300 { "OK" } else { "Not Found" },
+            body.len(),
+            fastrand_id()
+        );
+        if let Some(e) = error {
+            head.push_str(&format!("X-Amz-Function-Error: {e}\r\n"));
+        }
+        head.push_str("\r\n");
+        let mut out = head.into_bytes();
+        out.extend(body);
+        r.get_mut().write_all(&out).await?;
+    }
+}
+
+fn fastrand_id() -> u64 {
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+/// What the engine runs per event: the payload and its deadline (epoch ms).
+pub type Run = Arc<dyn Fn(Vec<u8>, i64) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
+
+/// Runs asynchronous invocations as Lambda does: at most `reserved` at once, the rest queued,
+/// each with a deadline `timeout` after it starts.
+#[derive(Clone)]
+pub struct Engine {
+    permits: Arc<tokio::sync::Semaphore>,
+    timeout: Duration,
+    run: Run,
+    /// Invocations started, running now, and the most at once.
+    pub counts: Arc<EngineCounts>,
+}
+
+/// What an [`Engine`] has done.
+#[derive(Debug, Default)]
+pub struct EngineCounts {
+    /// Started (a permit taken).
+    pub started: AtomicU64,
+    /// Finished.
+    pub finished: AtomicU64,
+    /// Running now.
+    pub running: AtomicU64,
+    /// The most running at once.
+    pub peak: AtomicU64,
+    /// Queued or running.
+    pub pending: AtomicU64,
+}
+
+impl Engine {
+    /// An engine of `reserved` concurrent invocations of `timeout` each.
+    pub fn new(reserved: usize, timeout: Duration, run: Run) -> Self {
+        Self {
+            permits: Arc::new(tokio::sync::Semaphore::new(reserved.max(1))),
+            timeout,
+            run,
+            counts: Default::default(),
+        }
+    }
+
+    /// The API handler that runs `Event` invocations on this engine (and answers a synchronous
+    /// one when it ends).
+    pub fn handler(&self) -> Handler {
+        let engine = self.clone();
+        Arc::new(move |req: Request| {
+            let engine = engine.clone();
+            Box::pin(async move {
+                engine.invoke(req.payload).await;
+                Answer { body: b"null".to_vec(), function_error: None }
+            })
+        })
+    }
+
+    /// Runs one invocation when a permit frees (waits for it).
+    pub async fn invoke(&self, payload: Vec<u8>) {
+        let c = &self.counts;
+        c.pending.fetch_add(1, Ordering::SeqCst);
+        let permit = self.permits.clone().acquire_owned().await.expect("engine semaphore");
+        c.started.fetch_add(1, Ordering::SeqCst);
+        let now = c.running.fetch_add(1, Ordering::SeqCst) + 1;
+        c.peak.fetch_max(now, Ordering::SeqCst);
+        let deadline = jiff::Timestamp::now().as_millisecond() + self.timeout.as_millis() as i64;
+        // Lambda ends the invocation at its deadline whatever the code does.
+        let _ = tokio::time::timeout(self.timeout, (self.run)(payload, deadline)).await;
+        c.running.fetch_sub(1, Ordering::SeqCst);
+        c.finished.fetch_add(1, Ordering::SeqCst);
+        c.pending.fetch_sub(1, Ordering::SeqCst);
+        drop(permit);
+    }
+
+    /// Waits until nothing is queued or running (or `limit` passes; `false` then).
+    pub async fn idle(&self, limit: Duration) -> bool {
+        let end = tokio::time::Instant::now() + limit;
+        while self.counts.pending.load(Ordering::SeqCst) > 0 {
+            if tokio::time::Instant::now() > end {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        true
+    }
+}
