@@ -21,7 +21,7 @@ DYNALITE := .tools/dynalite/node_modules/dynalite/cli.js
 CARGO    ?= cargo
 WITH_SERVERS := scripts/with-servers.sh
 
-.PHONY: help deps tools test chaos lint fmt clippy cfn-lint sam-validate checkov build deploy stack-env watch run demo bench servers prove-lock clean \
+.PHONY: help deps tools test iam-check chaos lint fmt clippy cfn-lint sam-validate checkov build deploy stack-env watch run demo bench servers prove-lock clean \
 	$(addprefix invoke-,$(FUNCTIONS))
 
 help: ## list targets
@@ -117,13 +117,24 @@ $(addprefix invoke-,$(FUNCTIONS)): invoke-%: $(LAMBDA_DEP) ## send events/<fn>.j
 # Two moto servers (one per core) and four tests at once: the tests wait on the servers, not the
 # CPU. cargo-nextest (on the machine) runs each test in its own process; cargo test otherwise.
 TEST_RUNNER = $(if $(shell $(CARGO) nextest --version 2>/dev/null),nextest run --workspace -j 4 --no-fail-fast,test --workspace)
-test: deps lint ## static checks, unit tests, and integration tests against the local servers
-	TICKWORK_MOTO_INSTANCES=2 RUST_TEST_THREADS=4 $(WITH_SERVERS) $(CARGO) $(TEST_RUNNER)
+# Every call a function's code makes in any test is logged as the IAM access it needs
+# (tickwork::iam), then held against template.yaml: `iam-check`.
+IAM_LOG := $(CURDIR)/.local/iam-calls
+test: deps lint ## static checks, unit tests, integration tests against the local servers, then the IAM check of every call they made
+	rm -rf $(IAM_LOG)
+	TICKWORK_IAM_LOG=$(IAM_LOG) TICKWORK_MOTO_INSTANCES=2 RUST_TEST_THREADS=4 $(WITH_SERVERS) $(CARGO) $(TEST_RUNNER)
+	$(MAKE) --no-print-directory iam-check
+
+iam-check: ## hold every call the last `make test` or `make chaos` logged against template.yaml's policies
+	@test -d $(IAM_LOG) || { echo "no IAM log in $(IAM_LOG): run make test or make chaos first" >&2; exit 1; }
+	TICKWORK_IAM_LOG=$(IAM_LOG) $(CARGO) test -p tickwork-tests --test it iam::every_call_the_suite_made -- --ignored --nocapture
 
 # Seeds run four at a time over two servers; `SEED=n` replays one schedule exactly.
-chaos: deps ## randomised fault schedules over all four jobs: 200 seeds (CHAOS_SEEDS=n; SEED=n replays one)
-	TICKWORK_MOTO_INSTANCES=2 CHAOS_SEEDS=$(or $(CHAOS_SEEDS),200) $(if $(SEED),SEED=$(SEED)) \
+chaos: deps ## randomised fault schedules over all four jobs: 200 seeds (CHAOS_SEEDS=n; SEED=n replays one); then the IAM check of every call made
+	rm -rf $(IAM_LOG)
+	TICKWORK_IAM_LOG=$(IAM_LOG) TICKWORK_MOTO_INSTANCES=2 CHAOS_SEEDS=$(or $(CHAOS_SEEDS),200) $(if $(SEED),SEED=$(SEED)) \
 	  $(WITH_SERVERS) $(CARGO) test -p tickwork-tests --test it chaos::chaos_full -- --ignored --nocapture
+	$(MAKE) --no-print-directory iam-check
 
 prove-lock: deps ## show that bare moto loses concurrent updates (expects the atomicity tests to FAIL)
 	@if TICKWORK_MOTO_UNLOCKED=1 TICKWORK_NO_DYNALITE=1 $(WITH_SERVERS) $(CARGO) test -p tickwork-tests --test it atomicity; \

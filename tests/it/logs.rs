@@ -90,7 +90,7 @@ pub fn functions() -> [(&'static str, &'static str, &'static [&'static str]); 4]
     [
         ("pulse-sweep", env!("CARGO_BIN_EXE_lambda-pulse-sweep"), &["Paused", "GroupsDue", "FailedUnits"]),
         ("tenant-fanout", env!("CARGO_BIN_EXE_lambda-tenant-fanout"), &["Paused", "ShardsLeft", "FailedUnits"]),
-        ("queue-worker", env!("CARGO_BIN_EXE_lambda-queue-worker"), &["Paused", "FailedUnits"]),
+        ("queue-worker", env!("CARGO_BIN_EXE_lambda-queue-worker"), &["Paused", "FailedUnits", "QueueLag"]),
         ("archiver", env!("CARGO_BIN_EXE_lambda-archiver"), &["Paused", "ShardsLeft"]),
     ]
 }

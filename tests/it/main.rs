@@ -18,6 +18,8 @@ mod config_reference;
 mod cost;
 /// The defects an adversarial read found, one test each.
 mod defects;
+/// Failure paths as AWS runs them: unit dead letters, a poison unit, an unreadable shard registry.
+mod failure_paths;
 /// The tenant fan-out Lambda's handler.
 mod fanout;
 /// Bad input refused; every job paused by its own read; tenant ids at their limit.

@@ -61,6 +61,18 @@ impl WorkerConfig {
                 ),
             ));
         }
+        // A drain slot is held for the visibility timeout ([`WorkerConfig::slot_hold`]), and a
+        // lease must outlast twice the clock-skew bound.
+        if queue.visibility <= core.clock_skew * 2 {
+            return Err(ConfigError::invalid(
+                vars::QUEUE_VISIBILITY_SECS,
+                format!(
+                    "{} s is not above twice the clock-skew bound {} s: a claim (and a drain slot) could be taken over while it is held",
+                    queue.visibility.as_secs_f64(),
+                    core.clock_skew.as_secs_f64()
+                ),
+            ));
+        }
         if let Some(t) = core.function_timeout {
             if t <= handler_timeout + core.margin {
                 return Err(ConfigError::invalid(
@@ -135,5 +147,8 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.var, "TICKWORK_QUEUE_VISIBILITY_SECS");
         assert!(cfg(&[("TICKWORK_FUNCTION_TIMEOUT_SECS", "55")]).is_ok());
+        let e =
+            cfg(&[("TICKWORK_QUEUE_VISIBILITY_SECS", "2"), ("TICKWORK_WORKER_HANDLER_TIMEOUT_SECS", "1")]).unwrap_err();
+        assert_eq!(e.var, "TICKWORK_QUEUE_VISIBILITY_SECS", "a claim within the skew bound: {e}");
     }
 }

@@ -1,0 +1,205 @@
+//! Failure paths as AWS runs them, which the local servers alone never showed: a failing unit's
+//! dead letter (a put the worker's role must be granted, `tests/it/iam.rs`), a unit that kills its
+//! worker's process, a shard registry unreadable at start-up.
+//!
+//! The worker runs here as the real binary behind the Runtime API stand-in, a process of its own
+//! that can die, and its metrics are read from what it prints.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use tickwork::batch::Batch;
+use tickwork::queue::{queue_table, NewItem, Queue, QueueConfig};
+use tickwork::schema::{self, get_s};
+use tickwork_tests::Local;
+
+use crate::logs::{base_env, provisioned};
+
+fn window(w: &str) -> Vec<serde_json::Map<String, Value>> {
+    vec![serde_json::Map::from_iter([("window".to_string(), Value::String(w.to_string()))])]
+}
+
+fn item(id: &str, kind: &str, b: &Batch) -> NewItem {
+    NewItem { id: id.into(), kind: kind.into(), payload: b.to_payload(), tenant: None, due_ms: 0 }
+}
+
+/// The value of `metric` in an invocation's metrics line (EMF).
+fn metric(lines: &[String], metric: &str) -> Option<f64> {
+    lines
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v.get("_aws").is_some())
+        .and_then(|v| v[metric].as_f64())
+}
+
+async fn rollup_rows(local: &Local, prefix: &str, tenants: &[String]) -> usize {
+    let mut n = 0;
+    for t in tenants {
+        let key = schema::key(t.as_str(), "utc#2026-11-29");
+        n += usize::from(local.db.get_strong(&format!("{prefix}-summaries"), key).await.unwrap().is_some());
+    }
+    n
+}
+
+/// A batch whose one unit can never succeed: that unit is dead-lettered alone, in a put of its
+/// own (which the worker's role is granted: `LeaveParts`), every other unit ran once, the item is
+/// done, and the invocation's metrics line says `FailedUnits` 1 (it said 0: the item was counted,
+/// and it finished).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_with_a_failing_unit_dead_letters_that_unit_alone_and_reports_it() {
+    let local = Local::new().await;
+    let prefix = provisioned(&local).await;
+    let q = Queue::new(local.fresh_db(), format!("{prefix}-queue"), QueueConfig::default(), local.clock());
+    let good: Vec<String> = (0..30).map(|i| format!("t{i:02}")).collect();
+    let mut b = Batch::new(Default::default());
+    b.add(window("2026-11-29"), good.clone());
+    // No date: the handler refuses it for good.
+    b.add(window("2026-13-45"), ["t-bad".to_string()]);
+    q.enqueue(&item("fanout#b1", "utc-daily", &b)).await.unwrap();
+    let env = base_env(&local, &prefix, "INFO", "unused");
+    let now = jiff::Timestamp::now().as_millisecond();
+    let events = [tickwork_lambda::Tick::envelope(now, false).to_string()];
+    let run =
+        lambda_standin::run(env!("CARGO_BIN_EXE_lambda-queue-worker").as_ref(), &env, &events, Duration::from_secs(60))
+            .await
+            .unwrap();
+    let inv = &run.invocations[0];
+    assert!(inv.ok, "{}", inv.body);
+    assert_eq!(metric(&inv.stdout, "FailedUnits"), Some(1.0), "one failed unit, in the metrics line");
+    let stored = q.get("fanout#b1").await.unwrap().unwrap();
+    assert_eq!(get_s(&stored, tickwork::queue::STATE), Some("done"));
+    let dead = q.dead_letters().await.unwrap();
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert!(dead[0].id.starts_with("fanout#b1#dead#"), "{}", dead[0].id);
+    let letter = q.get(&dead[0].id).await.unwrap().unwrap();
+    let payload = get_s(&letter, tickwork::queue::PAYLOAD).unwrap();
+    let job = tickwork::queue::Job {
+        id: dead[0].id.clone(),
+        kind: "utc-daily".into(),
+        payload: payload.into(),
+        tenant: None,
+        attempts: 1,
+        owner: String::new(),
+        claim_until_ms: 0,
+        died: false,
+        suspect: false,
+    };
+    let units: Vec<String> =
+        Batch::of_job(&job).unwrap().unwrap().units("utc-daily").into_iter().map(|u| u.key).collect();
+    assert_eq!(units, ["utc-daily#t-bad#2026-13-45"], "the bad unit alone");
+    assert_eq!(rollup_rows(&local, &prefix, &good).await, 30, "every other unit ran");
+}
+
+/// A unit that aborts its worker's process (`std::process::abort`, as the out-of-memory killer
+/// would end it), run by a real binary: its batch-mates, and the item claimed beside it, are done;
+/// it ends dead-lettered alone after its attempts. Before, every item that process held lost an
+/// attempt with each death and was buried whole after five, the units after the poison one never
+/// run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_unit_that_aborts_its_worker_is_dead_lettered_alone_and_harms_no_other() {
+    let local = Local::new().await;
+    let prefix = provisioned(&local).await;
+    let q = Queue::new(
+        local.fresh_db_with_gsis(&format!("{prefix}-queue"), &queue_table()),
+        format!("{prefix}-queue"),
+        QueueConfig::default(),
+        local.clock(),
+    );
+    // The poison unit last in its batch: when it starts, the worker has claimed the next item.
+    let a: Vec<String> = (0..20).map(|i| format!("a{i:02}")).collect();
+    let mut ba = Batch::new(Default::default());
+    ba.add(window("2026-11-29"), a.iter().cloned().chain(["poison-1".to_string()]));
+    let b: Vec<String> = (0..10).map(|i| format!("b{i:02}")).collect();
+    let mut bb = Batch::new(Default::default());
+    bb.add(window("2026-11-29"), b.clone());
+    q.enqueue(&item("poison#a", "poison", &ba)).await.unwrap();
+    q.enqueue(&item("poison#b", "poison", &bb)).await.unwrap();
+    let mut env = base_env(&local, &prefix, "WARN", "unused");
+    for (k, v) in [
+        // A dead worker's claims come back after 3 s; the single poison unit is buried after 2.
+        ("TICKWORK_QUEUE_VISIBILITY_SECS", "3"),
+        ("TICKWORK_QUEUE_MAX_ATTEMPTS", "2"),
+        ("TICKWORK_WORKER_HANDLER_TIMEOUT_SECS", "1"),
+        ("TICKWORK_DEADLINE_MARGIN_SECS", "1"),
+        ("TICKWORK_WORKER_CONCURRENCY", "4"),
+    ] {
+        env.push((k.to_string(), v.to_string()));
+    }
+    let bin = env!("CARGO_BIN_EXE_lambda-poison-worker");
+    let (mut deaths, mut rounds, mut survived) = (0, 0, 0);
+    // The hourly safety poll, as often as a dead worker's claims come back.
+    while rounds < 30 {
+        rounds += 1;
+        let now = jiff::Timestamp::now().as_millisecond();
+        let events = [tickwork_lambda::Tick::envelope(now, false).to_string()];
+        let run = lambda_standin::run(bin.as_ref(), &env, &events, Duration::from_secs(20)).await.unwrap();
+        let inv = &run.invocations[0];
+        if inv.ok {
+            survived += 1;
+        } else {
+            assert!(inv.body.contains("Runtime.ExitError"), "{}", inv.body);
+            // It died handling the event, not at start-up (which prints nothing).
+            assert!(!inv.stdout.is_empty() || inv.took > Duration::ZERO, "died at start-up: {}", inv.body);
+            deaths += 1;
+        }
+        let live = tickwork_tests::count_where(q.db(), q.table(), "state", "pending").await
+            + tickwork_tests::count_where(q.db(), q.table(), "state", "claimed").await;
+        if live == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(3_100)).await;
+    }
+    println!("{deaths} deaths and {survived} clean ends over {rounds} invocations");
+    assert!(deaths >= 2, "the poison unit died more than once: {deaths}");
+    let dead = q.dead_letters().await.unwrap();
+    assert_eq!(dead.len(), 1, "one dead letter: {dead:?}");
+    let letter = q.get(&dead[0].id).await.unwrap().unwrap();
+    let job = tickwork::queue::Job {
+        id: dead[0].id.clone(),
+        kind: "poison".into(),
+        payload: get_s(&letter, tickwork::queue::PAYLOAD).unwrap().into(),
+        tenant: None,
+        attempts: 2,
+        owner: String::new(),
+        claim_until_ms: 0,
+        died: false,
+        suspect: false,
+    };
+    let units: Vec<String> = Batch::of_job(&job).unwrap().unwrap().units("poison").into_iter().map(|u| u.key).collect();
+    assert_eq!(units, ["poison#poison-1#2026-11-29"], "the poison unit, alone");
+    let all: Vec<String> = a.iter().chain(&b).cloned().collect();
+    assert_eq!(rollup_rows(&local, &prefix, &all).await, 30, "its batch-mates and the item beside it, done");
+    for id in ["poison#a", "poison#b"] {
+        let stored = q.get(id).await.unwrap().unwrap();
+        assert_eq!(get_s(&stored, tickwork::queue::STATE), Some("done"), "{id}");
+    }
+}
+
+/// A shard registry unreadable at a cold start (a throttle the retries did not outlast): the
+/// fan-out refuses to start. Before, it started with its configured count, a lowered 4 where 16
+/// were written, and completed its windows without tenants in shards 4 to 15.
+#[tokio::test]
+async fn a_shard_registry_unreadable_at_start_up_stops_the_start_and_does_not_fall_back() {
+    use tickwork_tests::faults::{Fault, Faults, Planned};
+    let local = Local::new().await;
+    let tables = local.fanout_tables().await;
+    let reg = tickwork::shard::ShardRegistry::new(local.fresh_db(), &tables.control);
+    reg.record("tenants", 16).await.unwrap();
+    let cfg =
+        tenant_fanout::FanoutConfig::from_env(&tickwork::config::Env::from_pairs([]), Duration::from_secs(1)).unwrap();
+    let deps = |faults: Option<&Faults>| {
+        let one_try = tickwork::retry::RetryPolicy { max_attempts: 1, ..tickwork_tests::quick_retry() };
+        let db = local.db_with(faults, None, &one_try);
+        tenant_fanout::Deps::new(db, local.clock(), cfg.clone(), &tables, 4, QueueConfig::default())
+    };
+    let faults = Faults::new();
+    faults.plan(Planned { op: Some("GetItem"), nth: 1, fault: Fault::Throttle });
+    let refused = deps(Some(&faults)).resolve_shards().await;
+    let e = refused.err().expect("the start-up fails");
+    assert!(e.to_string().to_lowercase().contains("throttl"), "{e}");
+    let started = deps(None).resolve_shards().await.expect("a later start-up reads it");
+    assert_eq!(started.tenants.shards(), 16, "every shard ever written to");
+    // The start-up error names what it refused.
+    let msg = tickwork_lambda::base::unresolved_shards(e).to_string();
+    assert!(msg.contains("shard registry") && msg.contains("refusing to start"), "{msg}");
+}
