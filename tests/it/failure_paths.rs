@@ -203,3 +203,58 @@ async fn a_shard_registry_unreadable_at_start_up_stops_the_start_and_does_not_fa
     let msg = tickwork_lambda::base::unresolved_shards(e).to_string();
     assert!(msg.contains("shard registry") && msg.contains("refusing to start"), "{msg}");
 }
+
+/// Runs the fan-out over `tenants` (one shard, pages of 1,000) on three days: the first window, then
+/// the next two at once (caught up oldest first). Answers each run's report and the failure
+/// records of the second day.
+async fn fan_out_three_days(tenants: &[tickwork::tenants::Tenant], corrupt: &[String]) -> Vec<tenant_fanout::Report> {
+    let local = Local::new().await;
+    let tables = local.fanout_tables().await;
+    tickwork::tenants::Tenants::new(local.fresh_db(), &tables.tenants, 1).put_all(tenants).await.unwrap();
+    for id in corrupt {
+        tickwork_tests::set_stored_position(&local.db, &tables.tenants, id, "not-a-date").await;
+    }
+    let cfg = tenant_fanout::FanoutConfig::from_env(
+        &tickwork::config::Env::from_pairs([("TICKWORK_FANOUT_PAGE_SIZE", "1000")]),
+        Duration::from_secs(1),
+    )
+    .unwrap();
+    let db = local.fresh_db_with_gsis(&tables.queue, &queue_table());
+    let deps = tenant_fanout::Deps::new(db, local.clock(), cfg, &tables, 1, QueueConfig::default())
+        .resolve_shards()
+        .await
+        .expect("shard registry");
+    let mut out = Vec::new();
+    for at in ["2026-11-28T06:00:00Z", "2026-11-30T06:00:00Z"] {
+        let t = tickwork_tests::ms(at);
+        local.clock.set(t);
+        let tick = tickwork_lambda::Tick::parse(&tickwork_lambda::Tick::envelope(t, false)).unwrap();
+        out.push(tenant_fanout::run(&deps, &tick, &tickwork::budget::Unlimited, &tickwork_tests::unique("f")).await.unwrap());
+    }
+    out
+}
+
+/// A page of 1,000 tenants with ids of 900 bytes (accepted ids) is some 900 KB: its one item was
+/// refused on every tick (past the queue's 256 KB payload check), and since windows run oldest
+/// first and stop at the first error, every later UTC day stalled too. Now the page's batch is
+/// split to the batch size, in one transaction: the windows complete, later ones too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_of_long_ids_and_a_page_of_unreadable_tenants_hold_no_window_back() {
+    let long: Vec<tickwork::tenants::Tenant> =
+        (0..1000).map(|i| tickwork::tenants::Tenant::new(format!("{i:04}-{}", "x".repeat(895)), "UTC")).collect();
+    let r = fan_out_three_days(&long, &[]).await;
+    for (i, r) in r.iter().enumerate() {
+        assert_eq!(r.outcome, tenant_fanout::Outcome::Completed, "run {i}: {r:?}");
+    }
+    assert_eq!((r[0].windows_done, r[1].windows_done), (1, 2), "the next two windows, caught up");
+    assert_eq!(r[1].enqueued, 2000, "every tenant, both days");
+    // 150 unreadable tenants on one page: 150 failure records, more than one transaction holds.
+    let few: Vec<tickwork::tenants::Tenant> = tickwork_tests::tenants(1000, "UTC", 4);
+    let bad: Vec<String> = few.iter().take(150).map(|t| t.id.clone()).collect();
+    let r = fan_out_three_days(&few, &bad).await;
+    for (i, r) in r.iter().enumerate() {
+        assert_eq!(r.outcome, tenant_fanout::Outcome::Completed, "run {i}: {r:?}");
+    }
+    assert_eq!((r[0].failed_tenants, r[1].failed_tenants), (150, 300), "isolated and recorded, every window");
+    assert_eq!(r[1].windows_done, 2);
+}

@@ -32,7 +32,8 @@ use tickwork_lambda::Outcome;
 
 use crate::deps::Deps;
 use crate::report::{FanoutError, Report};
-use crate::window::batch_for;
+use crate::window::batches_for;
+use tickwork::db::MAX_TRANSACT_ITEMS;
 
 /// Live (fenced by the lease) or dry (nothing written).
 #[derive(Clone, Copy)]
@@ -206,7 +207,7 @@ async fn shard(
                 let Mode::Live(fence) = mode else { return Ok(()) };
                 let at = deps.clock.now_ms();
                 let mut writes = Vec::new();
-                if let Some(item) = batch_for(&deps.cfg.job, window, k, &ok, now) {
+                for item in batches_for(&deps.cfg.job, window, k, &ok, now) {
                     writes.push(
                         enqueue_item(deps.queue.table(), deps.queue.config(), &item, at)
                             .map_err(|e| PageStop::Failed(QueueError::from(e).into()))?,
@@ -216,14 +217,27 @@ async fn shard(
                 // Position after this page's effects, in the same transaction.
                 let st = next.map(ShardState::Resume).unwrap_or(ShardState::Done);
                 writes.push(deps.checkpoints.save_item(&fence.job, window, shard_name, &st));
-                writes.extend(
-                    failures
-                        .iter()
-                        .map(|(t, e)| tickwork::failures::record(deps.leases.table(), &fence.job, window, t, e, at)),
-                );
+                let records: Vec<_> = failures
+                    .iter()
+                    .map(|(t, e)| tickwork::failures::record(deps.leases.table(), &fence.job, window, t, e, at))
+                    .collect();
+                // Failure records ride in the page's transaction when they fit in it (100 items
+                // with the fence, TransactWriteItems' limit); more are written first, fenced, in
+                // transactions of their own (a record is an idempotent put: one written again
+                // after a crash changes nothing).
+                if writes.len() + records.len() < MAX_TRANSACT_ITEMS {
+                    writes.extend(records);
+                } else {
+                    for chunk in records.chunks(MAX_TRANSACT_ITEMS - 1) {
+                        match fenced_write(&deps.db, fence, chunk.to_vec()).await? {
+                            Fenced::Written => {}
+                            Fenced::Stale | Fenced::ConditionFailed { .. } => return Err(PageStop::Lost),
+                        }
+                    }
+                }
                 match fenced_write(&deps.db, fence, writes).await? {
                     Fenced::Written => {}
-                    // The batch exists: this transaction landed before and its answer was lost.
+                    // A batch exists: this transaction landed before and its answer was lost.
                     Fenced::ConditionFailed { index, .. } if index < batches => {}
                     Fenced::Stale | Fenced::ConditionFailed { .. } => return Err(PageStop::Lost),
                 }

@@ -41,7 +41,7 @@ pub use config::ROLE;
 pub use deps::{Deps, Tables};
 pub use job::Plan;
 pub use report::{FanoutError, Outcome, Report};
-pub use window::{batch_for, window_of, MARK_GROUP};
+pub use window::{batches_for, window_of, MARK_GROUP};
 
 /// The Lambda entry ([`tickwork_lambda::job::handle`]).
 pub async fn handle(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Report, FanoutError> {

@@ -42,27 +42,29 @@ pub fn due_windows(mark: Option<&str>, time_ms: Millis, max_lateness_days: u32) 
     out
 }
 
-/// The batch item for a page of tenants in one window: one unit per tenant, key
-/// `<job>#<tenant>#<window>` (the handler's idempotency key), payload `{"tenant", "window"}`. The
-/// item's id names the window, the shard and a digest of every unit (so any id length fits the
-/// queue's key limit, and an existing id means these very units were enqueued): one page, one
-/// id. `None` for a page with no tenant.
-pub fn batch_for(job: &str, window: &str, shard: u32, tenants: &[Tenant], due_ms: Millis) -> Option<NewItem> {
-    if tenants.is_empty() {
-        return None;
-    }
+/// The batch items for a page of tenants in one window: one unit per tenant, key
+/// `<job>#<tenant>#<window>` (the handler's idempotency key), payload `{"tenant", "window"}`. A
+/// page's batch is split to the batch limits ([`Batch::split`]: 128 KB, 2,000 units): a page of
+/// 1,000 tenants with ids of 900 bytes is some 900 KB, past the queue's payload limit, and was
+/// refused on every tick, stalling every later window behind it. Each item's id names the window,
+/// the shard and a digest of its units (so any id length fits the queue's key limit, and an
+/// existing id means these very units were enqueued). None for a page with no tenant.
+pub fn batches_for(job: &str, window: &str, shard: u32, tenants: &[Tenant], due_ms: Millis) -> Vec<NewItem> {
     let mut b = Batch::new(Map::new());
     b.add(
         vec![Map::from_iter([("window".to_string(), Value::String(window.to_string()))])],
         tenants.iter().map(|t| t.id.clone()),
     );
-    Some(NewItem {
-        id: format!("{job}#{window}#{shard}#{}", b.fingerprint(job)),
-        kind: job.to_string(),
-        payload: b.to_payload(),
-        tenant: None,
-        due_ms,
-    })
+    b.split()
+        .into_iter()
+        .map(|part| NewItem {
+            id: format!("{job}#{window}#{shard}#{}", part.fingerprint(job)),
+            kind: job.to_string(),
+            payload: part.to_payload(),
+            tenant: None,
+            due_ms,
+        })
+        .collect()
 }
 
 /// The watermark a job without one starts from: the day before its first due window, so that
@@ -104,9 +106,11 @@ mod tests {
     }
 
     #[test]
-    fn a_page_is_one_batch_whose_unit_keys_are_the_idempotency_keys() {
+    fn a_page_is_a_batch_whose_unit_keys_are_the_idempotency_keys() {
         let t = |id: &str| Tenant::new(id, "Europe/Paris");
-        let i = batch_for("utc-daily", "2026-11-29", 3, &[t("t1"), t("t2")], 5).unwrap();
+        let items = batches_for("utc-daily", "2026-11-29", 3, &[t("t1"), t("t2")], 5);
+        assert_eq!(items.len(), 1);
+        let i = items[0].clone();
         assert!(i.id.starts_with("utc-daily#2026-11-29#3#"), "{}", i.id);
         assert!(i.validate().is_ok());
         let job = tickwork::queue::Job {
@@ -124,6 +128,32 @@ mod tests {
         let keys: Vec<&str> = units.iter().map(|u| u.key.as_str()).collect();
         assert_eq!(keys, ["utc-daily#t1#2026-11-29", "utc-daily#t2#2026-11-29"]);
         assert_eq!(units[0].payload, r#"{"tenant":"t1","window":"2026-11-29"}"#);
-        assert!(batch_for("utc-daily", "2026-11-29", 3, &[], 5).is_none());
+        assert!(batches_for("utc-daily", "2026-11-29", 3, &[], 5).is_empty());
+    }
+
+    #[test]
+    fn a_page_of_long_ids_is_split_into_items_the_queue_takes() {
+        let page: Vec<Tenant> = (0..1000).map(|i| Tenant::new(format!("{i:04}{}", "x".repeat(896)), "UTC")).collect();
+        let items = batches_for("utc-daily", "2026-11-29", 0, &page, 5);
+        assert!(items.len() >= 7, "{} items", items.len());
+        let mut units = 0;
+        for i in &items {
+            assert!(i.validate().is_ok(), "{}", i.payload.len());
+            let job = tickwork::queue::Job {
+                id: i.id.clone(),
+                kind: i.kind.clone(),
+                payload: i.payload.clone(),
+                tenant: None,
+                attempts: 1,
+                owner: "w".into(),
+                claim_until_ms: 0,
+                died: false,
+                suspect: false,
+            };
+            units += Batch::of_job(&job).unwrap().unwrap().len();
+        }
+        assert_eq!(units, 1000, "every tenant once");
+        let ids: std::collections::BTreeSet<&str> = items.iter().map(|i| i.id.as_str()).collect();
+        assert_eq!(ids.len(), items.len(), "one id per part");
     }
 }

@@ -8,7 +8,7 @@ use crate::cost::calls::{index_item_bytes, table, CLAIM_BYTES, READ_EC, READ_STR
 use crate::cost::report::JobCost;
 
 /// The tenant fan-out on its hourly schedule over `days` (whole UTC days), and the worker's
-/// handling of what it enqueues, from the items it really writes ([`tenant_fanout::window::batch_for`]
+/// handling of what it enqueues, from the items it really writes ([`tenant_fanout::window::batches_for`]
 /// sized by [`capacity`]): an idle tick is one read; a window's tick reads the state item, takes the
 /// lease, reads the window's slot and checkpoints, pages every shard to the end (full pages, then
 /// a short or empty one), writes per page one fenced transaction (the batch item, the shard's
@@ -41,7 +41,7 @@ pub fn model_fanout(per_shard: &mut [Vec<tenants::Tenant>], page_size: usize, da
                 let bytes = page.iter().map(|t| index_item_bytes(t, shards)).collect::<Vec<_>>();
                 c.add_on(table::TENANTS_BY_SHARD, "Query", 1, capacity::query_units(bytes, Consistency::Eventual));
                 let mut wcu = 2.0 * TXN_SMALL; // the lease check and the checkpoint
-                if let Some(item) = tenant_fanout::window::batch_for("utc-daily", window, k as u32, page, 0) {
+                for item in tenant_fanout::window::batches_for("utc-daily", window, k as u32, page, 0) {
                     let put = queue::enqueue_item("q", &queue::QueueConfig::default(), &item, 0)
                         .map_err(|e| anyhow::anyhow!("{e}"))?;
                     let size = put.put().map(|p| capacity::item_size(p.item())).unwrap_or(0);
