@@ -258,3 +258,55 @@ async fn a_page_of_long_ids_and_a_page_of_unreadable_tenants_hold_no_window_back
     assert_eq!((r[0].failed_tenants, r[1].failed_tenants), (150, 300), "isolated and recorded, every window");
     assert_eq!(r[1].windows_done, 2);
 }
+
+/// A tenant added just before its zone's midnight, which the run's page did not show (a global
+/// secondary index lags its table: DynamoDB's, not moto's): the run left it in the wake set, and
+/// the next tick brings it to the group's mark. Before, the single leader took every woken tenant
+/// out of the wake set with the run's first write, as if its pages covered them, and this one
+/// was pulsed a day late (under `catch-up=skip`, never); the shared mode already kept them.
+#[tokio::test]
+async fn a_tenant_the_runs_page_did_not_show_stays_woken_and_is_pulsed_at_the_next_tick() {
+    use tickwork_tests::faults::IndexLag;
+    let local = Local::new().await;
+    let tables = local.sweep_tables().await;
+    let lag = IndexLag::new(tickwork::tenants::BY_ZONE, &["late"]);
+    let client = aws_sdk_dynamodb::Client::from_conf(
+        aws_sdk_dynamodb::config::Builder::from(&local.sdk).interceptor(lag.clone()).build(),
+    );
+    let db = tickwork::Db::new(client, tickwork::meter::Meter::new(tickwork::meter::CapacitySource::Estimate));
+    db.register_gsis(&tables.queue, queue_table().gsi_shapes());
+    let cfg = pulse_sweep::PulseConfig::from_env(&tickwork::config::Env::from_pairs([]), Duration::from_secs(1)).unwrap();
+    let deps = pulse_sweep::Deps::new(db, local.clock(), cfg, tables, 8, QueueConfig::default())
+        .resolve_shards()
+        .await
+        .expect("shard registry");
+    let tick = |at: &str| {
+        local.clock.set(tickwork_tests::ms(at));
+        let t = tickwork_lambda::Tick::parse(&tickwork_lambda::Tick::envelope(tickwork_tests::ms(at), false)).unwrap();
+        let deps = &deps;
+        async move { pulse_sweep::run(deps, &t, &tickwork::budget::Unlimited, &tickwork_tests::unique("w")).await.unwrap() }
+    };
+    local.clock.set(tickwork_tests::ms("2026-11-29T10:00:00Z"));
+    pulse_sweep::add_tenants(&deps, &tickwork_tests::tenants(5, "Europe/Berlin", 0)).await.unwrap();
+    tick("2026-11-29T10:00:00Z").await;
+    // 23:50 in Berlin: added, and woken.
+    local.clock.set(tickwork_tests::ms("2026-11-29T22:50:00Z"));
+    pulse_sweep::add_tenants(&deps, &[tickwork::tenants::Tenant::new("late", "Europe/Berlin")]).await.unwrap();
+    // Berlin's midnight: the run for 11-30 starts now; its page does not show `late` yet.
+    let r = tick("2026-11-29T23:00:00Z").await;
+    assert_eq!(r.groups_completed, 1, "{r:?}");
+    assert!(lag.hid.load(std::sync::atomic::Ordering::SeqCst) > 0, "the page did not show it");
+    let state = tickwork::watermark::Watermarks::new(local.fresh_db(), &deps.tables.control, local.clock())
+        .read_strong("pulse-sweep")
+        .await
+        .unwrap();
+    assert!(
+        state.wake.get("Europe/Berlin").is_some_and(|w| w.contains("late")),
+        "still woken after a run that did not see it: {:?}",
+        state.wake
+    );
+    lag.catch_up();
+    tick("2026-11-29T23:15:00Z").await;
+    let units = tickwork_sim::queued_units(&deps.db, &deps.tables.queue).await.unwrap();
+    assert!(units.contains_key("pulse#late#day#2026-11-29"), "pulsed at the next tick: {:?}", units.keys().filter(|k| k.contains("late")).collect::<Vec<_>>());
+}

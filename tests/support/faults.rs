@@ -421,3 +421,82 @@ impl Intercept for Faults {
         Ok(())
     }
 }
+
+/// Index lag, as DynamoDB has it and moto does not: a global secondary index is updated
+/// asynchronously, so a Query on it may not yet show an item just written. This interceptor hides
+/// the items whose `pk` is in its set from every Query on `index` (answers are rewritten after
+/// they are parsed), until [`IndexLag::catch_up`].
+#[derive(Debug, Clone)]
+pub struct IndexLag {
+    index: String,
+    hidden: Arc<Mutex<std::collections::BTreeSet<String>>>,
+    /// Items hidden so far.
+    pub hid: Arc<std::sync::atomic::AtomicU64>,
+}
+
+#[derive(Debug, Clone)]
+struct QueryIndex(String);
+
+impl Storable for QueryIndex {
+    type Storer = StoreReplace<Self>;
+}
+
+impl IndexLag {
+    /// Lag on `index` for the items keyed `pks`.
+    pub fn new(index: &str, pks: &[&str]) -> Self {
+        Self {
+            index: index.to_string(),
+            hidden: Arc::new(Mutex::new(pks.iter().map(|p| p.to_string()).collect())),
+            hid: Default::default(),
+        }
+    }
+
+    /// The index has caught up: nothing is hidden any more.
+    pub fn catch_up(&self) {
+        self.hidden.lock().unwrap().clear();
+    }
+}
+
+impl Intercept for IndexLag {
+    fn name(&self) -> &'static str {
+        "IndexLag"
+    }
+
+    fn read_before_execution(
+        &self,
+        ctx: &BeforeSerializationInterceptorContextRef<'_>,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if let Some(q) = ctx.input().downcast_ref::<aws_sdk_dynamodb::operation::query::QueryInput>() {
+            if let Some(i) = q.index_name() {
+                cfg.interceptor_state().store_put(QueryIndex(i.to_string()));
+            }
+        }
+        Ok(())
+    }
+
+    fn modify_before_completion(
+        &self,
+        ctx: &mut aws_smithy_runtime_api::client::interceptors::context::FinalizerInterceptorContextMut<'_>,
+        _: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if cfg.load::<QueryIndex>().map(|q| q.0.as_str()) != Some(self.index.as_str()) {
+            return Ok(());
+        }
+        let hidden = self.hidden.lock().unwrap().clone();
+        if let Some(Ok(out)) = ctx.output_or_error_mut() {
+            if let Some(q) = out.downcast_mut::<aws_sdk_dynamodb::operation::query::QueryOutput>() {
+                if let Some(items) = q.items.as_mut() {
+                    let before = items.len();
+                    items.retain(|i| i.get("pk").and_then(|v| v.as_s().ok()).is_none_or(|pk| !hidden.contains(pk)));
+                    let gone = before - items.len();
+                    q.count -= gone as i32;
+                    q.scanned_count -= gone as i32;
+                    self.hid.fetch_add(gone as u64, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+        }
+        Ok(())
+    }
+}

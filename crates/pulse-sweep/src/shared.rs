@@ -99,7 +99,7 @@ async fn share(
         if g.shards(deps.tenants.shards()) > MAX_SHARED_SHARDS {
             tracing::warn!(group = %g.group, "more tenant shards than a shared run takes: paged by the leader alone");
             let end = match leader {
-                Some(fence) => run_group(deps, tick, Mode::Live(fence), g, None, budget, &mut report).await?,
+                Some(fence) => run_group(deps, tick, Mode::Live(fence), g, budget, &mut report).await?,
                 None => GroupEnd::Partial,
             };
             partial |= !matches!(end, GroupEnd::Done);
