@@ -11,6 +11,7 @@ use serde_json::Value;
 use tickwork::batch::Batch;
 use tickwork::queue::{queue_table, NewItem, Queue, QueueConfig};
 use tickwork::schema::{self, get_s};
+use tickwork::watermark::Watermarks;
 use tickwork_tests::Local;
 
 use crate::logs::{base_env, provisioned};
@@ -195,7 +196,7 @@ async fn a_shard_registry_unreadable_at_start_up_stops_the_start_and_does_not_fa
     let faults = Faults::new();
     faults.plan(Planned { op: Some("GetItem"), nth: 1, fault: Fault::Throttle });
     let refused = deps(Some(&faults)).resolve_shards().await;
-    let e = refused.err().expect("the start-up fails");
+    let Err(e) = refused else { panic!("the start-up fails") };
     assert!(e.to_string().to_lowercase().contains("throttl"), "{e}");
     let started = deps(None).resolve_shards().await.expect("a later start-up reads it");
     assert_eq!(started.tenants.shards(), 16, "every shard ever written to");
@@ -229,7 +230,9 @@ async fn fan_out_three_days(tenants: &[tickwork::tenants::Tenant], corrupt: &[St
         let t = tickwork_tests::ms(at);
         local.clock.set(t);
         let tick = tickwork_lambda::Tick::parse(&tickwork_lambda::Tick::envelope(t, false)).unwrap();
-        out.push(tenant_fanout::run(&deps, &tick, &tickwork::budget::Unlimited, &tickwork_tests::unique("f")).await.unwrap());
+        out.push(
+            tenant_fanout::run(&deps, &tick, &tickwork::budget::Unlimited, &tickwork_tests::unique("f")).await.unwrap(),
+        );
     }
     out
 }
@@ -275,7 +278,8 @@ async fn a_tenant_the_runs_page_did_not_show_stays_woken_and_is_pulsed_at_the_ne
     );
     let db = tickwork::Db::new(client, tickwork::meter::Meter::new(tickwork::meter::CapacitySource::Estimate));
     db.register_gsis(&tables.queue, queue_table().gsi_shapes());
-    let cfg = pulse_sweep::PulseConfig::from_env(&tickwork::config::Env::from_pairs([]), Duration::from_secs(1)).unwrap();
+    let cfg =
+        pulse_sweep::PulseConfig::from_env(&tickwork::config::Env::from_pairs([]), Duration::from_secs(1)).unwrap();
     let deps = pulse_sweep::Deps::new(db, local.clock(), cfg, tables, 8, QueueConfig::default())
         .resolve_shards()
         .await
@@ -296,17 +300,127 @@ async fn a_tenant_the_runs_page_did_not_show_stays_woken_and_is_pulsed_at_the_ne
     let r = tick("2026-11-29T23:00:00Z").await;
     assert_eq!(r.groups_completed, 1, "{r:?}");
     assert!(lag.hid.load(std::sync::atomic::Ordering::SeqCst) > 0, "the page did not show it");
-    let state = tickwork::watermark::Watermarks::new(local.fresh_db(), &deps.tables.control, local.clock())
-        .read_strong("pulse-sweep")
+    let (woken, _) = tickwork::watermark::Watermarks::new(local.fresh_db(), &deps.tables.control, local.clock())
+        .waiting("pulse-sweep", "Europe/Berlin")
         .await
         .unwrap();
-    assert!(
-        state.wake.get("Europe/Berlin").is_some_and(|w| w.contains("late")),
-        "still woken after a run that did not see it: {:?}",
-        state.wake
-    );
+    assert!(woken.contains(&"late".to_string()), "still woken after a run that did not see it: {woken:?}");
     lag.catch_up();
     tick("2026-11-29T23:15:00Z").await;
     let units = tickwork_sim::queued_units(&deps.db, &deps.tables.queue).await.unwrap();
-    assert!(units.contains_key("pulse#late#day#2026-11-29"), "pulsed at the next tick: {:?}", units.keys().filter(|k| k.contains("late")).collect::<Vec<_>>());
+    assert!(
+        units.contains_key("pulse#late#day#2026-11-29"),
+        "pulsed at the next tick: {:?}",
+        units.keys().filter(|k| k.contains("late")).collect::<Vec<_>>()
+    );
+}
+
+/// 100 zones with woken tenants, ids of 900 bytes (accepted ids): the woken ids live in items of
+/// their own and the job's state item keeps one small number per zone, so it stays under its
+/// bound and the read every idle tick makes stays at most 1 RCU; no add fails. Before, the ids
+/// lived in the state item (capped at 100 a zone, not in all): about 440 of them reached
+/// DynamoDB's 400 KB item limit, after which every `tenants add` failed after writing its tenant.
+///
+/// `TICKWORK_WAKES_PER_ZONE` (default 10: 1,000 ids, twice what broke the old item) sets how many
+/// a zone; the state item's size does not depend on it, which 100 (10,000 ids, about three
+/// minutes on the local server) shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_wakes_across_100_zones_keeps_the_state_item_small() {
+    use futures::stream::{self, StreamExt, TryStreamExt};
+    let local = Local::new().await;
+    let tables = local.sweep_tables().await;
+    let cfg =
+        pulse_sweep::PulseConfig::from_env(&tickwork::config::Env::from_pairs([]), Duration::from_secs(1)).unwrap();
+    let deps = pulse_sweep::Deps::new(local.fresh_db(), local.clock(), cfg, tables, 8, QueueConfig::default());
+    let zones: Vec<String> =
+        jiff::tz::db().available().map(|z| z.to_string()).filter(|z| z.contains('/')).take(100).collect();
+    assert_eq!(zones.len(), 100);
+    let per_zone: usize = std::env::var("TICKWORK_WAKES_PER_ZONE").ok().and_then(|v| v.parse().ok()).unwrap_or(10);
+    // Every zone has run once: its mark is in the state item, as it is on any day.
+    let marks: Vec<(&str, &str)> = zones.iter().map(|z| (z.as_str(), "2026-11-29")).collect();
+    deps.marks.set_marks("pulse-sweep", &marks).await.unwrap();
+    let calls: Vec<Vec<tickwork::tenants::Tenant>> = zones
+        .iter()
+        .enumerate()
+        .flat_map(|(zi, z)| {
+            let all: Vec<tickwork::tenants::Tenant> = (0..per_zone)
+                .map(|i| tickwork::tenants::Tenant::new(format!("{zi:03}{i:03}{}", "x".repeat(894)), z.as_str()))
+                .collect();
+            // Calls of 25, each small enough to wake every tenant it adds.
+            all.chunks(tickwork::tenants::WAKE_BULK_LIMIT).map(|c| c.to_vec()).collect::<Vec<_>>()
+        })
+        .collect();
+    stream::iter(calls.iter().map(|c| pulse_sweep::add_tenants(&deps, c)))
+        .buffer_unordered(8)
+        .try_collect::<Vec<_>>()
+        .await
+        .expect("no add fails");
+    let reader = local.fresh_db();
+    let state = reader
+        .get(
+            reader
+                .client()
+                .get_item()
+                .table_name(&deps.tables.control)
+                .set_key(Some(tickwork::watermark::watermark_key("pulse-sweep"))),
+        )
+        .await
+        .unwrap();
+    let size = tickwork::capacity::item_size(state.item().unwrap());
+    println!("state item: {size} bytes for 100 zones, each with {per_zone} woken tenants");
+    assert!(size <= 8 * 1024, "{size} bytes");
+    assert!(reader.meter().total().rcu <= 1.0, "the idle tick's read: {} RCU", reader.meter().total().rcu);
+    let woken = Watermarks::new(local.fresh_db(), &deps.tables.control, local.clock());
+    for z in zones.iter().take(3) {
+        assert_eq!(woken.waiting("pulse-sweep", z).await.unwrap().0.len(), per_zone, "{z}: every tenant waits");
+    }
+}
+
+/// A tenant moved by an operator between its page's read and the run's write: the run's
+/// conditional write of its position fails, its pulses leave the flush, and it is woken (a wake
+/// item of its own, which the sweep's role may write: `WokenTenants`), to be planned again at the
+/// next tick from where it now stands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_moved_while_its_page_is_written_is_woken_to_be_planned_again() {
+    use tickwork_tests::faults::{Fault, Faults, Planned};
+    let local = Local::new().await;
+    let tables = local.sweep_tables().await;
+    let stall = Faults::new();
+    stall.plan(Planned { op: Some("TransactWriteItems"), nth: 1, fault: Fault::Stall });
+    let db = local.db_with(Some(&stall), None, &tickwork_tests::quick_retry());
+    db.register_gsis(&tables.queue, queue_table().gsi_shapes());
+    let cfg =
+        pulse_sweep::PulseConfig::from_env(&tickwork::config::Env::from_pairs([]), Duration::from_secs(1)).unwrap();
+    let deps = pulse_sweep::Deps::new(db, local.clock(), cfg, tables, 8, QueueConfig::default())
+        .resolve_shards()
+        .await
+        .expect("shard registry");
+    // The operator's tools, on clients of their own.
+    let marks = Watermarks::new(local.fresh_db(), &deps.tables.control, local.clock());
+    let admin = pulse_sweep::Deps {
+        tenants: tickwork::tenants::Tenants::new(local.fresh_db(), &deps.tables.tenants, 8)
+            .with_registry(marks.clone(), "pulse-sweep"),
+        marks,
+        ..deps.clone()
+    };
+    let at = tickwork_tests::ms("2026-11-29T10:00:00Z");
+    local.clock.set(at);
+    pulse_sweep::add_tenants(&admin, &[tickwork::tenants::Tenant::new("mover", "Europe/Berlin")]).await.unwrap();
+    let tick = tickwork_lambda::Tick::parse(&tickwork_lambda::Tick::envelope(at, false)).unwrap();
+    let sweep = {
+        let deps = deps.clone();
+        tokio::spawn(async move { pulse_sweep::run(&deps, &tick, &tickwork::budget::Unlimited, "w").await })
+    };
+    while !stall.is_stalled() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The run read `mover` (new: a position of its own) and is writing its pulses and position.
+    assert!(admin.tenants.move_zone("mover", "Asia/Tokyo").await.unwrap());
+    stall.release();
+    let r = sweep.await.unwrap().unwrap();
+    assert_eq!(r.outcome, pulse_sweep::Outcome::Completed, "{r:?}");
+    let (woken, _) = admin.marks.waiting("pulse-sweep", "Europe/Berlin").await.unwrap();
+    assert!(woken.contains(&"mover".to_string()), "woken where it was read: {woken:?}");
+    let units = tickwork_sim::queued_units(&deps.db, &deps.tables.queue).await.unwrap();
+    assert!(!units.keys().any(|k| k.contains("#mover#")), "its pulses left the flush: {units:?}");
 }

@@ -556,11 +556,14 @@ fn check(function: &str, sts: &[Statement], accesses: &BTreeSet<Asked>) -> Vec<S
     mutations
 }
 
+/// The scenarios above, each function's paths picked by hand (the paths that broke on AWS among
+/// them): nothing they do is denied, as a check that needs no suite log. That every grant is used
+/// and each one needed is the suite log's check ([`every_call_the_suite_made_is_allowed_and_every_grant_used`]),
+/// over every path any test reaches.
 #[tokio::test]
-async fn every_function_is_allowed_exactly_what_it_does() {
+async fn the_scenarios_are_allowed_what_they_do() {
     let local = Local::new().await;
     let t = template();
-    let mut all = Vec::new();
     let mut seen: BTreeMap<&str, BTreeSet<Asked>> = BTreeMap::new();
 
     let (rec, tables) = sweep_scenarios(&local).await;
@@ -585,7 +588,8 @@ async fn every_function_is_allowed_exactly_what_it_does() {
     for (function, accesses) in &seen {
         let actions: BTreeSet<&str> = accesses.iter().map(|a| a.action.as_str()).collect();
         println!("{function}: {} distinct accesses, actions {actions:?}", accesses.len());
-        all.extend(check(function, &statements(&t, function), accesses));
+        let d = denied(&statements(&t, function), accesses);
+        assert!(d.is_empty(), "{function}: the template denies {d:#?}");
     }
     // The archiver's intent is a Put and a Delete inside TransactWriteItems: the single-item
     // actions on the control table, scoped to its intent partition.
@@ -595,11 +599,6 @@ async fn every_function_is_allowed_exactly_what_it_does() {
             && a.logical == "ControlTable"
             && a.leading_key.as_deref() == Some("intent#archiver")));
     }
-    println!("mutations tried ({}), each denied something the function does:", all.len());
-    for m in &all {
-        println!("  {m}");
-    }
-    assert!(all.len() >= 30, "{} mutations", all.len());
 }
 
 #[test]
@@ -689,4 +688,5 @@ async fn every_call_the_suite_made_is_allowed_and_every_grant_used() {
     for m in &mutations {
         println!("  {m}");
     }
+    assert!(mutations.len() >= 40, "{} mutations", mutations.len());
 }

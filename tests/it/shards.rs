@@ -199,8 +199,8 @@ async fn a_woken_tenant_of_a_group_starting_a_shared_run_gets_each_period_once()
     assert_eq!(run("2026-11-28T15:05:00Z").await.outcome, Outcome::Completed);
     local.clock.set(ms("2026-11-29T03:00:00Z"));
     pulse_sweep::add_tenants(&deps, &[Tenant::new("late", ZONE)]).await.unwrap();
-    let woken = deps.marks.read_strong("pulse-sweep").await.unwrap().wake.get(ZONE).cloned().unwrap_or_default();
-    assert!(woken.contains("late"), "added after its group's run: woken ({woken:?})");
+    let (woken, _) = deps.marks.waiting("pulse-sweep", ZONE).await.unwrap();
+    assert!(woken.contains(&"late".to_string()), "added after its group's run: woken ({woken:?})");
     // Tokyo's 30th begins: the run starts with the woken tenant in it; the next tick visits it.
     assert_eq!(run("2026-11-29T15:05:00Z").await.outcome, Outcome::Completed);
     run("2026-11-29T15:20:00Z").await;
@@ -213,5 +213,6 @@ async fn a_woken_tenant_of_a_group_starting_a_shared_run_gets_each_period_once()
     }
     assert!(late.contains_key("day 2026-11-29"), "the run's day for the woken tenant: {late:?}");
     let state = deps.marks.read_strong("pulse-sweep").await.unwrap();
-    assert!(state.wake.get(ZONE).is_none_or(|w| w.is_empty()), "visited and taken out of the wake set");
+    assert!(!state.wake.contains_key(ZONE), "visited: nothing waiting in the state item");
+    assert!(deps.marks.waiting("pulse-sweep", ZONE).await.unwrap().0.is_empty(), "and no wake item left");
 }

@@ -47,6 +47,10 @@ pub async fn sdk_config() -> SdkConfig {
 /// The SDK config for a given DynamoDB endpoint (dynalite, for instance).
 pub async fn sdk_config_for(dynamodb_endpoint: &str) -> SdkConfig {
     aws_config::defaults(BehaviorVersion::latest())
+        // The local server answers one request at a time: under the suite's load a request can
+        // wait seconds for its turn, which the SDK's stalled-stream protection (no byte for 5 s)
+        // would take for a dead connection. DynamoDB answers in milliseconds.
+        .stalled_stream_protection(aws_config::stalled_stream_protection::StalledStreamProtectionConfig::disabled())
         .region(aws_config::Region::new("us-east-1"))
         .credentials_provider(aws_credential_types::Credentials::new("test", "test", None, None, "tickwork-tests"))
         .endpoint_url(dynamodb_endpoint)

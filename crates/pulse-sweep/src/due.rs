@@ -26,8 +26,8 @@ pub struct DueGroup {
 pub struct WakeGroup {
     /// The zone.
     pub group: String,
-    /// Tenant ids.
-    pub ids: Vec<String>,
+    /// What waits, as the state item tells ([`tickwork::wake`]): the ids are read at the visit.
+    pub woken: tickwork::wake::Woken,
     /// The group's watermark.
     pub mark: Option<String>,
     /// A run of the group has started and not finished.
@@ -103,7 +103,7 @@ pub fn due_groups(state: &WatermarkState, time_ms: Millis) -> Due {
         if let Some(w) = state.wake.get(g).filter(|w| !w.is_empty()) {
             let run_in_progress =
                 state.runs.get(g).is_some_and(|(window, _)| mark.as_deref().is_none_or(|m| window.as_str() > m));
-            due.wake.push(WakeGroup { group: g.clone(), ids: w.iter().cloned().collect(), mark, run_in_progress });
+            due.wake.push(WakeGroup { group: g.clone(), woken: w.clone(), mark, run_in_progress });
         }
     }
     due
@@ -150,15 +150,16 @@ mod tests {
         s.groups.insert("America/Los_Angeles".into());
         s.marks.insert("Europe/Berlin".into(), "2026-11-29".into());
         s.marks.insert("America/Los_Angeles".into(), "2026-11-28".into());
-        s.wake.insert("Europe/Berlin".into(), ["t1".to_string()].into());
-        s.wake.insert("America/Los_Angeles".into(), ["t2".to_string()].into());
+        let waiting = tickwork::wake::Woken { generation: Some(1), ..Default::default() };
+        s.wake.insert("Europe/Berlin".into(), waiting.clone());
+        s.wake.insert("America/Los_Angeles".into(), waiting);
         s.wake.insert("Asia/Tokyo".into(), Default::default());
         // Berlin's last run finished (its window is its watermark); Los Angeles has none yet.
         s.runs.insert("Europe/Berlin".into(), ("2026-11-29".into(), 1));
         let t = "2026-11-29T12:00:00Z".parse::<jiff::Timestamp>().unwrap().as_millisecond();
         let d = due_groups(&s, t);
         let wake: Vec<(&str, bool)> = d.wake.iter().map(|w| (w.group.as_str(), w.run_in_progress)).collect();
-        assert_eq!(wake, [("America/Los_Angeles", false), ("Europe/Berlin", false)], "an empty wake set is no wake");
+        assert_eq!(wake, [("America/Los_Angeles", false), ("Europe/Berlin", false)], "nothing waiting is no wake");
         assert!(d.starts_now("America/Los_Angeles"), "its run starts at this tick and pages t2");
         assert!(!d.starts_now("Europe/Berlin"), "not due: t1 is visited on its own");
         // A run of Los Angeles started by an earlier tick: in progress, and it does not start now.

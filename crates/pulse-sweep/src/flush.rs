@@ -82,9 +82,8 @@ pub(crate) struct Pending {
     pub(crate) failures: Vec<(String, String)>,
     /// The zone group.
     pub(crate) group: String,
-    /// Leave the group's wake set with the next flush, whatever it is (the woken tenants a new
-    /// run covers, or a wake visit's tenants).
-    pub(crate) unwake: Vec<String>,
+    /// Woken tenants visited: their wake items go with the next flush ([`tickwork::wake`]).
+    pub(crate) woken: Vec<String>,
     /// [`FlushCounts::bytes`] of the batch.
     pub(crate) bytes: usize,
 }
@@ -99,7 +98,7 @@ impl Pending {
             checkpoints: BTreeMap::new(),
             failures: Vec::new(),
             group: zone.to_string(),
-            unwake: Vec::new(),
+            woken: Vec::new(),
             bytes: 0,
         }
     }
@@ -137,7 +136,7 @@ impl Pending {
         self.repositions.clear();
         self.checkpoints.clear();
         self.failures.clear();
-        self.unwake.clear();
+        self.woken.clear();
     }
 }
 
@@ -148,8 +147,8 @@ pub(crate) enum Flushed {
 }
 
 /// Writes what is pending in one fenced transaction (step 4): the batch, the position writes,
-/// the checkpoints, the failure records; with `last` (the watermark advance, or the wake set's
-/// update) when given, which replaces the checkpoints.
+/// the checkpoints, the failure records, the visited tenants' wake items; with the watermark's
+/// advance when given, which replaces the checkpoints.
 pub(crate) async fn flush(
     deps: &Deps,
     fence: &Fence,
@@ -177,7 +176,12 @@ pub(crate) async fn flush(
         for (t, e) in &p.failures {
             writes.push(tickwork::failures::record(&deps.tables.control, &deps.cfg.job, run, t, e, now));
         }
-        writes.extend(deps.marks.mark_item(&deps.cfg.job, &p.group, advance, &p.unwake));
+        if let Some(to) = advance {
+            writes.push(deps.marks.advance_item(&deps.cfg.job, &p.group, to));
+        }
+        for id in &p.woken {
+            writes.push(deps.marks.woken_item(&deps.cfg.job, &p.group, id));
+        }
         if writes.is_empty() {
             return Ok(Flushed::Written);
         }
@@ -196,13 +200,13 @@ pub(crate) async fn flush(
             // A tenant changed since its page was read (an operator's change, or a visit the
             // page's index read did not see yet): its pulses leave this flush, and it is woken, so
             // the next tick plans it again from what it is now (a visit to a tenant that left the
-            // group, or already stands where it should, does nothing). It stays in the wake set:
-            // this flush no longer removes it.
+            // group, or already stands where it should, does nothing). It stays woken: this flush
+            // no longer deletes its wake item.
             Fenced::ConditionFailed { index, .. } if index < batches + moves => {
                 let id = p.repositions[index - batches].0.id.clone();
                 tracing::info!(tenant = %id, "tenant changed since it was read; woken to be planned again");
                 deps.marks.wake(&deps.cfg.job, &p.group, &id).await?;
-                p.unwake.retain(|u| *u != id);
+                p.woken.retain(|u| *u != id);
                 p.repositions.retain(|r| r.0.id != id);
                 let own = format!("{PULSE_KIND}#{id}#");
                 p.batch = p.batch.subset(PULSE_KIND, |k| !k.starts_with(&own));

@@ -35,7 +35,7 @@ use tickwork_lambda::{Outcome, Tick};
 use crate::deps::Deps;
 use crate::due::{Due, DueGroup, WakeGroup};
 pub(crate) use crate::flush::Mode;
-use crate::flush::{flush, FlushCounts, Flushed, Pending};
+use crate::flush::{flush, Flushed, Pending};
 use crate::pulse::{owed, Owed, Target, Visit, PULSE_KIND};
 use crate::report::{PulseError, Report};
 
@@ -259,8 +259,8 @@ pub(crate) async fn page_shard(
     Ok(ShardEnd::Done)
 }
 
-/// Brings the woken tenants of one group to its watermark and clears them from its wake set;
-/// `false` when the lease was lost.
+/// Brings the woken tenants of one group to its watermark and takes them out of the wake items
+/// ([`tickwork::wake`]); `false` when the lease was lost.
 pub(crate) async fn wake(
     deps: &Deps,
     tick: &Tick,
@@ -279,14 +279,27 @@ pub(crate) async fn wake(
         policy: &deps.cfg.policy,
     };
     let visit = Visit::Wake { run_in_progress: w.run_in_progress };
-    // In chunks, so that one transaction holds every position write of its chunk.
-    for ids in w.ids.chunks(FlushCounts::MAX_REPOSITIONS) {
+    let (mut ids, all) = match w.woken.generation {
+        Some(_) => deps.marks.waiting(&deps.cfg.job, &w.group).await?,
+        None => (Vec::new(), true),
+    };
+    ids.extend(w.woken.listed.iter().filter(|l| !ids.contains(l)).cloned().collect::<Vec<_>>());
+    // In chunks, so that one transaction holds every position write and wake item of its chunk.
+    for ids in ids.chunks(WAKE_CHUNK) {
         if !wake_chunk(deps, mode, w, ids, &target, visit, report).await? {
             return Ok(false);
         }
     }
+    if let (Mode::Live(_), true) = (mode, all) {
+        // Read to the end and visited: the group's mark goes, unless a wake came since.
+        deps.marks.settle_wake(&deps.cfg.job, &w.group, &w.woken).await?;
+    }
     Ok(true)
 }
+
+/// Woken tenants visited in one flush: their reads, position writes and wake items' deletes stay
+/// well inside a transaction's 100 items beside a few batch items and failure records.
+const WAKE_CHUNK: usize = 30;
 
 async fn wake_chunk(
     deps: &Deps,
@@ -322,6 +335,6 @@ async fn wake_chunk(
     }
     report.failed_tenants += pending.failures.len() as u64;
     let Mode::Live(fence) = mode else { return Ok(true) };
-    pending.unwake = ids.to_vec();
+    pending.woken = ids.to_vec();
     Ok(matches!(flush(deps, fence, &run, &mut pending, None).await?, Flushed::Written))
 }

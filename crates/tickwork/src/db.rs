@@ -36,12 +36,13 @@ use aws_sdk_dynamodb::Client;
 use crate::capacity::{self, Consistency, GsiShape};
 use crate::error::{CancelReason, DbError};
 use crate::item::Item;
+use crate::limits;
 use crate::meter::{CapacitySource, Meter, Tally};
 
 /// DynamoDB's limit on items in one BatchWriteItem.
-pub const MAX_BATCH_WRITE: usize = 25;
+pub const MAX_BATCH_WRITE: usize = crate::limits::MAX_BATCH_WRITE;
 /// DynamoDB's limit on items in one TransactWriteItems.
-pub const MAX_TRANSACT_ITEMS: usize = 100;
+pub const MAX_TRANSACT_ITEMS: usize = crate::limits::MAX_TRANSACTION_ITEMS;
 
 /// A metered DynamoDB client. Cheap to clone.
 #[derive(Clone, Debug)]
@@ -115,6 +116,9 @@ impl Db {
     /// GetItem, metered.
     pub async fn get(&self, req: GetItemFluentBuilder) -> Result<GetItemOutput, DbError> {
         let table = req.get_table_name().clone().unwrap_or_default();
+        if let Some(k) = req.get_key() {
+            limits::key("GetItem", &table, k)?;
+        }
         let c = Consistency::from_flag(*req.get_consistent_read());
         let res = req.return_consumed_capacity(ReturnConsumedCapacity::Indexes).send().await;
         match res {
@@ -154,6 +158,7 @@ impl Db {
                  put the discriminator in the key condition"
             )));
         }
+        limits::expression("Query", &table, "key condition", req.get_key_condition_expression().as_deref())?;
         let c = Consistency::from_flag(*req.get_consistent_read());
         let res = req.return_consumed_capacity(ReturnConsumedCapacity::Indexes).send().await;
         match res {
@@ -293,6 +298,8 @@ impl Db {
     /// when it was asked for.
     pub async fn put(&self, mut req: PutItemFluentBuilder) -> Result<PutItemOutput, DbError> {
         let table = req.get_table_name().clone().unwrap_or_default();
+        limits::item("PutItem", &table, req.get_item().as_ref().unwrap_or(&Item::new()))?;
+        limits::expression("PutItem", &table, "condition", req.get_condition_expression().as_deref())?;
         let est = self.estimating();
         let new = if est { req.get_item().clone() } else { None };
         if est && req.get_return_values().is_none() {
@@ -341,6 +348,9 @@ impl Db {
     /// UpdateItem, metered.
     pub async fn update(&self, mut req: UpdateItemFluentBuilder) -> Result<UpdateItemOutput, DbError> {
         let table = req.get_table_name().clone().unwrap_or_default();
+        limits::key("UpdateItem", &table, req.get_key().as_ref().unwrap_or(&Item::new()))?;
+        limits::expression("UpdateItem", &table, "update", req.get_update_expression().as_deref())?;
+        limits::expression("UpdateItem", &table, "condition", req.get_condition_expression().as_deref())?;
         let est = self.estimating();
         let names: HashSet<String> = referenced_names(
             req.get_update_expression().as_deref().unwrap_or(""),
@@ -395,6 +405,8 @@ impl Db {
     /// DeleteItem, metered.
     pub async fn delete(&self, mut req: DeleteItemFluentBuilder) -> Result<DeleteItemOutput, DbError> {
         let table = req.get_table_name().clone().unwrap_or_default();
+        limits::key("DeleteItem", &table, req.get_key().as_ref().unwrap_or(&Item::new()))?;
+        limits::expression("DeleteItem", &table, "condition", req.get_condition_expression().as_deref())?;
         let est = self.estimating();
         if est && req.get_return_values().is_none() {
             req = req.return_values(ReturnValue::AllOld);
@@ -431,12 +443,7 @@ impl Db {
         table: &str,
         requests: Vec<WriteRequest>,
     ) -> Result<Vec<WriteRequest>, DbError> {
-        if requests.len() > MAX_BATCH_WRITE {
-            return Err(DbError::Invalid(format!(
-                "BatchWriteItem on `{table}` with {} requests; DynamoDB allows {MAX_BATCH_WRITE}",
-                requests.len()
-            )));
-        }
+        limits::batch_write(table, &requests)?;
         if requests.is_empty() {
             return Ok(vec![]);
         }
@@ -513,12 +520,7 @@ impl Db {
 
     /// TransactWriteItems, metered; a cancellation carries one reason per item.
     pub async fn transact_write(&self, items: Vec<TransactWriteItem>) -> Result<TransactWriteItemsOutput, DbError> {
-        if items.is_empty() || items.len() > MAX_TRANSACT_ITEMS {
-            return Err(DbError::Invalid(format!(
-                "TransactWriteItems with {} items; DynamoDB allows 1 to {MAX_TRANSACT_ITEMS}",
-                items.len()
-            )));
-        }
+        limits::transaction(&items)?;
         // Estimated cost per table: 2 x each item's write units (puts are sized, the rest minimum);
         // a put's index entries at the standard rate (index upkeep is not part of the two-phase
         // commit).

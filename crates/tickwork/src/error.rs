@@ -53,6 +53,10 @@ pub enum DbError {
         /// One reason per transaction item.
         reasons: Vec<CancelReason>,
     },
+    /// A request DynamoDB would refuse (an item, key, expression or transaction past its limit),
+    /// refused before it was sent ([`crate::limits`]).
+    #[error(transparent)]
+    Refused(#[from] crate::limits::LimitError),
     /// The table does not exist on this endpoint.
     #[error("DynamoDB table `{table}` does not exist on this endpoint (create it with `tickctl provision`)")]
     TableNotFound {
@@ -187,6 +191,7 @@ impl DbError {
     pub fn is_unit_specific(&self) -> bool {
         match self {
             DbError::ConditionFailed { .. }
+            | DbError::Refused(_)
             | DbError::Invalid(_)
             | DbError::Unreadable { .. }
             | DbError::Contended { .. }

@@ -15,11 +15,11 @@
 //!    (claim, complete, expire), and no shipped job needs it.
 //!
 //! ## Layout
-//! - [`db`]: the one place DynamoDB calls go through; meters them ([`meter`], [`capacity`]) and
-//!   maps errors ([`error`]).
+//! - [`db`]: the one place DynamoDB calls go through; meters them ([`meter`], [`capacity`]), holds
+//!   them to DynamoDB's request limits before sending ([`limits`]) and maps errors ([`error`]).
 //! - [`lease`]: leader lease per job with a fencing token; [`lease::fenced_write`].
-//! - [`slot`], [`watermark`]: window records, progress marks; [`batch`]: units packed into
-//!   queue items; [`idempotency`]: claim/complete records for effects outside DynamoDB.
+//! - [`slot`], [`watermark`]: window records, progress marks; [`wake`]: units to visit before
+//!   their group's next boundary; [`batch`]: units packed into queue items; [`idempotency`]: claim/complete records for effects outside DynamoDB.
 //! - [`pager`], [`budget`]: enumeration that stops between pages with a cursor.
 //! - [`queue`]: the work queue (sharded ready index, claim with visibility timeout, dead letters).
 //! - [`retry`], [`config`], [`clock`], [`schema`]: policy, settings, time, table definitions.
@@ -42,6 +42,7 @@ pub mod iam;
 pub mod idempotency;
 pub mod item;
 pub mod lease;
+pub mod limits;
 pub mod meter;
 pub mod pager;
 pub mod queue;
@@ -50,6 +51,7 @@ pub mod schema;
 pub mod shard;
 pub mod slot;
 pub mod tenants;
+pub mod wake;
 pub mod watermark;
 
 pub use db::Db;

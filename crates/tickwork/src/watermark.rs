@@ -42,12 +42,7 @@ pub const UNIT_SHARDS: &str = "unit_shards";
 /// ("was this period pulsed on time?") is measured from the run's first tick, not from whichever
 /// later tick of a long run reaches a tenant.
 pub const RUN_PREFIX: &str = "run:";
-/// Attribute name prefix for a group's wake set (string set of unit ids): units added, resumed or
-/// moved into the group after its run for the day completed, to be visited at the next tick
-/// rather than at the next boundary. Read in the same single read as everything else.
-pub const WAKE_PREFIX: &str = "wake:";
-/// The most ids a group's wake set holds; beyond it a unit waits for its group's next run.
-pub const MAX_WAKE: usize = 100;
+pub use crate::wake::{Woken, WAKE_PREFIX, WOKEN_PREFIX};
 
 /// The watermark item's key.
 pub fn watermark_key(job: &str) -> crate::item::Item {
@@ -67,8 +62,8 @@ pub struct WatermarkState {
     pub groups: std::collections::BTreeSet<String>,
     /// When each group's current run started: group → (window, ms).
     pub runs: BTreeMap<String, (String, i64)>,
-    /// Units to visit at the next tick, per group.
-    pub wake: BTreeMap<String, std::collections::BTreeSet<String>>,
+    /// Units to visit at the next tick, per group ([`crate::wake`]).
+    pub wake: BTreeMap<String, Woken>,
     /// The largest shard count the job's units were written with (0: none recorded).
     pub unit_shards: u32,
 }
@@ -165,13 +160,7 @@ impl Watermarks {
                     Some((g.to_string(), (w.to_string(), ms.parse().ok()?)))
                 })
                 .collect(),
-            wake: item
-                .iter()
-                .filter_map(|(k, v)| {
-                    let g = k.strip_prefix(WAKE_PREFIX)?;
-                    Some((g.to_string(), v.as_ss().ok()?.iter().cloned().collect()))
-                })
-                .collect(),
+            wake: Woken::all_of(item),
             groups: item
                 .get(GROUPS)
                 .and_then(|v| v.as_ss().ok())
@@ -196,60 +185,46 @@ impl Watermarks {
         }
     }
 
-    /// The forward-only mark move as a transaction item, for a caller's fenced transaction.
+    /// The forward-only mark move as a transaction item, for a caller's fenced transaction. The
+    /// group's run start goes with it: needed only while a run is in progress, it would otherwise
+    /// stay in the item every idle tick reads, some 40 bytes a zone.
     pub fn advance_item(&self, job: &str, group: &str, value: &str) -> TransactWriteItem {
-        self.mark_item(job, group, Some(value), &[]).expect("an advance is a write")
+        let update = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(watermark_key(job)))
+            .update_expression("SET #m = :v, #at = :now REMOVE #r")
+            .condition_expression("attribute_not_exists(#m) OR #m < :v")
+            .expression_attribute_names("#m", format!("{MARK_PREFIX}{group}"))
+            .expression_attribute_names("#at", "updated_at")
+            .expression_attribute_names("#r", format!("{RUN_PREFIX}{group}"))
+            .expression_attribute_values(":v", av_s(value))
+            .expression_attribute_values(":now", av_n(self.clock.now_ms()))
+            .return_values_on_condition_check_failure(
+                aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld,
+            )
+            .build()
+            .expect("update has table, key and expression");
+        TransactWriteItem::builder().update(update).build()
     }
 
-    /// One write to the job's mark item: the forward-only move of `group`'s mark (when `advance`),
-    /// and the removal of visited units from its wake set. One write, because a transaction may
-    /// touch an item once ("Transaction request cannot include multiple operations on one item",
-    /// TransactWriteItems, DynamoDB API reference). `None` when there is nothing to write.
-    pub fn mark_item(
-        &self,
-        job: &str,
-        group: &str,
-        advance: Option<&str>,
-        unwake: &[String],
-    ) -> Option<TransactWriteItem> {
-        let mut b = Update::builder().table_name(&self.table).set_key(Some(watermark_key(job)));
-        let mut expr = String::new();
-        if let Some(value) = advance {
-            expr.push_str("SET #m = :v, #at = :now");
-            b = b
-                .condition_expression("attribute_not_exists(#m) OR #m < :v")
-                .expression_attribute_names("#m", format!("{MARK_PREFIX}{group}"))
-                .expression_attribute_names("#at", "updated_at")
-                .expression_attribute_values(":v", av_s(value))
-                .expression_attribute_values(":now", av_n(self.clock.now_ms()))
-                .return_values_on_condition_check_failure(
-                    aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld,
-                );
-        }
-        if !unwake.is_empty() {
-            expr.push_str(if expr.is_empty() { "DELETE #w :u" } else { " DELETE #w :u" });
-            b = b
-                .expression_attribute_names("#w", format!("{WAKE_PREFIX}{group}"))
-                .expression_attribute_values(":u", aws_sdk_dynamodb::types::AttributeValue::Ss(unwake.to_vec()));
-        }
-        if expr.is_empty() {
-            return None;
-        }
-        let update = b.update_expression(expr).build().expect("update has table, key and expression");
-        Some(TransactWriteItem::builder().update(update).build())
+    /// Asks the job to visit `unit` of `group` at its next tick ([`crate::wake`], idempotent).
+    pub async fn wake(&self, job: &str, group: &str, unit: &str) -> Result<(), DbError> {
+        crate::wake::wake(&self.db, &self.table, watermark_key(job), job, group, unit, self.clock.now_ms()).await
     }
 
-    /// Asks the job to visit `unit` of `group` at its next tick (a string-set `ADD`, idempotent),
-    /// unless the group's wake set is full: then the unit waits for the group's next run.
-    pub async fn wake(&self, job: &str, group: &str, unit: &str) -> Result<bool, DbError> {
-        let req = self
-            .update_of(job)
-            .update_expression("ADD #w :u")
-            .condition_expression("attribute_not_exists(#w) OR size(#w) < :max")
-            .expression_attribute_names("#w", format!("{WAKE_PREFIX}{group}"))
-            .expression_attribute_values(":u", aws_sdk_dynamodb::types::AttributeValue::Ss(vec![unit.to_string()]))
-            .expression_attribute_values(":max", av_n(MAX_WAKE));
-        crate::error::condition_held(self.db.update(req).await)
+    /// The units of `group` waiting, up to [`crate::wake::MAX_VISIT`]; `true` when that is all.
+    pub async fn waiting(&self, job: &str, group: &str) -> Result<(Vec<String>, bool), DbError> {
+        crate::wake::waiting(&self.db, &self.table, job, group).await
+    }
+
+    /// The delete of a visited unit's wake item, for the transaction that records its visit.
+    pub fn woken_item(&self, job: &str, group: &str, unit: &str) -> TransactWriteItem {
+        crate::wake::done(&self.table, job, group, unit)
+    }
+
+    /// Clears `group`'s wake mark after a visit read all its units, unless a wake came since.
+    pub async fn settle_wake(&self, job: &str, group: &str, seen: &Woken) -> Result<bool, DbError> {
+        crate::wake::settle(&self.db, &self.table, watermark_key(job), group, seen).await
     }
 
     /// Sets marks unconditionally and unfenced: for hints a job keeps about itself (the
