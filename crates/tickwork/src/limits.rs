@@ -266,9 +266,9 @@ mod tests {
         let e = item("PutItem", "t", &big).unwrap_err();
         assert!(e.rule.contains("at most 409600"), "{e}");
         assert!(item("PutItem", "t", &pk_sk("a", "b")).is_ok());
-        let e = key("GetItem", "t", &pk_sk(&"k".repeat(MAX_PK_BYTES + 1), "b")).unwrap_err();
+        let e = key("GetItem", "t", &pk_sk("k".repeat(MAX_PK_BYTES + 1), "b")).unwrap_err();
         assert!(e.rule.contains("`pk`"), "{e}");
-        assert!(key("GetItem", "t", &pk_sk("k", &"s".repeat(MAX_SK_BYTES + 1))).is_err());
+        assert!(key("GetItem", "t", &pk_sk("k", "s".repeat(MAX_SK_BYTES + 1))).is_err());
         assert!(key("GetItem", "t", &pk_sk("", "s")).is_err(), "an empty key");
     }
 
@@ -289,7 +289,7 @@ mod tests {
         assert!(e.rule.contains("same item"), "a condition check and an update of one item: {e}");
         assert!(transaction(&[update("t", "a", "SET x = :x"), update("u", "a", "SET x = :x")]).is_ok(), "two tables");
         let fat = |i: usize| {
-            let mut it = pk_sk(&format!("k{i}"), "s");
+            let mut it = pk_sk(format!("k{i}"), "s");
             it.insert("blob".into(), av_s("x".repeat(390 * 1024)));
             put("t", it)
         };
