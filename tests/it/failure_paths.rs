@@ -424,3 +424,53 @@ async fn a_tenant_moved_while_its_page_is_written_is_woken_to_be_planned_again()
     let units = tickwork_sim::queued_units(&deps.db, &deps.tables.queue).await.unwrap();
     assert!(!units.keys().any(|k| k.contains("#mover#")), "its pulses left the flush: {units:?}");
 }
+
+/// A zone whose last tenant left: its next run finds nobody and takes it out of the registry, so
+/// it stops costing its daily run (start, checkpoint, a page per shard, the advance: 11 requests a
+/// day, which the docs called nothing). A zone an add registered within the hour stays: the add
+/// may still be writing its tenant, which the run's page would not show yet.
+#[tokio::test]
+async fn a_zone_without_tenants_leaves_the_registry_unless_one_was_just_registered() {
+    let local = Local::new().await;
+    let tables = local.sweep_tables().await;
+    let cfg = pulse_sweep::PulseConfig::from_env(&tickwork::config::Env::from_pairs([]), Duration::from_secs(1)).unwrap();
+    let db = local.fresh_db_with_gsis(&tables.queue, &queue_table());
+    let deps = pulse_sweep::Deps::new(db, local.clock(), cfg, tables, 8, QueueConfig::default());
+    let tick = |at: &str| {
+        let t = tickwork_tests::ms(at);
+        local.clock.set(t);
+        let tick = tickwork_lambda::Tick::parse(&tickwork_lambda::Tick::envelope(t, false)).unwrap();
+        let deps = &deps;
+        async move {
+            deps.db.meter().reset();
+            pulse_sweep::run(deps, &tick, &tickwork::budget::Unlimited, &tickwork_tests::unique("w")).await.unwrap()
+        }
+    };
+    local.clock.set(tickwork_tests::ms("2026-11-28T10:00:00Z"));
+    let one = |id: &str, zone: &str| tickwork::tenants::Tenant::new(id, zone);
+    pulse_sweep::add_tenants(&deps, &[one("t1", "Asia/Tokyo"), one("t2", "Europe/Berlin")]).await.unwrap();
+    tick("2026-11-28T10:00:00Z").await;
+    tick("2026-11-28T10:15:00Z").await;
+    // Tokyo's only tenant leaves; Berlin's too, but Berlin gets a new one registered (and being
+    // written) within the hour before its midnight.
+    assert!(deps.tenants.remove("t1").await.unwrap());
+    assert!(deps.tenants.remove("t2").await.unwrap());
+    // Tokyo's midnight (15:00Z): the run finds nobody, and nobody registered within the hour.
+    let r = tick("2026-11-28T15:00:00Z").await;
+    assert_eq!((r.groups_completed, r.groups_removed), (1, 1), "{r:?}");
+    local.clock.set(tickwork_tests::ms("2026-11-28T22:30:00Z"));
+    deps.marks.register_groups("pulse-sweep", &["Europe/Berlin".to_string()], 8).await.unwrap();
+    let r = tick("2026-11-28T23:00:00Z").await;
+    assert_eq!((r.groups_completed, r.groups_removed), (1, 0), "registered within the hour: it stays {r:?}");
+    let state = deps.marks.read_strong("pulse-sweep").await.unwrap();
+    assert!(!state.groups.contains("Asia/Tokyo") && !state.marks.contains_key("Asia/Tokyo"), "{state:?}");
+    assert!(state.groups.contains("Europe/Berlin"));
+    // Tokyo's next midnight costs an idle tick's one read.
+    let r = tick("2026-11-29T15:00:00Z").await;
+    assert_eq!(r.groups_due, 0, "{r:?}");
+    assert_eq!(deps.db.meter().read_write_requests(), (1, 0), "one read");
+    // A tenant added there again: the zone is registered, and swept, again.
+    pulse_sweep::add_tenants(&deps, &[one("t3", "Asia/Tokyo")]).await.unwrap();
+    let r = tick("2026-11-29T15:15:00Z").await;
+    assert_eq!((r.groups_completed, r.pulses["day"]), (1, 1), "{r:?}");
+}

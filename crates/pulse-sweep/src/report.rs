@@ -33,6 +33,8 @@ pub struct Report {
     pub unknown_zones: Vec<String>,
     /// Helper invocations this leader started (shared mode).
     pub helpers: u32,
+    /// Zones a run found without a tenant, taken out of the registry (they cost nothing more).
+    pub groups_removed: u32,
 }
 
 impl JobReport for Report {

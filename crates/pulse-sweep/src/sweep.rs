@@ -81,6 +81,10 @@ pub(crate) async fn sweep(
     Ok(report)
 }
 
+/// A zone found empty stays registered while any zone was registered within this long: an add
+/// registers its zones before it writes its tenants.
+pub const REGISTRATION_QUIET_MS: i64 = 3_600_000;
+
 pub(crate) enum GroupEnd {
     Done,
     Partial,
@@ -119,6 +123,7 @@ pub(crate) async fn run_group(
 ) -> Result<GroupEnd, PulseError> {
     let tz = calendar::zone(&g.group)?;
     let run = g.run_id();
+    let seen_before = report.tenants;
     if let (Mode::Live(_), None) = (mode, g.started_ms) {
         deps.marks.start_run(&deps.cfg.job, &g.group, &g.local, tick.time_ms).await?;
     }
@@ -158,6 +163,16 @@ pub(crate) async fn run_group(
         Flushed::LeaseLost => Ok(GroupEnd::LeaseLost),
         Flushed::Written if done => {
             report.groups_completed += 1;
+            // A run begun and finished at this tick that found nobody: the zone leaves the
+            // registry, and stops costing its daily run (a dozen requests a day). Unless a zone
+            // was registered within the hour: an add may still be writing its tenant.
+            if g.started_ms.is_none() && report.tenants == seen_before {
+                let cutoff = deps.clock.now_ms() - REGISTRATION_QUIET_MS;
+                if deps.marks.deregister(&deps.cfg.job, &g.group, &g.local, cutoff).await? {
+                    tracing::info!(group = %g.group, "no tenant: the zone leaves the registry");
+                    report.groups_removed += 1;
+                }
+            }
             Ok(GroupEnd::Done)
         }
         Flushed::Written => Ok(GroupEnd::Partial),

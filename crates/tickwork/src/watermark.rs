@@ -38,6 +38,9 @@ pub const GROUPS: &str = "groups";
 /// that a warm reader, whose start-up registry read is stale, still enumerates them all: it reads
 /// the state item on every tick anyway.
 pub const UNIT_SHARDS: &str = "unit_shards";
+/// Attribute: when a group was last registered (ms): a zone found empty is not taken out of the
+/// registry while a registration is recent ([`Watermarks::deregister`]).
+pub const REGISTERED_AT: &str = "registered_at";
 /// Attribute name prefix for when a group's current run started: `<window>@<ms>`. Lateness
 /// ("was this period pulsed on time?") is measured from the run's first tick, not from whichever
 /// later tick of a long run reaches a tenant.
@@ -263,19 +266,44 @@ impl Watermarks {
     }
 
     /// Adds groups to the job's registry, and the shard count their units are written with
-    /// ([`UNIT_SHARDS`]), in one write (idempotent: set `ADD`s).
+    /// ([`UNIT_SHARDS`]), in one write (idempotent: set `ADD`s), stamping when a group was last
+    /// registered ([`REGISTERED_AT`]).
     pub async fn register_groups(&self, job: &str, groups: &[String], shards: u32) -> Result<(), DbError> {
         if groups.is_empty() {
             return Ok(());
         }
         let req = self
             .update_of(job)
-            .update_expression("ADD #g :g, #n :n")
+            .update_expression("ADD #g :g, #n :n SET #r = :now")
             .expression_attribute_names("#g", GROUPS)
             .expression_attribute_names("#n", UNIT_SHARDS)
+            .expression_attribute_names("#r", REGISTERED_AT)
             .expression_attribute_values(":g", aws_sdk_dynamodb::types::AttributeValue::Ss(groups.to_vec()))
-            .expression_attribute_values(":n", aws_sdk_dynamodb::types::AttributeValue::Ns(vec![shards.to_string()]));
+            .expression_attribute_values(":n", aws_sdk_dynamodb::types::AttributeValue::Ns(vec![shards.to_string()]))
+            .expression_attribute_values(":now", av_n(self.clock.now_ms()));
         self.db.update(req).await.map(|_| ())
+    }
+
+    /// Takes `group` out of the registry (its mark, its run and its wake number with it) after a
+    /// run for `window` found it empty, unless any group was registered since `cutoff_ms`: an
+    /// operator's add registers a zone *before* it writes the tenant, and the run's index page may
+    /// not show a tenant written a moment ago, so a recent registration leaves the zone for the
+    /// next day's run to judge. `false` when it stays. A zone registered again (an add, a resume,
+    /// a move into it) is swept again.
+    pub async fn deregister(&self, job: &str, group: &str, window: &str, cutoff_ms: i64) -> Result<bool, DbError> {
+        let req = self
+            .update_of(job)
+            .update_expression("DELETE #g :g REMOVE #m, #run, #w")
+            .condition_expression("#m = :window AND (attribute_not_exists(#r) OR #r < :cutoff)")
+            .expression_attribute_names("#g", GROUPS)
+            .expression_attribute_names("#m", format!("{MARK_PREFIX}{group}"))
+            .expression_attribute_names("#run", format!("{RUN_PREFIX}{group}"))
+            .expression_attribute_names("#w", format!("{WOKEN_PREFIX}{group}"))
+            .expression_attribute_names("#r", REGISTERED_AT)
+            .expression_attribute_values(":g", aws_sdk_dynamodb::types::AttributeValue::Ss(vec![group.to_string()]))
+            .expression_attribute_values(":window", av_s(window))
+            .expression_attribute_values(":cutoff", av_n(cutoff_ms));
+        crate::error::condition_held(self.db.update(req).await)
     }
 
     /// Flips the pause switch (operator action; not fenced, any time).
