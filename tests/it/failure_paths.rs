@@ -433,7 +433,8 @@ async fn a_tenant_moved_while_its_page_is_written_is_woken_to_be_planned_again()
 async fn a_zone_without_tenants_leaves_the_registry_unless_one_was_just_registered() {
     let local = Local::new().await;
     let tables = local.sweep_tables().await;
-    let cfg = pulse_sweep::PulseConfig::from_env(&tickwork::config::Env::from_pairs([]), Duration::from_secs(1)).unwrap();
+    let cfg =
+        pulse_sweep::PulseConfig::from_env(&tickwork::config::Env::from_pairs([]), Duration::from_secs(1)).unwrap();
     let db = local.fresh_db_with_gsis(&tables.queue, &queue_table());
     let deps = pulse_sweep::Deps::new(db, local.clock(), cfg, tables, 8, QueueConfig::default());
     let tick = |at: &str| {

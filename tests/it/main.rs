@@ -18,6 +18,8 @@ mod config_reference;
 mod cost;
 /// The defects an adversarial read found, one test each.
 mod defects;
+/// Delivery at a real deadline: drains that hand on until a backlog is done.
+mod delivery;
 /// Failure paths as AWS runs them: unit dead letters, a poison unit, an unreadable shard registry.
 mod failure_paths;
 /// The tenant fan-out Lambda's handler.

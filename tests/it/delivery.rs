@@ -1,0 +1,125 @@
+//! Delivery: a backlog larger than one drain can finish before its deadline is carried to the end
+//! by drains that hand on, with Lambda's concurrency as the engine.
+//!
+//! Everything runs on the wall clock with real deadlines: the worker is invoked through the
+//! Lambda Invoke API stand-in by the real SDK client, as on AWS, and each invocation runs under
+//! [`lambda_standin::invoke::Engine`], which gives it a deadline and stops it there, at most
+//! `reserved` at once (the rest wait, as Lambda's asynchronous queue holds a throttled event).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+use tickwork::batch::Batch;
+use tickwork::clock::{SharedClock, SystemClock};
+use tickwork::queue::{queue_table, NewItem, Queue, QueueConfig};
+use tickwork_tests::{count_where, Local};
+
+/// A handler that takes `ms` a unit.
+struct Slow(u64);
+
+impl queue_worker::Handler for Slow {
+    fn handle<'a>(&'a self, _: &'a tickwork::queue::Job) -> BoxFuture<'a, Result<(), queue_worker::HandlerError>> {
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(self.0)).await;
+            Ok(())
+        })
+    }
+}
+
+/// The first drain is started by the queue's stream (one INSERT signal); nothing else starts one
+/// but the drains themselves: no safety poll, no further INSERT. With a function timeout of 3 s
+/// (units stop starting 1.2 s before it), the 40 items of 100 units take several invocations; the
+/// queue empties, every unit runs once, and no drain claims an item it has no free slot for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drains_hand_on_at_their_deadline_until_the_backlog_is_done() {
+    let local = Local::new().await;
+    let control = local.control().await;
+    let table = local.table(&queue_table()).await;
+    let clock: SharedClock = Arc::new(SystemClock);
+    let qcfg = QueueConfig { shards: 1, visibility: Duration::from_secs(4), ..Default::default() };
+    let q = Queue::new(local.fresh_db_with_gsis(&table, &queue_table()), &table, qcfg.clone(), clock.clone());
+    let mut ids = Vec::new();
+    for i in 0..40 {
+        let mut b = Batch::new(Default::default());
+        let tenants: Vec<String> = (0..100).map(|t| format!("t{i:02}-{t:03}")).collect();
+        b.add(vec![serde_json::Map::from_iter([("window".to_string(), Value::from("2026-11-29"))])], tenants);
+        ids.push(format!("slow#{i:02}"));
+        q.enqueue(&NewItem {
+            id: ids[i].clone(),
+            kind: "slow".into(),
+            payload: b.to_payload(),
+            tenant: None,
+            due_ms: 0,
+        })
+        .await
+        .unwrap();
+    }
+    let (handlers, delivered) = queue_worker::Registry::new().with("slow", Arc::new(Slow(5))).counted();
+    let cfg = queue_worker::WorkerConfig {
+        concurrency: 8,
+        drains: 2,
+        handler_timeout: Duration::from_millis(1000),
+        margin: Duration::from_millis(200),
+        ..Default::default()
+    };
+    let timeout = Duration::from_secs(3);
+    let reports: Arc<Mutex<Vec<queue_worker::Report>>> = Default::default();
+    let deps: Arc<Mutex<Option<Arc<queue_worker::Deps>>>> = Default::default();
+    let engine = {
+        let (deps, reports) = (deps.clone(), reports.clone());
+        lambda_standin::invoke::Engine::new(
+            2,
+            timeout,
+            Arc::new(move |payload: Vec<u8>, deadline: i64| {
+                let deps = deps.lock().unwrap().clone().expect("the worker");
+                let reports = reports.clone();
+                Box::pin(async move {
+                    let event: Value = serde_json::from_slice(&payload).expect("an event");
+                    let r = queue_worker::handle(&deps, event, deadline).await.expect("a drain");
+                    reports.lock().unwrap().push(r);
+                }) as BoxFuture<'static, ()>
+            }),
+        )
+    };
+    let api = lambda_standin::invoke::InvokeApi::start(engine.handler()).await.unwrap();
+    let invoker = queue_worker::LambdaInvoker::new(local.lambda_with(&api.endpoint(), None), "stack-queue-worker");
+    let db = local.fresh_db_with_gsis(&table, &queue_table());
+    let fleet = queue_worker::Fleet::new(
+        tickwork::lease::LeaseStore::new(db.clone(), &control, clock.clone()),
+        Some(Arc::new(invoker)),
+        cfg.drains,
+        qcfg.visibility,
+        Duration::from_secs(1),
+    )
+    .unwrap();
+    let mut worker = queue_worker::Deps::new(Queue::new(db, &table, qcfg, clock.clone()), handlers, cfg, clock);
+    worker.fleet = Some(fleet);
+    *deps.lock().unwrap() = Some(Arc::new(worker));
+    // The stream's signal: one synchronous invocation, under the same engine.
+    let arn = format!("arn:aws:dynamodb:us-east-1:123456789012:table/{table}/stream/2026-11-29T00:00:00.000");
+    let signal =
+        serde_json::json!({"Records": [{"eventSource": "aws:dynamodb", "eventName": "INSERT", "eventSourceARN": arn}]});
+    engine.invoke(signal.to_string().into_bytes()).await;
+    assert!(engine.idle(Duration::from_secs(120)).await, "the drains ended");
+    let reports = reports.lock().unwrap().clone();
+    let c = |f: fn(&queue_worker::Report) -> u64| reports.iter().map(f).sum::<u64>();
+    println!(
+        "{} invocations ({} stopped by their deadline, {} handed on, peak {} at once): claimed {}, refunded {}, units {}",
+        reports.len(),
+        reports.iter().filter(|r| r.stopped_by_deadline).count(),
+        reports.iter().filter(|r| r.handed_on).count(),
+        engine.counts.peak.load(std::sync::atomic::Ordering::SeqCst),
+        c(|r| r.claimed),
+        c(|r| r.refunded),
+        c(|r| r.units)
+    );
+    assert!(reports.iter().any(|r| r.stopped_by_deadline), "one drain could not finish it");
+    assert!(reports.len() >= 3, "drains handed on: {}", reports.len());
+    assert_eq!(c(|r| r.claims_ahead), 0, "no claim without a free handler slot");
+    assert_eq!(count_where(q.db(), q.table(), "state", "done").await, 40, "every item done");
+    let delivered = delivered.lock().unwrap();
+    assert_eq!(delivered.len(), 4000, "every unit ran");
+    assert!(delivered.values().all(|n| *n == 1), "each once");
+}
