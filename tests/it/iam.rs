@@ -208,13 +208,15 @@ async fn worker_scenarios(local: &Local) -> (Recorder, Tables) {
     .unwrap();
     let now = local.clock.now_ms();
     let many: Vec<NewItem> =
-        (0..12).map(|i| NewItem { due_ms: now, ..item(&format!("many{i}"), "pulse", "{}") }).collect();
+        (0..40).map(|i| NewItem { due_ms: now, ..item(&format!("many{i}"), "pulse", "{}") }).collect();
     admin.enqueue_many(&many, 4).await.unwrap();
-    let grow = queue_worker::fleet::Growing { fleet: &fleet, slot: None };
-    // Polls of two keys: a shard with two ready items is a full page.
-    let small = queue_worker::WorkerConfig { batch: 2, ..Default::default() };
+    let grow = queue_worker::fleet::Growing::new(&fleet, None);
+    // Polls of four keys: a shard with four ready items is a full page, which wants two drains:
+    // this one (in a slot it takes) and one it starts.
+    let small = queue_worker::WorkerConfig { batch: 4, ..Default::default() };
     let r = queue_worker::drain_with(&q, &handlers, &unique("w"), &Unlimited, &small, &grow).await.unwrap();
-    assert_eq!(r.claimed, 12, "{r:?}");
+    assert_eq!(r.claimed, 40, "{r:?}");
+    assert_eq!(grow.adopted().map(|e| e.slot), Some(0), "it took a slot");
     assert_eq!(api.seen.lock().unwrap().len(), 1, "a drain started");
     let ev = queue_worker::DrainEvent { slot: 1, owner: "gone".into(), token: 1 };
     fleet.end_slot(&ev, false).await;

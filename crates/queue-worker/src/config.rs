@@ -114,6 +114,13 @@ impl WorkerConfig {
         self.handler_timeout + self.margin
     }
 
+    /// Keys a poll reads: the configured batch, and at least two a drain, so that a full page can
+    /// want the whole fleet ([`crate::fleet::wanted`]) and its drains can each start at a place
+    /// of their own in it.
+    pub fn poll_keys(&self) -> i32 {
+        self.batch.max(2 * self.drains.min(50) as i32)
+    }
+
     /// How long a drain slot is held for the drain started in it: the claim's visibility, which
     /// is at least the function's timeout (checked at start-up), so the slot outlives its drain.
     pub fn slot_hold(&self, queue: &QueueConfig) -> Duration {

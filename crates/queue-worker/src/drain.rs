@@ -150,7 +150,7 @@ async fn drain_as(
     fleet: &dyn Grow,
 ) -> Result<Report, QueueError> {
     let mut r = Report::default();
-    let mut feed = Feed::new(queue.poll_shards(), cfg.batch);
+    let mut feed = Feed::new(queue.poll_shards(), cfg.poll_keys());
     let mut held: BTreeMap<u64, Held> = BTreeMap::new();
     let mut next_id = 0u64;
     let mut running: FuturesUnordered<UnitRun<'_>> = FuturesUnordered::new();
@@ -229,7 +229,7 @@ async fn drain_as(
                 if budget.remaining_ms().is_some_and(|left| wait < left) {
                     waited = true;
                     tokio::time::sleep(Duration::from_millis(wait.max(0) as u64)).await;
-                    feed = Feed::new(queue.poll_shards(), cfg.batch);
+                    feed = Feed::new(queue.poll_shards(), cfg.poll_keys());
                     continue;
                 }
             }
@@ -418,12 +418,16 @@ impl Feed {
                 continue;
             }
             self.found = true;
-            let start = fastrand::usize(0..page.len());
-            self.buffer.extend(page[start..].iter().chain(&page[..start]).cloned());
             if full && !self.grown {
                 self.grown = true;
                 fleet.grow(page.len()).await;
             }
+            // A slot drain begins at its own place in the page, any other at a random one.
+            let start = match fleet.place() {
+                Some((k, n)) => (k as usize * page.len()) / n.max(1) as usize,
+                None => fastrand::usize(0..page.len()),
+            };
+            self.buffer.extend(page[start..].iter().chain(&page[..start]).cloned());
         }
     }
 }

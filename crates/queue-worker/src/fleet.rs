@@ -7,9 +7,11 @@
 //! (`lease#queue-worker#drain#<k>`, [`tickwork::lease`]), taken by whoever starts a drain in it
 //! and handed to the drain through its event.
 //!
-//! 1. **Grow**: a drain whose poll comes back full has seen a backlog. It takes every free slot
-//!    among the first [`wanted`] and starts a drain in each (one conditional write per slot
-//!    tried, one Invoke per drain started), once per invocation.
+//! 1. **Grow**: a drain started by a signal (the stream, the safety poll) whose poll comes back
+//!    full has seen a backlog. It takes a free slot for itself, then every free slot among the
+//!    first [`wanted`] and starts a drain in each (one conditional write per slot tried, one
+//!    Invoke per drain started), once per invocation. A poll reads at least two keys a slot, so a
+//!    full page can want the whole fleet.
 //! 2. **Hand on**: a slot drain that stops at its deadline with work left releases its slot and
 //!    starts its successor in it at once (the release, an acquire, an Invoke); one that finds
 //!    the queue empty releases its slot and ends. A drain started by the stream or the safety
@@ -219,6 +221,11 @@ impl Fleet {
 pub trait Grow: Send + Sync {
     /// A poll came back full with `seen` keys.
     fn grow<'a>(&'a self, seen: usize) -> BoxFuture<'a, ()>;
+    /// The drain's place in the fleet, `(slot, drains)`, when it has one: where in a page of keys
+    /// it begins, so that drains start at different keys instead of racing for the first.
+    fn place(&self) -> Option<(u32, u32)> {
+        None
+    }
 }
 
 /// A drain on its own (tests, the cost model's replay, tools).
@@ -231,21 +238,62 @@ impl Grow for NoFleet {
     }
 }
 
-/// The fleet as seen by one drain (its own slot, if it has one).
-#[derive(Debug, Clone, Copy)]
+/// The fleet as seen by one drain: its own slot, if it was started in one; a drain started by the
+/// stream or the safety poll takes a free slot of its own when it sees a backlog, so that it is
+/// one of the fleet's `drains` (and hands on like the others), and starts the rest. A slot drain
+/// grows nothing: the drain that saw the backlog first started the fleet.
+#[derive(Debug)]
 pub struct Growing<'a> {
     /// The fleet.
     pub fleet: &'a Fleet,
-    /// The drain's own slot.
+    /// The drain's own slot, when it was started in one.
     pub slot: Option<u32>,
+    adopted: std::sync::Mutex<Option<DrainEvent>>,
+}
+
+impl<'a> Growing<'a> {
+    /// The fleet for a drain started in `slot` (or by a signal: `None`).
+    pub fn new(fleet: &'a Fleet, slot: Option<u32>) -> Self {
+        Self { fleet, slot, adopted: Default::default() }
+    }
+
+    /// The slot a signalled drain took for itself, to be handed on as any slot is.
+    pub fn adopted(&self) -> Option<DrainEvent> {
+        self.adopted.lock().expect("adopted slot").clone()
+    }
+}
+
+impl Fleet {
+    /// Takes the first free slot for the calling drain itself.
+    async fn adopt(&self) -> Option<DrainEvent> {
+        tickwork::iam::acting_as(crate::config::ROLE, async {
+            for k in 0..self.cap {
+                let owner = tickwork_lambda::owner_id("drain");
+                if let Ok(Acquire::Acquired(l)) = self.leases.acquire(&self.slot_cfg[k as usize], &owner).await {
+                    return Some(DrainEvent { slot: k, owner: l.owner, token: l.token });
+                }
+            }
+            None
+        })
+        .await
+    }
 }
 
 impl Grow for Growing<'_> {
+    fn place(&self) -> Option<(u32, u32)> {
+        self.slot.or_else(|| self.adopted().map(|e| e.slot)).map(|k| (k, self.fleet.cap))
+    }
+
     fn grow<'a>(&'a self, seen: usize) -> BoxFuture<'a, ()> {
         Box::pin(async move {
+            if self.slot.is_some() || self.adopted().is_some() {
+                return;
+            }
+            let own = self.fleet.adopt().await;
             let want = wanted(seen, self.fleet.cap);
-            let started = self.fleet.ensure(want, self.slot).await;
-            tracing::info!(seen, want, started, "backlog: fleet grown");
+            let started = self.fleet.ensure(want, own.as_ref().map(|e| e.slot)).await;
+            tracing::info!(seen, want, started, own = ?own.as_ref().map(|e| e.slot), "backlog: fleet grown");
+            *self.adopted.lock().expect("adopted slot") = own;
         })
     }
 }

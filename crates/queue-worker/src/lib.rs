@@ -260,13 +260,14 @@ async fn run(deps: &Deps, event: &Value, deadline_ms: Millis) -> Result<Report, 
     let Some(fleet) = &deps.fleet else {
         return Ok(drain(&deps.queue, &deps.handlers, &owner, &budget, &deps.cfg).await?);
     };
-    let grow = fleet::Growing { fleet, slot: slot.as_ref().map(|e| e.slot) };
+    let grow = fleet::Growing::new(fleet, slot.as_ref().map(|e| e.slot));
     let result = drain_with(&deps.queue, &deps.handlers, &owner, &budget, &deps.cfg, &grow).await;
-    // Hand on (fleet step 2): a slot drain always ends its slot, starting its successor when work
-    // is left (or when it failed, not knowing); another drain starts one when work is left.
+    // Hand on (fleet step 2): a slot drain (or one that took a slot) always ends its slot,
+    // starting its successor when work is left (or when it failed, not knowing); another drain
+    // starts one when work is left.
     let work_left = result.as_ref().map(|r| r.work_left).unwrap_or(true);
-    let handed = match &slot {
-        Some(ev) => fleet.end_slot(ev, work_left).await,
+    let handed = match slot.or_else(|| grow.adopted()) {
+        Some(ev) => fleet.end_slot(&ev, work_left).await,
         None if work_left => fleet.ensure(1, None).await > 0,
         None => false,
     };

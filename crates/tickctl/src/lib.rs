@@ -6,6 +6,7 @@ pub mod bill;
 pub mod boundary;
 pub mod control;
 pub mod cost;
+pub mod delivery;
 pub mod plan;
 pub mod status;
 pub mod tenants;

@@ -1,0 +1,253 @@
+//! Boundary-to-done: from a zone group's local midnight until the last of its units has been
+//! handled, which is what a user waits for. The sweep's part is [`crate::boundary`]; this is the
+//! rest, the queue's drains, computed from counts by a small event simulation (pure), so a
+//! boundary of millions is answered at once and the benchmark's runs are predicted by the same
+//! code.
+//!
+//! ## What is modelled (`queue_worker`'s drain and fleet, in order)
+//! - The boundary's items land evenly while the sweep writes them (`arrive_ms`, from the boundary
+//!   model); the first starts a drain `signal_ms` later (the stream's batching window and Lambda's
+//!   start).
+//! - A drain polls (one request), sees a backlog and starts the fleet: one slot lease (one request)
+//!   and one asynchronous Invoke (one request, then `invoke_ms` until it runs) per drain, one after
+//!   another, up to `drains` at once.
+//! - A drain claims an item (one request) when its handler slots free, and runs its units
+//!   `concurrency` at a time, `handler_ms` each; a poll every `poll_keys` items. Claims overlap the
+//!   units still running, so a busy drain handles `concurrency / handler_ms` units a millisecond.
+//! - It starts units for `window_ms` (the function's timeout less the handler timeout and the
+//!   margin), then finishes the units it started, gives back the rest of its item (a settle: the
+//!   item's claim and settle were billed for units that did not run; the **refund**), and hands
+//!   on: a release, an acquire and an Invoke, and the successor polls and claims again.
+//! - Nothing races: candidates are spread over drains (each begins at its own place in a page),
+//!   so a lost claim is rare and not counted (the benchmark reports the races it saw).
+//!
+//! Assumptions, named and overridable from `tickctl cost`: the latencies, the handler's time per
+//! unit, that a handler's own writes do not slow DynamoDB (their rate is reported against the
+//! table's limit), and no retries.
+
+use serde::Serialize;
+
+/// What one zone group's delivery is asked to do.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeliveryInput {
+    /// Units of the boundary (a tenant's pulses).
+    pub units: u64,
+    /// Units in one queue item (the batch limit: 2,000).
+    pub units_per_item: u64,
+    /// The items land evenly over this, ms from the boundary (the sweep's run); 0: at once.
+    pub arrive_ms: f64,
+    /// From the first item to the first drain running, ms (an assumption: `--signal-latency`).
+    pub signal_ms: f64,
+    /// A handler call's time, ms (an assumption: `--handler`).
+    pub handler_ms: f64,
+    /// One DynamoDB request's latency, ms.
+    pub request_ms: f64,
+    /// One asynchronous Invoke until its drain runs, ms.
+    pub invoke_ms: f64,
+    /// Handler calls at once in a drain (`TICKWORK_WORKER_CONCURRENCY`).
+    pub concurrency: u32,
+    /// Drains at once at most (`TICKWORK_WORKER_DRAINS`, the reserved concurrency).
+    pub drains: u32,
+    /// How long a drain starts units, ms: the function's timeout less the handler timeout and
+    /// the margin.
+    pub window_ms: f64,
+    /// Keys a poll reads (`TICKWORK_WORKER_BATCH`).
+    pub poll_keys: u32,
+}
+
+/// How the delivery goes.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct DeliveryTime {
+    /// From the boundary until the last unit is handled, ms.
+    pub done_ms: f64,
+    /// Drain invocations, hand-ons included.
+    pub invocations: u64,
+    /// Items claimed (each billed at its size, as is its settle).
+    pub claims: u64,
+    /// Claims whose item was given back at a deadline with units unrun.
+    pub refunds: u64,
+    /// Polls of the ready index.
+    pub polls: u64,
+    /// Slot lease writes (acquire and release).
+    pub slot_writes: u64,
+    /// Drain time in all, ms (the Lambda duration billed).
+    pub drain_ms: f64,
+    /// Units handled a second while every drain is busy.
+    pub peak_units_per_sec: f64,
+}
+
+#[derive(Debug, Clone)]
+struct Drain {
+    /// When it can take its next item.
+    free: f64,
+    /// When its invocation stops starting units.
+    window_end: f64,
+    /// When this invocation began.
+    began: f64,
+    /// Items claimed since its last poll.
+    since_poll: u32,
+    /// Items claimed in this invocation.
+    claimed: u64,
+}
+
+/// The delivery's time and counts. Pure.
+pub fn predict(d: &DeliveryInput) -> DeliveryTime {
+    let r = d.request_ms;
+    let c = f64::from(d.concurrency.max(1));
+    let per_item = d.units_per_item.max(1);
+    let items = d.units.div_ceil(per_item);
+    if items == 0 {
+        return DeliveryTime::default();
+    }
+    // Ready items: (ready at, units), in order; a refund puts its rest at the front.
+    let mut ready: std::collections::VecDeque<(f64, u64)> = (0..items)
+        .map(|i| {
+            let at = if items > 1 { d.arrive_ms * i as f64 / (items - 1) as f64 } else { 0.0 };
+            let n = if i + 1 == items { d.units - per_item * (items - 1) } else { per_item };
+            (at, n)
+        })
+        .collect();
+    let mut t = DeliveryTime::default();
+    let first = ready[0].0 + d.signal_ms;
+    // The first drain polls, sees the backlog, and starts the rest one after another.
+    let mut drains: Vec<Drain> = (0..d.drains.max(1))
+        .map(|k| {
+            let start = if k == 0 { first } else { first + r + f64::from(k) * 2.0 * r + d.invoke_ms };
+            Drain { free: start + r, window_end: start + d.window_ms, began: start, since_poll: 0, claimed: 0 }
+        })
+        .collect();
+    t.invocations = drains.len() as u64;
+    t.polls = drains.len() as u64;
+    t.slot_writes = drains.len() as u64 - 1;
+    let mut done = 0.0f64;
+    while let Some((at, units)) = ready.pop_front() {
+        // The drain free first takes it (or the one whose successor will be).
+        let k = (0..drains.len()).min_by(|a, b| drains[*a].free.total_cmp(&drains[*b].free)).expect("a drain");
+        let dr = &mut drains[k];
+        let mut start = dr.free.max(at);
+        if start >= dr.window_end {
+            // Its invocation is over: it hands on (release, acquire, Invoke), the successor polls.
+            let next = dr.window_end + d.handler_ms + 3.0 * r + d.invoke_ms;
+            t.drain_ms += dr.window_end + d.handler_ms + 2.0 * r - dr.began;
+            *dr = Drain { free: next + r, window_end: next + d.window_ms, began: next, since_poll: 0, claimed: 0 };
+            t.invocations += 1;
+            t.polls += 1;
+            t.slot_writes += 2;
+            start = dr.free.max(at);
+        }
+        // The first claim of an invocation waits for its answer with every slot free; a later one
+        // (and a poll when the keys in hand are used up) is made while the last item's units
+        // still run, and idles the slots only for what outlasts a unit.
+        let mut asks = 1.0;
+        if dr.since_poll >= d.poll_keys.max(1) {
+            asks += 1.0;
+            t.polls += 1;
+            dr.since_poll = 0;
+        }
+        start += if dr.claimed == 0 { asks * r } else { (asks * r - d.handler_ms).max(0.0) };
+        t.claims += 1;
+        dr.since_poll += 1;
+        dr.claimed += 1;
+        let time = units as f64 * d.handler_ms / c;
+        if start + time <= dr.window_end + d.handler_ms {
+            dr.free = start + time;
+            done = done.max(dr.free);
+        } else {
+            // The deadline stops it part way: the units it could start run, the rest go back.
+            let ran = (((dr.window_end - start).max(0.0) * c / d.handler_ms).floor() as u64).min(units);
+            t.refunds += 1;
+            dr.free = dr.window_end;
+            done = done.max(dr.window_end + d.handler_ms);
+            ready.push_front((dr.window_end + d.handler_ms + r, units - ran));
+        }
+    }
+    for dr in &drains {
+        t.drain_ms += (dr.free + r - dr.began).max(0.0);
+    }
+    t.slot_writes += drains.len() as u64 - 1;
+    t.done_ms = done;
+    t.peak_units_per_sec = f64::from(d.drains.max(1)) * c * 1000.0 / d.handler_ms.max(1e-9);
+    t
+}
+
+/// The fewest drains (up to `max`) that deliver within `target_ms`, when any does.
+pub fn drains_needed(d: &DeliveryInput, target_ms: f64, max: u32) -> Option<u32> {
+    (1..=max.max(1)).find(|n| predict(&DeliveryInput { drains: *n, ..d.clone() }).done_ms <= target_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(drains: u32) -> DeliveryInput {
+        DeliveryInput {
+            units: 64_000,
+            units_per_item: 1_000,
+            arrive_ms: 0.0,
+            signal_ms: 0.0,
+            handler_ms: 10.0,
+            request_ms: 0.0,
+            invoke_ms: 0.0,
+            concurrency: 16,
+            drains,
+            window_ms: 1e9,
+            poll_keys: 10,
+        }
+    }
+
+    #[test]
+    fn a_drain_handles_concurrency_units_per_handler_time() {
+        // 64,000 units at 16 per 10 ms: 40 s for one drain, a fourth for four.
+        let one = predict(&input(1));
+        assert_eq!((one.done_ms, one.claims, one.invocations, one.refunds), (40_000.0, 64, 1, 0));
+        let four = predict(&input(4));
+        assert_eq!(four.done_ms, 10_000.0);
+        assert_eq!(four.peak_units_per_sec, 6_400.0);
+    }
+
+    #[test]
+    fn requests_and_invokes_add_their_latency() {
+        let mut d = input(1);
+        d.request_ms = 20.0;
+        // A poll and a claim before the first unit; each later claim overlaps the running units
+        // but for the 10 ms it outlasts a unit (30 ms with a poll, every 10 items).
+        let t = predict(&d);
+        assert_eq!(t.done_ms, 40_000.0 + 40.0 + 57.0 * 10.0 + 6.0 * 30.0, "{t:?}");
+        assert_eq!(t.polls, 7);
+        d.drains = 2;
+        d.invoke_ms = 100.0;
+        // The second drain begins after the first's poll, a lease, an invoke call and the invoke.
+        let t = predict(&d);
+        assert!(t.done_ms > 20_400.0 && t.done_ms < 20_700.0, "{}", t.done_ms);
+        assert_eq!(t.slot_writes, 2, "the second drain's lease, taken and given back");
+    }
+
+    #[test]
+    fn a_drain_stopped_by_its_deadline_hands_on_and_gives_back_its_item() {
+        let mut d = input(1);
+        d.window_ms = 10_300.0;
+        let t = predict(&d);
+        // Windows of 10.3 s: each ends part way through an item, which is given back, and the
+        // successor starts after the handler's tail.
+        assert_eq!(t.invocations, 4, "{t:?}");
+        assert_eq!(t.refunds, 3, "{t:?}");
+        assert_eq!(t.claims, 67, "64 items and the 3 given back");
+        assert!(t.done_ms > 40_000.0 && t.done_ms < 40_100.0, "{}", t.done_ms);
+    }
+
+    #[test]
+    fn items_arriving_over_the_sweep_bound_the_time_from_below() {
+        let mut d = input(16);
+        d.arrive_ms = 30_000.0;
+        let t = predict(&d);
+        // 16 drains could do it in 2.5 s; the last item lands at 30 s and takes 625 ms.
+        assert!(t.done_ms >= 30_000.0 && t.done_ms <= 30_700.0, "{}", t.done_ms);
+    }
+
+    #[test]
+    fn the_drains_needed_for_a_target_are_found() {
+        let d = input(1);
+        assert_eq!(drains_needed(&d, 10_000.0, 16), Some(4));
+        assert_eq!(drains_needed(&d, 1_000.0, 16), None);
+    }
+}
