@@ -5,7 +5,7 @@
 //! to a raw UpdateItem) are what to compare. Capacity figures are estimated by DynamoDB's rules and
 //! do not depend on the machine.
 //!
-//! Usage: `tickwork-bench [bill] [pulse] [archive] [queue] [startup] [scale]` (no argument: every
+//! Usage: `tickwork-bench [bill] [pulse] [archive] [queue] [startup] [scale] [delivery]` (no argument: every
 //! section). `bill` needs no server: it prices the model and draws `docs/bill.svg`.
 //! The client is built in the dev profile: the single-threaded local server bounds every rate here.
 
@@ -53,10 +53,14 @@ async fn main() -> Result<()> {
     if all || args.iter().any(|a| a == "scale") {
         scale::run(&sdk).await?;
     }
+    if all || args.iter().any(|a| a == "delivery") {
+        delivery::run(&sdk).await?;
+    }
     Ok(())
 }
 
 mod bill;
+mod delivery;
 mod scale;
 mod startup;
 

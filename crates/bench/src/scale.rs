@@ -67,7 +67,7 @@ impl HttpClient for Slow {
     }
 }
 
-fn db(sdk: &SdkConfig, latency: Duration) -> Db {
+pub(crate) fn db(sdk: &SdkConfig, latency: Duration) -> Db {
     let b = aws_sdk_dynamodb::config::Builder::from(sdk)
         .retry_partition(aws_sdk_dynamodb::config::retry::RetryPartition::new(format!("scale-{}", fastrand::u64(..))));
     // Plain HTTP to the local server (the SDK's default client resolves lazily, so it is built
@@ -152,6 +152,19 @@ async fn boundary(sdk: &SdkConfig, workers: u32, latency: Duration) -> Result<(D
     ensure!(days == TENANTS && units.values().all(|n| *n == 1), "{days} day pulses, not {TENANTS} once each");
     let requests = dbs.iter().map(|d| d.meter().total().requests).sum();
     Ok((took, requests))
+}
+
+/// The local server's own time a request: 200 reads of one item, one after another, no latency
+/// added.
+pub(crate) async fn service_ms(sdk: &SdkConfig) -> Result<f64> {
+    let d = db(sdk, Duration::ZERO);
+    let table = format!("svc{}-{:x}-control", std::process::id(), fastrand::u32(..));
+    schema::create_table(d.client(), &control_table(), &table).await?;
+    let start = Instant::now();
+    for _ in 0..200 {
+        d.get_strong(&table, schema::key("probe", "probe")).await?;
+    }
+    Ok(start.elapsed().as_secs_f64() * 1000.0 / 200.0)
 }
 
 pub async fn run(sdk: &SdkConfig) -> Result<()> {

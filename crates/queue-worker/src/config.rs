@@ -114,11 +114,11 @@ impl WorkerConfig {
         self.handler_timeout + self.margin
     }
 
-    /// Keys a poll reads: the configured batch, and at least two a drain, so that a full page can
-    /// want the whole fleet ([`crate::fleet::wanted`]) and its drains can each start at a place
-    /// of their own in it.
+    /// Keys a poll reads: the configured batch, and at least four a drain (up to DynamoDB's
+    /// page of keys-only entries that a poll reads for one RCU or two), so that a full page can
+    /// want the whole fleet ([`crate::fleet::wanted`]) and each drain has a share of its own.
     pub fn poll_keys(&self) -> i32 {
-        self.batch.max(2 * self.drains.min(50) as i32)
+        self.batch.max(4 * self.drains.min(25) as i32)
     }
 
     /// How long a drain slot is held for the drain started in it: the claim's visibility, which

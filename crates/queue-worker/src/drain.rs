@@ -150,63 +150,50 @@ async fn drain_as(
     fleet: &dyn Grow,
 ) -> Result<Report, QueueError> {
     let mut r = Report::default();
-    let mut feed = Feed::new(queue.poll_shards(), cfg.poll_keys());
+    // The feed lives in the one take in flight, and comes back with its answer.
+    let mut feed = Some(Feed::new(queue.poll_shards(), cfg.poll_keys()));
+    let mut taking: Option<TakeRun<'_>> = None;
     let mut held: BTreeMap<u64, Held> = BTreeMap::new();
     let mut next_id = 0u64;
     let mut running: FuturesUnordered<UnitRun<'_>> = FuturesUnordered::new();
     let mut settling: FuturesUnordered<SettleRun<'_>> = FuturesUnordered::new();
+    let mut growing: FuturesUnordered<BoxFuture<'_, ()>> = FuturesUnordered::new();
     let mut stopping = false;
     let mut retry_due: Option<Millis> = None;
     let mut waited = false;
     loop {
+        if !stopping && budget.exhausted() {
+            stopping = true;
+            r.stopped_by_deadline = true;
+        }
         // Step 2: fill the handler slots.
         while !stopping && running.len() < cfg.concurrency {
-            if budget.exhausted() {
-                stopping = true;
-                r.stopped_by_deadline = true;
-                break;
-            }
-            if let Some(id) = startable(&held) {
-                let h = held.get_mut(&id).expect("held");
-                let job = h.unit_job(h.next);
-                let key = h.units[h.next].key.clone();
-                h.next += 1;
-                h.running += 1;
-                running.push(Box::pin(async move {
-                    let end = match call(handlers, &job, cfg).await {
-                        Ok(()) => UnitEnd::Done,
-                        Err(e) => {
-                            tracing::warn!(id = %job.id, error = %e, "unit failed");
-                            UnitEnd::Failed(e)
-                        }
-                    };
-                    (id, key, end)
-                }));
-                continue;
-            }
-            // Nothing is claimed beside an item that runs alone.
-            if held.values().any(|h| h.alone) || feed.done {
-                break;
-            }
-            let Some(c) = feed.next(queue, &mut r, fleet).await? else { break };
-            if held.values().any(|h| h.unstarted() > 0) {
-                r.claims_ahead += 1;
-            }
-            match queue.claim(&c.id, owner).await? {
-                Claim::Claimed(job) => {
-                    r.claimed += 1;
-                    if let Some(s) = admit(queue, job, &mut held, &mut next_id, &mut r) {
-                        settling.push(s);
+            let Some(id) = startable(&held) else { break };
+            let h = held.get_mut(&id).expect("held");
+            let job = h.unit_job(h.next);
+            let key = h.units[h.next].key.clone();
+            h.next += 1;
+            h.running += 1;
+            running.push(Box::pin(async move {
+                let end = match call(handlers, &job, cfg).await {
+                    Ok(()) => UnitEnd::Done,
+                    Err(e) => {
+                        tracing::warn!(id = %job.id, error = %e, "unit failed");
+                        UnitEnd::Failed(e)
                     }
-                }
-                Claim::Taken => r.taken += 1,
-                Claim::DeadLettered(job) => {
-                    r.dead_lettered += 1;
-                    r.dead_units += crate::units::units_of(&job);
-                }
-            }
+                };
+                (id, key, end)
+            }));
         }
-        if feed.paused {
+        // The next item is taken (polled for, claimed) once every unit held has started: it is
+        // in hand as the running ones free their slots. Nothing is claimed beside an item that
+        // runs alone.
+        if let Some(f) = feed.take_if(|f| {
+            !stopping && !f.done && held.values().all(|h| h.unstarted() == 0 && !h.alone)
+        }) {
+            taking = Some(Box::pin(take(queue, owner, f, fleet)));
+        }
+        if feed.as_ref().is_some_and(|f| f.paused) {
             stopping = true;
         }
         // Step 3: settle what is through.
@@ -219,8 +206,9 @@ async fn drain_as(
             let h = held.remove(&id).expect("held");
             settling.push(Box::pin(settle_held(queue, h)));
         }
-        if running.is_empty() && settling.is_empty() {
-            if !held.is_empty() || (!stopping && !feed.done) {
+        if running.is_empty() && settling.is_empty() && taking.is_none() && growing.is_empty() {
+            let f = feed.as_mut().expect("the feed is home");
+            if !held.is_empty() || (!stopping && !f.done) {
                 continue;
             }
             // Step 5: a retry of ours due within the budget is waited for, once.
@@ -229,7 +217,7 @@ async fn drain_as(
                 if budget.remaining_ms().is_some_and(|left| wait < left) {
                     waited = true;
                     tokio::time::sleep(Duration::from_millis(wait.max(0) as u64)).await;
-                    feed = Feed::new(queue.poll_shards(), cfg.poll_keys());
+                    f.reopen();
                     continue;
                 }
             }
@@ -247,22 +235,72 @@ async fn drain_as(
                 // An item of ours back to pending and ready already (no backoff) is work again.
                 if let (Settle::Retrying { at_ms }, false) = (s.settle, s.refunded) {
                     if at_ms <= queue.clock().now_ms() && !stopping {
-                        feed.reopen();
+                        if let Some(f) = feed.as_mut() {
+                            f.reopen();
+                        }
+                        // (a take in flight reopens nothing: its feed polls on its own)
                     }
                 }
             }
+            (f, taken) = async { taking.as_mut().expect("a take").await }, if taking.is_some() => {
+                taking = None;
+                let mut f = f;
+                if let Some(seen) = f.grow.take() {
+                    growing.push(fleet.grow(seen));
+                }
+                feed = Some(f);
+                match taken? {
+                    None => {}
+                    Some(Claim::Claimed(job)) => {
+                        r.claimed += 1;
+                        if held.values().any(|h| h.unstarted() > 0) {
+                            r.claims_ahead += 1;
+                        }
+                        if let Some(s) = admit(queue, job, &mut held, &mut next_id, &mut r) {
+                            settling.push(s);
+                        }
+                    }
+                    Some(Claim::Taken) => unreachable!("a take tries candidates until one is claimed"),
+                    Some(Claim::DeadLettered(job)) => {
+                        r.dead_lettered += 1;
+                        r.dead_units += crate::units::units_of(&job);
+                    }
+                }
+            }
+            Some(()) = growing.next(), if !growing.is_empty() => {}
         }
     }
-    // Work seen and not taken, or given back: never a guess, so a drain whose budget ran out
-    // before its first poll starts no successor (a chain of drains that each do nothing).
-    r.work_left = r.stopped_by_deadline && (r.refunded > 0 || feed.more());
-    r.outcome = match (feed.paused, r.stopped_by_deadline, r.claimed + r.dead_lettered) {
+    let f = feed.expect("the feed is home");
+    r.polls = f.polls;
+    r.candidates = f.candidates;
+    r.taken = f.taken;
+    r.oldest_ready_ms = f.oldest_ready_ms;
+    r.work_left = r.stopped_by_deadline && (r.refunded > 0 || f.more());
+    r.outcome = match (f.paused, r.stopped_by_deadline, r.claimed + r.dead_lettered) {
         (true, _, _) => tickwork_lambda::Outcome::Paused,
         (false, true, _) => tickwork_lambda::Outcome::Partial,
         (false, false, 0) => tickwork_lambda::Outcome::Idle,
         (false, false, _) => tickwork_lambda::Outcome::Completed,
     };
     Ok(r)
+}
+
+type TakeRun<'a> = BoxFuture<'a, (Feed, Result<Option<Claim>, QueueError>)>;
+
+/// Step 1 and the claim of step 2: the next candidate claimed, losing races on the way (a lost
+/// claim is free of side effects; the next candidate is tried); `None` when the feed ran dry.
+async fn take(queue: &Queue, owner: &str, mut feed: Feed, fleet: &dyn Grow) -> (Feed, Result<Option<Claim>, QueueError>) {
+    loop {
+        let c = match feed.next(queue, fleet).await {
+            Ok(Some(c)) => c,
+            Ok(None) => return (feed, Ok(None)),
+            Err(e) => return (feed, Err(e)),
+        };
+        match queue.claim(&c.id, owner).await {
+            Ok(Claim::Taken) => feed.taken += 1,
+            other => return (feed, other.map(Some)),
+        }
+    }
 }
 
 /// The held item whose next unit starts: the oldest with a unit left, an item that runs alone
@@ -347,6 +385,12 @@ struct Feed {
     grown: bool,
     /// The last poll came back full: its shard has more.
     full: bool,
+    /// A full page seen for the first time: the fleet is to grow for this many keys.
+    grow: Option<usize>,
+    polls: u64,
+    candidates: u64,
+    taken: u64,
+    oldest_ready_ms: u64,
 }
 
 impl Feed {
@@ -363,6 +407,11 @@ impl Feed {
             paused: false,
             grown: false,
             full: false,
+            grow: None,
+            polls: 0,
+            candidates: 0,
+            taken: 0,
+            oldest_ready_ms: 0,
         }
     }
 
@@ -380,7 +429,7 @@ impl Feed {
         }
     }
 
-    async fn next(&mut self, queue: &Queue, r: &mut Report, fleet: &dyn Grow) -> Result<Option<Candidate>, QueueError> {
+    async fn next(&mut self, queue: &Queue, fleet: &dyn Grow) -> Result<Option<Candidate>, QueueError> {
         loop {
             if let Some(c) = self.buffer.pop_front() {
                 return Ok(Some(c));
@@ -399,15 +448,15 @@ impl Feed {
             let k = (self.offset + self.pos) % self.shards;
             let now = queue.clock().now_ms();
             let page = queue.poll(k, self.limit).await?;
-            r.polls += 1;
+            self.polls += 1;
             if page.iter().any(|c| c.id.starts_with(PAUSE_PREFIX)) {
                 self.paused = true;
                 self.done = true;
                 return Ok(None);
             }
-            r.candidates += page.len() as u64;
+            self.candidates += page.len() as u64;
             if let Some(oldest) = page.iter().map(|c| c.visible_at).min() {
-                r.oldest_ready_ms = r.oldest_ready_ms.max((now - oldest).max(0) as u64);
+                self.oldest_ready_ms = self.oldest_ready_ms.max((now - oldest).max(0) as u64);
             }
             let full = page.len() as i32 >= self.limit;
             self.full = full;
@@ -420,14 +469,34 @@ impl Feed {
             self.found = true;
             if full && !self.grown {
                 self.grown = true;
-                fleet.grow(page.len()).await;
+                self.grow = Some(page.len());
             }
-            // A slot drain begins at its own place in the page, any other at a random one.
-            let start = match fleet.place() {
-                Some((k, n)) => (k as usize * page.len()) / n.max(1) as usize,
-                None => fastrand::usize(0..page.len()),
-            };
-            self.buffer.extend(page[start..].iter().chain(&page[..start]).cloned());
+            self.buffer.extend(spread(page, fleet.place()));
+        }
+    }
+}
+
+/// The keys of a page a drain tries, in order. Pure. A drain with a place in the fleet, slot `k`
+/// of `n`, tries its own share (every `n`-th key from the `k`-th), so that drains polling one page
+/// at once claim different items instead of racing for the oldest, and polls again when it is
+/// used up (the others' shares are theirs, and likely claimed by now); only a page that holds no
+/// share of its (a short page at the end) is tried whole, from its place on. Any other drain
+/// tries the whole page from a random key.
+fn spread(page: Vec<Candidate>, place: Option<(u32, u32)>) -> Vec<Candidate> {
+    let len = page.len();
+    match place {
+        Some((k, n)) if n > 1 && len > 0 => {
+            let (k, n) = (k as usize % n as usize, n as usize);
+            if k < len {
+                page.into_iter().skip(k).step_by(n).collect()
+            } else {
+                let start = k % len;
+                page[start..].iter().chain(&page[..start]).cloned().collect()
+            }
+        }
+        _ => {
+            let start = fastrand::usize(0..len.max(1));
+            page[start.min(len)..].iter().chain(&page[..start.min(len)]).cloned().collect()
         }
     }
 }
@@ -448,6 +517,27 @@ mod tests {
             died,
             suspect,
         }
+    }
+
+    fn cands(n: usize) -> Vec<Candidate> {
+        (0..n).map(|i| Candidate { id: format!("c{i}"), visible_at: 0 }).collect()
+    }
+
+    fn ids(v: Vec<Candidate>) -> Vec<String> {
+        v.into_iter().map(|c| c.id).collect()
+    }
+
+    #[test]
+    fn drains_in_a_fleet_try_their_own_share_of_a_page() {
+        assert_eq!(ids(spread(cands(8), Some((1, 4)))), ["c1", "c5"], "slot 1 of 4: every fourth key from the second");
+        // The four drains' shares are the page, each key once.
+        let mut all: Vec<String> = (0..4).flat_map(|k| ids(spread(cands(8), Some((k, 4))))).collect();
+        all.sort();
+        assert_eq!(all, ids(cands(8)));
+        // A short page with no share of a drain's: it takes what there is, from its place.
+        assert_eq!(ids(spread(cands(2), Some((5, 8)))), ["c1", "c0"]);
+        assert_eq!(ids(spread(cands(3), None)).len(), 3);
+        assert!(spread(Vec::new(), None).is_empty());
     }
 
     #[test]
