@@ -358,6 +358,21 @@ fn template_and_code_settings_agree() {
     assert_eq!((d.lease.interval, d.lease.ttl), (Duration::from_secs(300), Duration::from_secs(290)));
 }
 
+/// The delivery model's picture of the worker ([`tickctl::delivery::TEMPLATE_WORKER`]) is the
+/// template's: its timeout, its handler calls at once, its drains.
+#[test]
+fn the_delivery_model_prices_the_worker_the_template_deploys() {
+    let t = template();
+    let (timeout, concurrency, drains) = tickctl::delivery::TEMPLATE_WORKER;
+    let w = &t["Resources"]["QueueWorkerFunction"]["Properties"];
+    assert_eq!(s(&w["Timeout"]), timeout.to_string());
+    let env = function_env(&t, &t["Resources"]["QueueWorkerFunction"]);
+    let get = |var: &str| env.iter().find(|(k, _)| k == var).map(|(_, v)| v.clone());
+    assert_eq!(get("TICKWORK_WORKER_CONCURRENCY").as_deref(), Some(concurrency));
+    assert_eq!(get("TICKWORK_WORKER_DRAINS").as_deref(), Some(drains), "WorkerConcurrency's default");
+    assert_eq!(s(&t["Parameters"]["WorkerConcurrency"]["Default"]), drains);
+}
+
 /// The bill's picture of the stack ([`tickctl::bill::Stack::default`]) is the template's: every
 /// alarm priced (the single-metric ones always deployed; the metric-math throttle alarms behind
 /// `ThrottleAlarms`, off by default, each reading its metrics), the functions' memory, the log

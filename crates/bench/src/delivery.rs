@@ -78,7 +78,8 @@ async fn boundary(sdk: &SdkConfig, drains: u32, latency: Duration) -> Result<Mea
         let mut b = Batch::new(Default::default());
         let tenants = (0..UNITS_PER_ITEM).map(|u| format!("t{i:03}-{u:04}"));
         b.add(vec![serde_json::Map::from_iter([("window".to_string(), Value::from("2026-11-29"))])], tenants);
-        let item = NewItem { id: format!("b{i:03}"), kind: "timed".into(), payload: b.to_payload(), tenant: None, due_ms: 0 };
+        let item =
+            NewItem { id: format!("b{i:03}"), kind: "timed".into(), payload: b.to_payload(), tenant: None, due_ms: 0 };
         setup.enqueue(&item).await?;
     }
     let done = Arc::new(AtomicU64::new(0));
@@ -114,7 +115,9 @@ async fn boundary(sdk: &SdkConfig, drains: u32, latency: Duration) -> Result<Mea
         )
     };
     let api = lambda_standin::invoke::InvokeApi::start(engine.handler()).await?;
-    let lambda = aws_sdk_lambda::Client::from_conf(aws_sdk_lambda::config::Builder::from(sdk).endpoint_url(api.endpoint()).build());
+    let lambda = aws_sdk_lambda::Client::from_conf(
+        aws_sdk_lambda::config::Builder::from(sdk).endpoint_url(api.endpoint()).build(),
+    );
     let db = crate::scale::db(sdk, latency);
     let fleet = queue_worker::Fleet::new(
         tickwork::lease::LeaseStore::new(db.clone(), &control, clock.clone()),
@@ -127,7 +130,8 @@ async fn boundary(sdk: &SdkConfig, drains: u32, latency: Duration) -> Result<Mea
     worker.fleet = Some(fleet);
     *deps.lock().unwrap() = Some(Arc::new(worker));
     let arn = format!("arn:aws:dynamodb:us-east-1:000000000000:table/{table}/stream/2026-11-29T00:00:00.000");
-    let signal = serde_json::json!({"Records": [{"eventSource": "aws:dynamodb", "eventName": "INSERT", "eventSourceARN": arn}]});
+    let signal =
+        serde_json::json!({"Records": [{"eventSource": "aws:dynamodb", "eventName": "INSERT", "eventSourceARN": arn}]});
     let start = Instant::now();
     engine.invoke(signal.to_string().into_bytes()).await;
     ensure!(engine.idle(Duration::from_secs(600)).await, "the drains did not end");
@@ -158,7 +162,17 @@ pub async fn run(sdk: &SdkConfig) -> Result<()> {
     println!("local server: {service_ms:.1} ms a request (added to the latency in the model)");
     println!(
         "{:>7} {:>11} {:>9} {:>7} {:>9} {:>10} {:>12} {:>7} {:>8} {:>6} {:>5}",
-        "drains", "measured s", "model s", "ratio", "speed-up", "handler ms", "invocations", "claims", "refunds", "races", "peak"
+        "drains",
+        "measured s",
+        "model s",
+        "ratio",
+        "speed-up",
+        "handler ms",
+        "invocations",
+        "claims",
+        "refunds",
+        "races",
+        "peak"
     );
     let mut first = None;
     for d in DRAINS {

@@ -188,9 +188,8 @@ async fn drain_as(
         // The next item is taken (polled for, claimed) once every unit held has started: it is
         // in hand as the running ones free their slots. Nothing is claimed beside an item that
         // runs alone.
-        if let Some(f) = feed.take_if(|f| {
-            !stopping && !f.done && held.values().all(|h| h.unstarted() == 0 && !h.alone)
-        }) {
+        if let Some(f) = feed.take_if(|f| !stopping && !f.done && held.values().all(|h| h.unstarted() == 0 && !h.alone))
+        {
             taking = Some(Box::pin(take(queue, owner, f, fleet)));
         }
         if feed.as_ref().is_some_and(|f| f.paused) {
@@ -289,7 +288,12 @@ type TakeRun<'a> = BoxFuture<'a, (Feed, Result<Option<Claim>, QueueError>)>;
 
 /// Step 1 and the claim of step 2: the next candidate claimed, losing races on the way (a lost
 /// claim is free of side effects; the next candidate is tried); `None` when the feed ran dry.
-async fn take(queue: &Queue, owner: &str, mut feed: Feed, fleet: &dyn Grow) -> (Feed, Result<Option<Claim>, QueueError>) {
+async fn take(
+    queue: &Queue,
+    owner: &str,
+    mut feed: Feed,
+    fleet: &dyn Grow,
+) -> (Feed, Result<Option<Claim>, QueueError>) {
     loop {
         let c = match feed.next(queue, fleet).await {
             Ok(Some(c)) => c,

@@ -84,7 +84,7 @@ pub enum Cmd {
     },
     /// The month's bill, and the requests and capacity units each job costs, beside the `000_*`
     /// design's under the same load. Needs no endpoint.
-    Cost(CostArgs),
+    Cost(Box<CostArgs>),
     /// Run a handler in-process on an event file against the configured endpoints.
     Invoke {
         /// The function.
@@ -151,6 +151,19 @@ pub struct CostArgs {
     /// The boundary should finish within this (the workers it needs are printed).
     #[arg(long, default_value = "15m")]
     pub target: String,
+    /// A handler call's time, a unit (an assumption: a handler that writes one row is about 10 ms).
+    #[arg(long, default_value = "10ms")]
+    pub handler: String,
+    /// Queue-worker drains at once (default `TICKWORK_WORKER_DRAINS`, else the template's 4).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub drains: Option<u32>,
+    /// Handler calls at once in a drain (default `TICKWORK_WORKER_CONCURRENCY`, else the template's 16).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub concurrency: Option<u32>,
+    /// From the first item written until the first drain runs (an assumption: the stream's 5 s
+    /// batching window and Lambda's start).
+    #[arg(long, default_value = "6s")]
+    pub signal_latency: String,
 }
 
 /// A `--price` refused at parsing: a usage error (exit 2) naming the known prices.

@@ -170,6 +170,67 @@ pub fn predict(d: &DeliveryInput) -> DeliveryTime {
     t
 }
 
+/// The worker as deployed: `template.yaml`'s settings (a test holds these to the template), unless
+/// the environment says otherwise, read by the worker's own readers.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Deployed {
+    /// Handler calls at once in a drain.
+    pub concurrency: usize,
+    /// Drains at once.
+    pub drains: u32,
+    /// How long a drain starts units, ms.
+    pub window_ms: f64,
+    /// Keys a poll reads.
+    pub poll_keys: u32,
+}
+
+/// The template's worker: `Timeout`, `TICKWORK_WORKER_CONCURRENCY`, and `WorkerConcurrency`'s
+/// default (`TICKWORK_WORKER_DRAINS`).
+pub const TEMPLATE_WORKER: (u64, &str, &str) = (300, "16", "4");
+
+/// [`Deployed`] from `env`, the template's values where it sets none.
+pub fn deployed_worker(env: &tickwork::config::Env) -> anyhow::Result<Deployed> {
+    use tickwork::env as vars;
+    let (timeout, concurrency, drains) = TEMPLATE_WORKER;
+    let timeout_s = timeout.to_string();
+    let mut pairs: Vec<(String, String)> = vec![
+        (vars::FUNCTION_TIMEOUT_SECS.into(), timeout_s),
+        (vars::WORKER_CONCURRENCY.into(), concurrency.into()),
+        (vars::WORKER_DRAINS.into(), drains.into()),
+        (vars::QUEUE_VISIBILITY_SECS.into(), (timeout + 30).to_string()),
+    ];
+    for v in tickwork::env::VARS {
+        if let Some(x) = env.get(v.name) {
+            pairs.retain(|(k, _)| k != v.name);
+            pairs.push((v.name.to_string(), x));
+        }
+    }
+    let e = tickwork::config::Env::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let cfg = queue_worker::WorkerConfig::from_env(&e)?;
+    let core = tickwork::config::CoreConfig::from_env(&e)?;
+    let t = core.function_timeout.unwrap_or(std::time::Duration::from_secs(timeout));
+    Ok(Deployed {
+        concurrency: cfg.concurrency,
+        drains: cfg.drains,
+        window_ms: t.saturating_sub(cfg.stop_before()).as_millis() as f64,
+        poll_keys: cfg.poll_keys() as u32,
+    })
+}
+
+/// The delivery's own bill beyond its items' first claim and settle (which the month's model
+/// counts): the drains' duration at `memory_mb` and their invocations, the claims and settles of
+/// the items given back at a deadline (each at the item's size, estimated at 16 bytes a unit), the
+/// slot writes and the polls. Pure.
+pub fn burst_usd(d: &DeliveryInput, t: &DeliveryTime, memory_mb: u32, p: &crate::bill::Prices) -> f64 {
+    let item_kb = ((d.units_per_item * 16 + 200) as f64 / 1024.0).ceil();
+    let write_units = t.refunds as f64 * 2.0 * item_kb + t.slot_writes as f64;
+    let read_units = t.polls as f64 * 0.5;
+    let gb_s = t.drain_ms / 1000.0 * f64::from(memory_mb) / 1024.0;
+    p.units_usd(read_units, write_units)
+        + gb_s * p.lambda_arm_gb_second
+        + t.invocations as f64 * p.lambda_requests_million / 1e6
+}
+
 /// The fewest drains (up to `max`) that deliver within `target_ms`, when any does.
 pub fn drains_needed(d: &DeliveryInput, target_ms: f64, max: u32) -> Option<u32> {
     (1..=max.max(1)).find(|n| predict(&DeliveryInput { drains: *n, ..d.clone() }).done_ms <= target_ms)
@@ -242,6 +303,14 @@ mod tests {
         let t = predict(&d);
         // 16 drains could do it in 2.5 s; the last item lands at 30 s and takes 625 ms.
         assert!(t.done_ms >= 30_000.0 && t.done_ms <= 30_700.0, "{}", t.done_ms);
+    }
+
+    #[test]
+    fn the_template_worker_starts_units_for_265_seconds_of_its_300() {
+        let d = deployed_worker(&tickwork::config::Env::from_pairs([])).unwrap();
+        assert_eq!((d.concurrency, d.drains, d.window_ms, d.poll_keys), (16, 4, 265_000.0, 16));
+        let e = tickwork::config::Env::from_pairs([("TICKWORK_WORKER_DRAINS", "8")]);
+        assert_eq!(deployed_worker(&e).unwrap().drains, 8, "the environment says otherwise");
     }
 
     #[test]

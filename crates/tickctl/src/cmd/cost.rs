@@ -92,12 +92,59 @@ fn boundary(env: &Env, a: &CostArgs, input: &CostInput, prices: &tickctl::bill::
     };
     let t = predict(&b);
     let burst_usd = tickctl::boundary::burst_usd(&b, &t, tickctl::bill::Stack::default().memory_mb, prices);
+    let delivery = delivery(env, a, tenants, &t, latency_ms, invoke_ms, target_ms, prices)?;
     Ok(render::Boundary {
         needed: workers_needed(&b, target_ms).filter(|w| *w <= pulse_sweep::config::MAX_SHARD_WORKERS),
         target_ms,
         shared_ok: pulse_sweep::config::check_shared_shards(workers, input.tenant_shards).is_ok(),
         input: b,
         time: t,
+        burst_usd,
+        delivery,
+    })
+}
+
+/// The boundary's delivery: its day pulses carried to the handlers by the worker's drains as the
+/// template deploys them (timeout, handler timeout and margin, concurrency, drains), unless the
+/// command line or the environment says otherwise.
+#[allow(clippy::too_many_arguments)]
+fn delivery(
+    env: &Env,
+    a: &CostArgs,
+    tenants: u64,
+    sweep: &tickctl::boundary::BoundaryTime,
+    latency_ms: f64,
+    invoke_ms: f64,
+    target_ms: f64,
+    prices: &tickctl::bill::Prices,
+) -> Result<render::Delivery> {
+    use tickctl::delivery::{drains_needed, predict, DeliveryInput};
+    let handler_ms = cost::parse_interval(&a.handler).context("--handler")? as f64;
+    let signal_ms = cost::parse_interval(&a.signal_latency).context("--signal-latency")? as f64;
+    let worker = tickctl::delivery::deployed_worker(env)?;
+    let d = DeliveryInput {
+        units: tenants,
+        units_per_item: tickwork::batch::MAX_BATCH_UNITS as u64,
+        arrive_ms: sweep.total_ms,
+        signal_ms,
+        handler_ms,
+        request_ms: latency_ms,
+        invoke_ms,
+        concurrency: a.concurrency.unwrap_or(worker.concurrency as u32),
+        drains: a.drains.unwrap_or(worker.drains),
+        window_ms: worker.window_ms,
+        poll_keys: worker.poll_keys,
+    };
+    let time = predict(&d);
+    // Each unit's handler writes one row (the shipped handlers' summary), every drain busy.
+    let handler_wcu_per_sec = time.peak_units_per_sec;
+    let burst_usd = tickctl::delivery::burst_usd(&d, &time, tickctl::bill::Stack::default().memory_mb, prices);
+    Ok(render::Delivery {
+        needed: drains_needed(&d, target_ms, 100),
+        handler_wcu_per_sec,
+        within_limits: handler_wcu_per_sec <= tickctl::boundary::TABLE_MAX_WCU_PER_SEC,
+        input: d,
+        time,
         burst_usd,
     })
 }

@@ -120,6 +120,26 @@ pub struct Boundary {
     pub shared_ok: bool,
     /// The burst's own cost: its units and its invocations, USD.
     pub burst_usd: f64,
+    /// From the boundary until its last unit is handled.
+    pub delivery: Delivery,
+}
+
+/// The boundary's delivery to the handlers: boundary-to-done.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Delivery {
+    /// What was asked, the assumptions included.
+    pub input: tickctl::delivery::DeliveryInput,
+    /// How it goes.
+    pub time: tickctl::delivery::DeliveryTime,
+    /// The fewest drains that deliver within the target, if any.
+    pub needed: Option<u32>,
+    /// The handlers' writes a second at the peak (one write unit a unit, an assumption).
+    pub handler_wcu_per_sec: f64,
+    /// Within the table's write limit.
+    pub within_limits: bool,
+    /// Its own cost beyond the units' items: refunded claims and settles, slot writes, the
+    /// drains' invocations and duration, USD.
+    pub burst_usd: f64,
 }
 
 /// The boundary section (nothing with `--json`: it is in the JSON already).
@@ -176,6 +196,37 @@ pub fn print_boundary(as_json: bool, b: &Boundary) {
         );
     }
     println!("  the burst itself: ${:.4} (its write and read units, its invocations)", b.burst_usd);
+    let (di, dt) = (&b.delivery.input, &b.delivery.time);
+    println!(
+        "delivery to the handlers: {} units in items of {}, {} drain(s) of {} handler calls, {} ms a call; a drain starts units for {:.0} s of its timeout",
+        di.units, di.units_per_item, di.drains, di.concurrency, di.handler_ms, di.window_ms / 1000.0
+    );
+    println!(
+        "  boundary-to-done: {:.1} s (the sweep writes for {:.1} s; {} drain invocations, {} claims, {} given back at a deadline)",
+        dt.done_ms / 1000.0,
+        di.arrive_ms / 1000.0,
+        dt.invocations,
+        dt.claims,
+        dt.refunds
+    );
+    println!(
+        "  the handlers write about {:.0} units a second at the peak (the table's limit {:.0}): {}",
+        b.delivery.handler_wcu_per_sec,
+        tickctl::boundary::TABLE_MAX_WCU_PER_SEC,
+        if b.delivery.within_limits { "within it" } else { "OVER IT: fewer drains, or a raised table limit" }
+    );
+    match b.delivery.needed {
+        Some(d) => println!(
+            "  drains to deliver within {:.0} s: {d} (TICKWORK_WORKER_DRAINS / WorkerConcurrency, at {} handler calls each)",
+            b.target_ms / 1000.0,
+            di.concurrency
+        ),
+        None => println!(
+            "  no count of drains up to 100 delivers within {:.0} s: more handler calls a drain, or a faster handler",
+            b.target_ms / 1000.0
+        ),
+    }
+    println!("  the delivery itself: ${:.4} (drain time, hand-ons, refunds, slot writes)", b.delivery.burst_usd);
 }
 
 /// The bill of a load above [`tickctl::cost::FULL_MODEL_MAX`] tenants: by service, from the model
