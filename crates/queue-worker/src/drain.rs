@@ -161,6 +161,9 @@ async fn drain_as(
     let mut stopping = false;
     let mut retry_due: Option<Millis> = None;
     let mut waited = false;
+    // A failed request stops the drain, but only after what runs has ended and what is held is
+    // settled: nothing claimed is left to wait for its visibility timeout.
+    let mut failed: Option<QueueError> = None;
     loop {
         if !stopping && budget.exhausted() {
             stopping = true;
@@ -229,7 +232,15 @@ async fn drain_as(
                 h.ends.push((key, end));
             }
             Some(s) = settling.next(), if !settling.is_empty() => {
-                let s = s?;
+                let s = match s {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::error!(error = %e, "a settle failed: the drain stops; the item comes back after its visibility timeout");
+                        stopping = true;
+                        failed.get_or_insert(e);
+                        continue;
+                    }
+                };
                 tally(&mut r, &s, &mut retry_due);
                 // An item of ours back to pending and ready already (no backoff) is work again.
                 if let (Settle::Retrying { at_ms }, false) = (s.settle, s.refunded) {
@@ -248,7 +259,16 @@ async fn drain_as(
                     growing.push(fleet.grow(seen));
                 }
                 feed = Some(f);
-                match taken? {
+                let taken = match taken {
+                    Ok(t) => t,
+                    Err(e) => {
+                        tracing::error!(error = %e, "a poll or a claim failed: the drain stops");
+                        stopping = true;
+                        failed.get_or_insert(e);
+                        None
+                    }
+                };
+                match taken {
                     None => {}
                     Some(Claim::Claimed(job)) => {
                         r.claimed += 1;
@@ -268,6 +288,9 @@ async fn drain_as(
             }
             Some(()) = growing.next(), if !growing.is_empty() => {}
         }
+    }
+    if let Some(e) = failed {
+        return Err(e);
     }
     let f = feed.expect("the feed is home");
     r.polls = f.polls;

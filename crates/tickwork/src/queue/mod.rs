@@ -19,16 +19,18 @@
 //!    ([`Enqueue::Exists`]). [`enqueue_item`] gives the same put for a caller's transaction.
 //! 2. **Poll**: the Query above on one shard, oldest first (keys only: cheap).
 //! 3. **Claim**: UpdateItem on the base table, conditional on `visible_at <= :now`, the item being
-//!    live (the index lags the table) and `attempts < max_attempts`, setting `owner`,
-//!    `state = claimed`, `visible_at = now + visibility` and `attempts + 1`. Losing the race is
-//!    [`Claim::Taken`]. `attempts` after the claim is the claim's generation: later writes are
-//!    conditional on `owner` *and* `attempts`, so a worker whose claim expired and was re-taken
-//!    cannot touch it. An item whose every claim so far died with its worker (a handler that
-//!    panics the process, hangs past the timeout, runs out of memory) reaches `max_attempts`
-//!    without ever failing cleanly: the next claim finds it exhausted and dead-letters it
-//!    ([`Claim::DeadLettered`]) instead of re-running it forever. A failed condition on an item
-//!    this owner already claimed is our own claim whose answer was lost and which the SDK sent
-//!    again: it is recognised as claimed.
+//!    live (the index lags the table), `state = pending` and `attempts < max_attempts`, setting
+//!    `owner`, `state = claimed`, `visible_at = now + visibility` and `attempts + 1`. Losing the
+//!    race is [`Claim::Taken`]. `attempts` after the claim is the claim's generation: later writes
+//!    are conditional on `owner` *and* `attempts`, so a worker whose claim expired and was re-taken
+//!    cannot touch it. An item whose claim expired unsettled (its worker died: a unit that aborts
+//!    the process, runs out of memory, hangs past the deadline) is still `claimed`: the first
+//!    write fails on it, and a second takes it over, conditional on that very claim, and answers
+//!    it [`Job::died`] — the worker then isolates it (step 6). An item whose every claim so far
+//!    died reaches `max_attempts` without ever failing cleanly: the next claim finds it
+//!    exhausted and dead-letters it ([`Claim::DeadLettered`]) instead of re-running it forever. A
+//!    failed condition on an item this owner already claimed is our own claim whose answer was
+//!    lost and which the SDK sent again: it is recognised as claimed.
 //! 4. **Finish**: the item becomes a `done` tombstone (out of the ready index, deleted by TTL after
 //!    the retention), conditional on owner and generation. The design's "conditional delete"
 //!    would forget the id, so a repeated enqueue of a finished id would run it again; the tombstone
@@ -36,6 +38,11 @@
 //! 5. **Fail**: back to pending with `visible_at = now + backoff(attempts)` (exponential), or, when
 //!    `attempts` reached the maximum, a dead letter (out of the ready index, into `dead`).
 //! 6. **Extend**: pushes `visible_at` out while still owner (heartbeat for long items).
+//!    **Split** ([`Queue::split`]): an item whose worker died is finished and its units put back
+//!    as parts marked [`SUSPECT`], each run alone, in one transaction conditional on the claim.
+//!    A settle leaves items behind only under ids derived from the claim ([`derived_id`]:
+//!    `<id>#part#…`, `#rest#…` for a batch's remainder past the batch size, `#dead#…` for a
+//!    unit's dead letter), which the worker's role may put and no other.
 //! 7. **Pause**: a marker item in each ready shard (`pause#queue#<k>`, `visible_at = 0`) sorts
 //!    before every real item, so the poll that looks for work finds it first: pausing the worker
 //!    costs no read of its own ([`Queue::set_paused`]).
