@@ -123,3 +123,46 @@ async fn drains_hand_on_at_their_deadline_until_the_backlog_is_done() {
     assert_eq!(delivered.len(), 4000, "every unit ran");
     assert!(delivered.values().all(|n| *n == 1), "each once");
 }
+
+/// A poll of a ready index that lags the claim a drain made a moment ago still lists that item:
+/// the drain passes over the items it holds. Before, its claim was refused, and read as its own
+/// retried claim (the same owner): it held the item twice and ran every unit twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_that_still_lists_an_item_this_drain_holds_runs_it_once() {
+    use tickwork_tests::faults::StaleIndex;
+    let local = Local::new().await;
+    let table = local.table(&queue_table()).await;
+    let stale = StaleIndex::new(tickwork::queue::READY_INDEX);
+    let client = aws_sdk_dynamodb::Client::from_conf(
+        aws_sdk_dynamodb::config::Builder::from(&local.sdk).interceptor(stale.clone()).build(),
+    );
+    let db = tickwork::Db::new(client, tickwork::meter::Meter::new(tickwork::meter::CapacitySource::Estimate));
+    db.register_gsis(&table, queue_table().gsi_shapes());
+    let qcfg = QueueConfig { shards: 1, ..Default::default() };
+    let q = Queue::new(db, &table, qcfg, local.clock());
+    for i in 0..12 {
+        let mut b = Batch::new(Default::default());
+        b.add(
+            vec![serde_json::Map::from_iter([("window".to_string(), Value::from("2026-11-29"))])],
+            (0..20).map(|t| format!("t{i:02}-{t:02}")),
+        );
+        q.enqueue(&NewItem {
+            id: format!("s{i:02}"),
+            kind: "slow".into(),
+            payload: b.to_payload(),
+            tenant: None,
+            due_ms: 0,
+        })
+        .await
+        .unwrap();
+    }
+    let (handlers, delivered) = queue_worker::Registry::new().with("slow", Arc::new(Slow(2))).counted();
+    // Polls of four keys: a page is used up, and the shard polled again, while items run.
+    let cfg = queue_worker::WorkerConfig { batch: 4, concurrency: 8, ..Default::default() };
+    let r = queue_worker::drain(&q, &handlers, "w", &tickwork::budget::Unlimited, &cfg).await.unwrap();
+    assert!(stale.echoed.load(std::sync::atomic::Ordering::SeqCst) > 0, "the index lagged");
+    assert_eq!((r.claimed, r.finished, r.lost), (12, 12, 0), "{r:?}");
+    let delivered = delivered.lock().unwrap();
+    assert_eq!(delivered.len(), 240);
+    assert!(delivered.values().all(|n| *n == 1), "each unit once");
+}

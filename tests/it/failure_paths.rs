@@ -304,7 +304,7 @@ async fn a_tenant_the_runs_page_did_not_show_stays_woken_and_is_pulsed_at_the_ne
         .waiting("pulse-sweep", "Europe/Berlin")
         .await
         .unwrap();
-    assert!(woken.contains(&"late".to_string()), "still woken after a run that did not see it: {woken:?}");
+    assert!(woken.iter().any(|w| w.unit == "late"), "still woken after a run that did not see it: {woken:?}");
     lag.catch_up();
     tick("2026-11-29T23:15:00Z").await;
     let units = tickwork_sim::queued_units(&deps.db, &deps.tables.queue).await.unwrap();
@@ -420,7 +420,7 @@ async fn a_tenant_moved_while_its_page_is_written_is_woken_to_be_planned_again()
     let r = sweep.await.unwrap().unwrap();
     assert_eq!(r.outcome, pulse_sweep::Outcome::Completed, "{r:?}");
     let (woken, _) = admin.marks.waiting("pulse-sweep", "Europe/Berlin").await.unwrap();
-    assert!(woken.contains(&"mover".to_string()), "woken where it was read: {woken:?}");
+    assert!(woken.iter().any(|w| w.unit == "mover"), "woken where it was read: {woken:?}");
     let units = tickwork_sim::queued_units(&deps.db, &deps.tables.queue).await.unwrap();
     assert!(!units.keys().any(|k| k.contains("#mover#")), "its pulses left the flush: {units:?}");
 }
@@ -474,4 +474,62 @@ async fn a_zone_without_tenants_leaves_the_registry_unless_one_was_just_register
     pulse_sweep::add_tenants(&deps, &[one("t3", "Asia/Tokyo")]).await.unwrap();
     let r = tick("2026-11-29T15:15:00Z").await;
     assert_eq!((r.groups_completed, r.pulses["day"]), (1, 1), "{r:?}");
+}
+
+/// A tenant woken, read by the visit while suspended, and resumed (woken again) before the
+/// visit's write: the write deletes only the wake it read, so the tenant stays woken and the next
+/// tick pulses it. Before, the visit deleted the new wake with the old, and the tenant waited a
+/// day for its group's next run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_woken_again_while_its_visit_writes_is_visited_again() {
+    use tickwork_tests::faults::{Fault, Faults, Planned};
+    let local = Local::new().await;
+    let tables = local.sweep_tables().await;
+    let stall = Faults::new();
+    let db = local.db_with(Some(&stall), None, &tickwork_tests::quick_retry());
+    db.register_gsis(&tables.queue, queue_table().gsi_shapes());
+    let cfg =
+        pulse_sweep::PulseConfig::from_env(&tickwork::config::Env::from_pairs([]), Duration::from_secs(1)).unwrap();
+    let deps = pulse_sweep::Deps::new(db, local.clock(), cfg, tables, 8, QueueConfig::default())
+        .resolve_shards()
+        .await
+        .expect("shard registry");
+    let marks = Watermarks::new(local.fresh_db(), &deps.tables.control, local.clock());
+    let admin = pulse_sweep::Deps {
+        tenants: tickwork::tenants::Tenants::new(local.fresh_db(), &deps.tables.tenants, 8)
+            .with_registry(marks.clone(), "pulse-sweep"),
+        marks,
+        ..deps.clone()
+    };
+    let run = |at: &str| {
+        let t = tickwork_tests::ms(at);
+        local.clock.set(t);
+        let tick = tickwork_lambda::Tick::parse(&tickwork_lambda::Tick::envelope(t, false)).unwrap();
+        let deps = deps.clone();
+        tokio::spawn(async move { pulse_sweep::run(&deps, &tick, &tickwork::budget::Unlimited, "w").await.unwrap() })
+    };
+    local.clock.set(tickwork_tests::ms("2026-11-29T10:00:00Z"));
+    pulse_sweep::add_tenants(&admin, &tickwork_tests::tenants(3, "Europe/Berlin", 0)).await.unwrap();
+    run("2026-11-29T10:00:00Z").await.unwrap();
+    run("2026-11-29T10:15:00Z").await.unwrap();
+    // Added after the group's run, then suspended: woken, and read suspended by the next visit.
+    local.clock.set(tickwork_tests::ms("2026-11-29T10:20:00Z"));
+    pulse_sweep::add_tenants(&admin, &[tickwork::tenants::Tenant::new("back", "Europe/Berlin")]).await.unwrap();
+    assert!(admin.tenants.suspend("back").await.unwrap());
+    // The visit's first write (its flush) stalls, after the ticks' writes so far.
+    let nth = stall.calls_of("TransactWriteItems") + 1;
+    stall.plan(Planned { op: Some("TransactWriteItems"), nth, fault: Fault::Stall });
+    let visit = run("2026-11-29T10:30:00Z");
+    while !stall.is_stalled() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The operator resumes it while the visit writes: woken again.
+    assert!(admin.tenants.resume("back").await.unwrap());
+    stall.release();
+    visit.await.unwrap();
+    let (woken, _) = admin.marks.waiting("pulse-sweep", "Europe/Berlin").await.unwrap();
+    assert!(woken.iter().any(|w| w.unit == "back"), "still woken: {woken:?}");
+    run("2026-11-29T10:45:00Z").await.unwrap();
+    let units = tickwork_sim::queued_units(&admin.db, &deps.tables.queue).await.unwrap();
+    assert!(units.keys().any(|k| k.starts_with("pulse#back#")), "visited at the next tick and pulsed");
 }

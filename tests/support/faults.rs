@@ -500,3 +500,67 @@ impl Intercept for IndexLag {
         Ok(())
     }
 }
+
+/// An index that lags a claim: every Query on `index` also answers the items its previous answer
+/// held (a claimed item's moved key not yet applied to the index), as DynamoDB's eventually
+/// consistent global secondary indexes can and moto's never do.
+#[derive(Debug, Clone, Default)]
+pub struct StaleIndex {
+    index: String,
+    last: Arc<Mutex<Vec<std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>>>>,
+    /// Items answered again.
+    pub echoed: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl StaleIndex {
+    /// Lag on `index`.
+    pub fn new(index: &str) -> Self {
+        Self { index: index.to_string(), ..Default::default() }
+    }
+}
+
+impl Intercept for StaleIndex {
+    fn name(&self) -> &'static str {
+        "StaleIndex"
+    }
+
+    fn read_before_execution(
+        &self,
+        ctx: &BeforeSerializationInterceptorContextRef<'_>,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if let Some(q) = ctx.input().downcast_ref::<aws_sdk_dynamodb::operation::query::QueryInput>() {
+            if let Some(i) = q.index_name() {
+                cfg.interceptor_state().store_put(QueryIndex(i.to_string()));
+            }
+        }
+        Ok(())
+    }
+
+    fn modify_before_completion(
+        &self,
+        ctx: &mut aws_smithy_runtime_api::client::interceptors::context::FinalizerInterceptorContextMut<'_>,
+        _: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if cfg.load::<QueryIndex>().map(|q| q.0.as_str()) != Some(self.index.as_str()) {
+            return Ok(());
+        }
+        if let Some(Ok(out)) = ctx.output_or_error_mut() {
+            if let Some(q) = out.downcast_mut::<aws_sdk_dynamodb::operation::query::QueryOutput>() {
+                let mut last = self.last.lock().unwrap();
+                let now: Vec<_> = q.items.clone().unwrap_or_default();
+                let items = q.items.get_or_insert_with(Vec::new);
+                for old in last.iter() {
+                    if !items.iter().any(|i| i.get("pk") == old.get("pk")) {
+                        items.insert(0, old.clone());
+                        q.count += 1;
+                        self.echoed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                }
+                *last = now;
+            }
+        }
+        Ok(())
+    }
+}

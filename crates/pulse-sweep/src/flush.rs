@@ -83,7 +83,7 @@ pub(crate) struct Pending {
     /// The zone group.
     pub(crate) group: String,
     /// Woken tenants visited: their wake items go with the next flush ([`tickwork::wake`]).
-    pub(crate) woken: Vec<String>,
+    pub(crate) woken: Vec<tickwork::wake::Waiting>,
     /// [`FlushCounts::bytes`] of the batch.
     pub(crate) bytes: usize,
 }
@@ -128,6 +128,14 @@ impl Pending {
         if let Some(to) = o.reposition {
             self.repositions.push((t.clone(), to));
         }
+    }
+
+    /// Takes a tenant out of what is pending: its pulses, its position write, its wake delete.
+    fn drop_tenant(&mut self, id: &str) {
+        self.woken.retain(|w| w.unit != id);
+        self.repositions.retain(|r| r.0.id != id);
+        let own = format!("{PULSE_KIND}#{id}#");
+        self.batch = self.batch.subset(PULSE_KIND, |k| !k.starts_with(&own));
     }
 
     fn clear_written(&mut self) {
@@ -179,8 +187,9 @@ pub(crate) async fn flush(
         if let Some(to) = advance {
             writes.push(deps.marks.advance_item(&deps.cfg.job, &p.group, to));
         }
-        for id in &p.woken {
-            writes.push(deps.marks.woken_item(&deps.cfg.job, &p.group, id));
+        let woken_at = writes.len();
+        for w in &p.woken {
+            writes.push(deps.marks.woken_item(&deps.cfg.job, &p.group, w));
         }
         if writes.is_empty() {
             return Ok(Flushed::Written);
@@ -206,10 +215,14 @@ pub(crate) async fn flush(
                 let id = p.repositions[index - batches].0.id.clone();
                 tracing::info!(tenant = %id, "tenant changed since it was read; woken to be planned again");
                 deps.marks.wake(&deps.cfg.job, &p.group, &id).await?;
-                p.woken.retain(|u| *u != id);
-                p.repositions.retain(|r| r.0.id != id);
-                let own = format!("{PULSE_KIND}#{id}#");
-                p.batch = p.batch.subset(PULSE_KIND, |k| !k.starts_with(&own));
+                p.drop_tenant(&id);
+            }
+            // Woken again since the visit read it (an operator's resume or move): it stays woken,
+            // planned again at the next tick from what it is now, and leaves this flush.
+            Fenced::ConditionFailed { index, .. } if index >= woken_at => {
+                let id = p.woken[index - woken_at].unit.clone();
+                tracing::info!(tenant = %id, "woken again while visited; left for the next tick");
+                p.drop_tenant(&id);
             }
             // The watermark is at or past this run already: another leader finished it.
             Fenced::ConditionFailed { .. } if advance.is_some() => {

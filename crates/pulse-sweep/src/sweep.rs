@@ -30,6 +30,7 @@ use tickwork::budget::Budget;
 use tickwork::calendar;
 use tickwork::checkpoint::{Checkpoints, ShardState};
 use tickwork::tenants::{Position, Tenant};
+use tickwork::wake::Waiting;
 use tickwork_lambda::{Outcome, Tick};
 
 use crate::deps::Deps;
@@ -298,7 +299,14 @@ pub(crate) async fn wake(
         Some(_) => deps.marks.waiting(&deps.cfg.job, &w.group).await?,
         None => (Vec::new(), true),
     };
-    ids.extend(w.woken.listed.iter().filter(|l| !ids.contains(l)).cloned().collect::<Vec<_>>());
+    let listed: Vec<Waiting> = w
+        .woken
+        .listed
+        .iter()
+        .filter(|l| !ids.iter().any(|i| &i.unit == *l))
+        .map(|l| Waiting { unit: l.clone(), nonce: String::new() })
+        .collect();
+    ids.extend(listed);
     // In chunks, so that one transaction holds every position write and wake item of its chunk.
     for ids in ids.chunks(WAKE_CHUNK) {
         if !wake_chunk(deps, mode, w, ids, &target, visit, report).await? {
@@ -320,7 +328,7 @@ async fn wake_chunk(
     deps: &Deps,
     mode: Mode<'_>,
     w: &WakeGroup,
-    ids: &[String],
+    woken: &[Waiting],
     target: &Target<'_>,
     visit: Visit,
     report: &mut Report,
@@ -328,12 +336,12 @@ async fn wake_chunk(
     // Boxed: an unboxed closure over borrowed ids is not accepted where the job's future must be
     // `Send` for every lifetime.
     let gets: Vec<BoxFuture<'_, Result<Option<Tenant>, tickwork::DbError>>> =
-        ids.iter().map(|id| Box::pin(deps.tenants.get(id)) as BoxFuture<'_, _>).collect();
+        woken.iter().map(|w| Box::pin(deps.tenants.get(&w.unit)) as BoxFuture<'_, _>).collect();
     let read: Vec<Result<Option<Tenant>, tickwork::DbError>> =
         stream::iter(gets).buffered(deps.cfg.tenant_concurrency).collect().await;
     let run = format!("{}@wake", w.group);
     let mut pending = Pending::new(format!("{PULSE_KIND}#{}@wake{}", w.group, deps.clock.now_ms()), &w.group);
-    for (id, r) in ids.iter().zip(read) {
+    for (id, r) in woken.iter().map(|w| &w.unit).zip(read) {
         match r {
             // Gone, suspended again, or moved on since it was woken: nothing to do here.
             Ok(Some(t)) if t.active && t.zone == w.group => match owed(&t, target, visit) {
@@ -350,6 +358,6 @@ async fn wake_chunk(
     }
     report.failed_tenants += pending.failures.len() as u64;
     let Mode::Live(fence) = mode else { return Ok(true) };
-    pending.woken = ids.to_vec();
+    pending.woken = woken.to_vec();
     Ok(matches!(flush(deps, fence, &run, &mut pending, None).await?, Flushed::Written))
 }

@@ -25,7 +25,7 @@
 //!    is settled before returning. A retry this drain scheduled and that falls due within its
 //!    budget is waited for once.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -193,7 +193,8 @@ async fn drain_as(
         // runs alone.
         if let Some(f) = feed.take_if(|f| !stopping && !f.done && held.values().all(|h| h.unstarted() == 0 && !h.alone))
         {
-            taking = Some(Box::pin(take(queue, owner, f, fleet)));
+            let mine: HashSet<String> = held.values().map(|h| h.job.id.clone()).collect();
+            taking = Some(Box::pin(take(queue, owner, f, fleet, budget, mine)));
         }
         if feed.as_ref().is_some_and(|f| f.paused) {
             stopping = true;
@@ -275,7 +276,7 @@ async fn drain_as(
                         if held.values().any(|h| h.unstarted() > 0) {
                             r.claims_ahead += 1;
                         }
-                        if let Some(s) = admit(queue, job, &mut held, &mut next_id, &mut r) {
+                        if let Some(s) = admit(queue, job, &mut held, &mut next_id) {
                             settling.push(s);
                         }
                     }
@@ -310,19 +311,30 @@ async fn drain_as(
 type TakeRun<'a> = BoxFuture<'a, (Feed, Result<Option<Claim>, QueueError>)>;
 
 /// Step 1 and the claim of step 2: the next candidate claimed, losing races on the way (a lost
-/// claim is free of side effects; the next candidate is tried); `None` when the feed ran dry.
+/// claim is free of side effects; the next candidate is tried); `None` when the feed ran dry or
+/// the budget ran out. A candidate this drain holds (`mine`: a poll of an index that lags its
+/// table still lists an item it claimed a moment ago) is passed over: claiming it again would
+/// read as this owner's own retried claim, and run its units twice.
 async fn take(
     queue: &Queue,
     owner: &str,
     mut feed: Feed,
     fleet: &dyn Grow,
+    budget: &dyn Budget,
+    mine: HashSet<String>,
 ) -> (Feed, Result<Option<Claim>, QueueError>) {
     loop {
-        let c = match feed.next(queue, fleet).await {
+        if budget.exhausted() {
+            return (feed, Ok(None));
+        }
+        let c = match feed.next(queue, fleet, budget).await {
             Ok(Some(c)) => c,
             Ok(None) => return (feed, Ok(None)),
             Err(e) => return (feed, Err(e)),
         };
+        if mine.contains(&c.id) {
+            continue;
+        }
         match queue.claim(&c.id, owner).await {
             Ok(Claim::Taken) => feed.taken += 1,
             other => return (feed, other.map(Some)),
@@ -338,13 +350,7 @@ fn startable(held: &BTreeMap<u64, Held>) -> Option<u64> {
 
 /// Takes a claimed job in: held to run, or settled at once (a batch that cannot be read is
 /// dead-lettered; a batch whose worker died is split, [`ISOLATION_PARTS`]).
-fn admit<'a>(
-    queue: &'a Queue,
-    job: Job,
-    held: &mut BTreeMap<u64, Held>,
-    next_id: &mut u64,
-    r: &mut Report,
-) -> Option<SettleRun<'a>> {
+fn admit<'a>(queue: &'a Queue, job: Job, held: &mut BTreeMap<u64, Held>, next_id: &mut u64) -> Option<SettleRun<'a>> {
     let batch = match Batch::of_job(&job) {
         None => None,
         Some(Ok(b)) => Some(b),
@@ -361,10 +367,11 @@ fn admit<'a>(
         }
     };
     if let (true, Some(b)) = (job.died, &batch) {
-        if b.len() > 1 {
+        // Split while it has two distinct units at least (a tenant listed twice is one unit):
+        // each part is then strictly smaller, and one unit is run alone until its attempts end.
+        if b.distinct_units(&job.kind) > 1 {
             let parts: Vec<String> = b.divide(&job.kind, ISOLATION_PARTS).iter().map(Batch::to_payload).collect();
             tracing::warn!(id = %job.id, attempts = job.attempts, units = b.len(), parts = parts.len(), "its last worker died: split, each part to run alone");
-            r.split += 1;
             return Some(Box::pin(async move {
                 Ok(Settled { settle: queue.split(&job, &parts).await?, counts: Default::default(), refunded: false })
             }));
@@ -382,10 +389,10 @@ fn tally(r: &mut Report, s: &Settled, retry_due: &mut Option<Millis>) {
     r.units += s.counts.run;
     r.units_failed += s.counts.failed;
     r.dead_units += s.counts.dead;
-    r.refunded += u64::from(s.refunded);
+    r.refunded += u64::from(s.refunded && s.settle != Settle::NotOwner);
     match s.settle {
         Settle::Settled => r.finished += 1,
-        Settle::Split { .. } => {}
+        Settle::Split { .. } => r.split += 1,
         Settle::Retrying { at_ms } => {
             if !s.refunded {
                 r.retried += 1;
@@ -456,12 +463,17 @@ impl Feed {
         }
     }
 
-    async fn next(&mut self, queue: &Queue, fleet: &dyn Grow) -> Result<Option<Candidate>, QueueError> {
+    async fn next(
+        &mut self,
+        queue: &Queue,
+        fleet: &dyn Grow,
+        budget: &dyn Budget,
+    ) -> Result<Option<Candidate>, QueueError> {
         loop {
             if let Some(c) = self.buffer.pop_front() {
                 return Ok(Some(c));
             }
-            if self.done {
+            if self.done || budget.exhausted() {
                 return Ok(None);
             }
             if self.pos == self.shards {

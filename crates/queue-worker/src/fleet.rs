@@ -178,8 +178,10 @@ impl Fleet {
     /// Takes slot `k` for a new drain and starts it; `false` when the slot is busy or the start
     /// failed (the slot is then given back).
     async fn start(&self, invoker: &dyn Invoker, k: u32) -> bool {
+        // A slot past the cap (a successor named by a fleet larger before a deploy) is not started.
+        let Some(cfg) = self.slot_cfg.get(k as usize) else { return false };
         let owner = tickwork_lambda::owner_id("drain");
-        let lease = match self.leases.acquire(&self.slot_cfg[k as usize], &owner).await {
+        let lease = match self.leases.acquire(cfg, &owner).await {
             Ok(Acquire::Acquired(l)) => l,
             Ok(Acquire::Held { .. }) => return false,
             Err(e) => {

@@ -263,9 +263,11 @@ async fn run(deps: &Deps, event: &Value, deadline_ms: Millis) -> Result<Report, 
     let grow = fleet::Growing::new(fleet, slot.as_ref().map(|e| e.slot));
     let result = drain_with(&deps.queue, &deps.handlers, &owner, &budget, &deps.cfg, &grow).await;
     // Hand on (fleet step 2): a slot drain (or one that took a slot) always ends its slot,
-    // starting its successor when work is left (or when it failed, not knowing); another drain
-    // starts one when work is left.
-    let work_left = result.as_ref().map(|r| r.work_left).unwrap_or(true);
+    // starting its successor when work is left; another drain starts one when work is left. A
+    // drain that failed starts none: a fault that persists (a denied call, a missing index) would
+    // otherwise chain invocations that each fail at once; the next stream signal or the safety
+    // poll starts again, and the failure is in the invocation's error and its alarm.
+    let work_left = result.as_ref().is_ok_and(|r| r.work_left);
     let handed = match slot.or_else(|| grow.adopted()) {
         Some(ev) => fleet.end_slot(&ev, work_left).await,
         None if work_left => fleet.ensure(1, None).await > 0,

@@ -187,7 +187,11 @@ impl Batch {
     /// cutting anywhere (between two units of one tenant too): how the worker narrows down a unit
     /// that kills its process, until the part that dies again holds that unit alone.
     pub fn divide(&self, kind: &str, parts: usize) -> Vec<Batch> {
-        let keys: Vec<String> = self.units(kind).into_iter().map(|u| u.key).collect();
+        // Distinct keys: a key listed twice goes whole into one part, so every part has fewer
+        // distinct units than the batch once it has two.
+        let mut seen = std::collections::HashSet::new();
+        let keys: Vec<String> =
+            self.units(kind).into_iter().map(|u| u.key).filter(|k| seen.insert(k.clone())).collect();
         if keys.is_empty() {
             return Vec::new();
         }
@@ -198,6 +202,11 @@ impl Batch {
                 self.subset(kind, |k| chunk.contains(k))
             })
             .collect()
+    }
+
+    /// Units with distinct keys (a tenant listed twice in one set is one unit, run twice).
+    pub fn distinct_units(&self, kind: &str) -> usize {
+        self.units(kind).into_iter().map(|u| u.key).collect::<std::collections::HashSet<_>>().len()
     }
 
     /// Splits into batches whose payloads stay under [`MAX_BATCH_BYTES`] and [`MAX_BATCH_UNITS`],
@@ -366,6 +375,12 @@ mod tests {
         assert_eq!(keys, all, "every unit once");
         assert_eq!(b.divide("pulse", 99).len(), 5, "at most one part per unit");
         assert!(Batch::default().divide("pulse", 3).is_empty());
+        // A tenant listed twice: its one key goes whole into one part, and there is nothing
+        // left to divide.
+        let mut twice = Batch::new(Default::default());
+        twice.add(vec![entry(&[("grain", "day"), ("period", "2026-03-30")])], ["t1".to_string(), "t1".to_string()]);
+        assert_eq!((twice.len(), twice.distinct_units("pulse")), (2, 1));
+        assert_eq!(twice.divide("pulse", 8).len(), 1, "one part: the batch itself");
         // Cut between t1's day and week units too.
         let ones = b.divide("pulse", 5);
         assert!(ones.iter().all(|p| p.len() == 1));

@@ -21,7 +21,9 @@
 //!    item exists, so whoever reads the number finds the item.
 //! 2. **Visit** (the sweep): read the number `g`; Query the group's items (a key condition:
 //!    `pk = wake#<job> AND begins_with(sk, "<group>#")`, strongly consistent); visit them, each
-//!    item deleted in the transaction that records its visit ([`done`]).
+//!    item deleted in the transaction that records its visit ([`done`]), conditional on the nonce
+//!    it was read with: a wake since (an operator's resume or move while the visit ran) wrote a
+//!    new one, the delete fails, and the unit stays woken for the next tick.
 //! 3. **Settle**: when a visit read the group's items to the end, `REMOVE wake:<group>` if it is
 //!    still `g` ([`settle`]). A wake since (step 1 again) raised it, so the removal fails and the
 //!    next tick visits the new unit; one whose item the Query did not see raised it after the read.
@@ -40,6 +42,19 @@ pub const WOKEN_PREFIX: &str = "woken:";
 /// State-item attribute name prefix of an older release's inline list of woken ids (SS): read,
 /// visited and removed, never written.
 pub const WAKE_PREFIX: &str = "wake:";
+
+/// Attribute of a wake item: a value new at every wake, so that a visit deletes only the wake it
+/// read.
+pub const NONCE: &str = "nonce";
+
+/// A woken unit as read: its id and the nonce of its wake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiting {
+    /// The unit.
+    pub unit: String,
+    /// Its wake's nonce (empty for an older release's inline list).
+    pub nonce: String,
+}
 
 /// How long a wake item is kept if never visited.
 pub const RETENTION: Duration = Duration::from_secs(14 * 86_400);
@@ -99,6 +114,7 @@ pub async fn wake(
 ) -> Result<(), DbError> {
     let mut item = key(wake_pk(job), wake_sk(group, unit));
     item.insert("unit".into(), av_s(unit));
+    item.insert(NONCE.into(), av_s(format!("{:016x}", fastrand::u64(..))));
     item.insert(TTL.into(), av_n(now_ms / 1000 + RETENTION.as_secs() as i64));
     db.put(db.client().put_item().table_name(table).set_item(Some(item))).await?;
     let req = db
@@ -112,8 +128,8 @@ pub async fn wake(
     db.update(req).await.map(|_| ())
 }
 
-/// Step 2: the ids of `group` waiting, up to [`MAX_VISIT`]; `true` when that is all of them.
-pub async fn waiting(db: &Db, table: &str, job: &str, group: &str) -> Result<(Vec<String>, bool), DbError> {
+/// Step 2: the units of `group` waiting, up to [`MAX_VISIT`]; `true` when that is all of them.
+pub async fn waiting(db: &Db, table: &str, job: &str, group: &str) -> Result<(Vec<Waiting>, bool), DbError> {
     let mut ids = Vec::new();
     let mut start: Option<Item> = None;
     loop {
@@ -130,7 +146,12 @@ pub async fn waiting(db: &Db, table: &str, job: &str, group: &str) -> Result<(Ve
             .limit((MAX_VISIT - ids.len()).min(500) as i32)
             .set_exclusive_start_key(start.take());
         let out = db.query(q).await?;
-        ids.extend(out.items().iter().filter_map(|i| get_s(i, "unit").map(str::to_string)));
+        ids.extend(out.items().iter().filter_map(|i| {
+            Some(Waiting {
+                unit: get_s(i, "unit")?.to_string(),
+                nonce: get_s(i, NONCE).unwrap_or_default().to_string(),
+            })
+        }));
         match out.last_evaluated_key() {
             None => return Ok((ids, true)),
             Some(k) if ids.len() < MAX_VISIT => start = Some(k.clone()),
@@ -139,11 +160,16 @@ pub async fn waiting(db: &Db, table: &str, job: &str, group: &str) -> Result<(Ve
     }
 }
 
-/// Step 2: the delete of a visited unit's item, for the transaction that records its visit.
-pub fn done(table: &str, job: &str, group: &str, unit: &str) -> TransactWriteItem {
+/// Step 2: the delete of a visited unit's item, for the transaction that records its visit,
+/// conditional on the wake read (`nonce`; an older release's inline id, with none, deletes
+/// nothing that could be there).
+pub fn done(table: &str, job: &str, group: &str, w: &Waiting) -> TransactWriteItem {
     let d = Delete::builder()
         .table_name(table)
-        .set_key(Some(key(wake_pk(job), wake_sk(group, unit))))
+        .set_key(Some(key(wake_pk(job), wake_sk(group, &w.unit))))
+        .condition_expression("attribute_not_exists(#n) OR #n = :n")
+        .expression_attribute_names("#n", NONCE)
+        .expression_attribute_values(":n", av_s(&w.nonce))
         .build()
         .expect("delete has table and key");
     TransactWriteItem::builder().delete(d).build()

@@ -45,7 +45,7 @@ pub const REGISTERED_AT: &str = "registered_at";
 /// ("was this period pulsed on time?") is measured from the run's first tick, not from whichever
 /// later tick of a long run reaches a tenant.
 pub const RUN_PREFIX: &str = "run:";
-pub use crate::wake::{Woken, WAKE_PREFIX, WOKEN_PREFIX};
+pub use crate::wake::{Waiting, Woken, WAKE_PREFIX, WOKEN_PREFIX};
 
 /// The watermark item's key.
 pub fn watermark_key(job: &str) -> crate::item::Item {
@@ -216,13 +216,13 @@ impl Watermarks {
     }
 
     /// The units of `group` waiting, up to [`crate::wake::MAX_VISIT`]; `true` when that is all.
-    pub async fn waiting(&self, job: &str, group: &str) -> Result<(Vec<String>, bool), DbError> {
+    pub async fn waiting(&self, job: &str, group: &str) -> Result<(Vec<Waiting>, bool), DbError> {
         crate::wake::waiting(&self.db, &self.table, job, group).await
     }
 
     /// The delete of a visited unit's wake item, for the transaction that records its visit.
-    pub fn woken_item(&self, job: &str, group: &str, unit: &str) -> TransactWriteItem {
-        crate::wake::done(&self.table, job, group, unit)
+    pub fn woken_item(&self, job: &str, group: &str, w: &Waiting) -> TransactWriteItem {
+        crate::wake::done(&self.table, job, group, w)
     }
 
     /// Clears `group`'s wake mark after a visit read all its units, unless a wake came since.
