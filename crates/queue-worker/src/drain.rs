@@ -25,7 +25,7 @@
 //!    is settled before returning. A retry this drain scheduled and that falls due within its
 //!    budget is waited for once.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -34,9 +34,10 @@ use serde::Serialize;
 use tickwork::batch::Batch;
 use tickwork::budget::Budget;
 use tickwork::clock::Millis;
-use tickwork::queue::{Candidate, Claim, Job, Queue, QueueError, Settle, PAUSE_PREFIX};
+use tickwork::queue::{Claim, Job, Queue, QueueError, Settle};
 
 use crate::config::WorkerConfig;
+use crate::feed::{take, Feed, TakeRun};
 use crate::fleet::{Grow, NoFleet};
 use crate::registry::Registry;
 use crate::units::{call, settle_held, Held, Settled, UnitEnd};
@@ -164,6 +165,8 @@ async fn drain_as(
     // A failed request stops the drain, but only after what runs has ended and what is held is
     // settled: nothing claimed is left to wait for its visibility timeout.
     let mut failed: Option<QueueError> = None;
+    // An item of ours went back ready while the feed was out: reopen it.
+    let mut reopen = false;
     loop {
         if !stopping && budget.exhausted() {
             stopping = true;
@@ -187,6 +190,10 @@ async fn drain_as(
                 };
                 (id, key, end)
             }));
+        }
+        if let (true, Some(f)) = (reopen, feed.as_mut()) {
+            f.reopen();
+            reopen = false;
         }
         // The next item is taken (polled for, claimed) once every unit held has started: it is
         // in hand as the running ones free their slots. Nothing is claimed beside an item that
@@ -246,16 +253,18 @@ async fn drain_as(
                 // An item of ours back to pending and ready already (no backoff) is work again.
                 if let (Settle::Retrying { at_ms }, false) = (s.settle, s.refunded) {
                     if at_ms <= queue.clock().now_ms() && !stopping {
-                        if let Some(f) = feed.as_mut() {
-                            f.reopen();
-                        }
-                        // (a take in flight reopens nothing: its feed polls on its own)
+                        // The feed may be out with a take that has polled past it: reopened when
+                        // it is back.
+                        reopen = true;
                     }
                 }
             }
             (f, taken) = async { taking.as_mut().expect("a take").await }, if taking.is_some() => {
                 taking = None;
                 let mut f = f;
+                if std::mem::take(&mut reopen) {
+                    f.reopen();
+                }
                 if let Some(seen) = f.grow.take() {
                     growing.push(fleet.grow(seen));
                 }
@@ -306,40 +315,6 @@ async fn drain_as(
         (false, false, _) => tickwork_lambda::Outcome::Completed,
     };
     Ok(r)
-}
-
-type TakeRun<'a> = BoxFuture<'a, (Feed, Result<Option<Claim>, QueueError>)>;
-
-/// Step 1 and the claim of step 2: the next candidate claimed, losing races on the way (a lost
-/// claim is free of side effects; the next candidate is tried); `None` when the feed ran dry or
-/// the budget ran out. A candidate this drain holds (`mine`: a poll of an index that lags its
-/// table still lists an item it claimed a moment ago) is passed over: claiming it again would
-/// read as this owner's own retried claim, and run its units twice.
-async fn take(
-    queue: &Queue,
-    owner: &str,
-    mut feed: Feed,
-    fleet: &dyn Grow,
-    budget: &dyn Budget,
-    mine: HashSet<String>,
-) -> (Feed, Result<Option<Claim>, QueueError>) {
-    loop {
-        if budget.exhausted() {
-            return (feed, Ok(None));
-        }
-        let c = match feed.next(queue, fleet, budget).await {
-            Ok(Some(c)) => c,
-            Ok(None) => return (feed, Ok(None)),
-            Err(e) => return (feed, Err(e)),
-        };
-        if mine.contains(&c.id) {
-            continue;
-        }
-        match queue.claim(&c.id, owner).await {
-            Ok(Claim::Taken) => feed.taken += 1,
-            other => return (feed, other.map(Some)),
-        }
-    }
 }
 
 /// The held item whose next unit starts: the oldest with a unit left, an item that runs alone
@@ -404,142 +379,6 @@ fn tally(r: &mut Report, s: &Settled, retry_due: &mut Option<Millis>) {
     }
 }
 
-/// Where the next candidate comes from: step 1.
-#[derive(Debug)]
-struct Feed {
-    shards: u32,
-    offset: u32,
-    /// Shards polled empty (or short) in this round.
-    pos: u32,
-    found: bool,
-    buffer: VecDeque<Candidate>,
-    limit: i32,
-    done: bool,
-    paused: bool,
-    grown: bool,
-    /// The last poll came back full: its shard has more.
-    full: bool,
-    /// A full page seen for the first time: the fleet is to grow for this many keys.
-    grow: Option<usize>,
-    polls: u64,
-    candidates: u64,
-    taken: u64,
-    oldest_ready_ms: u64,
-}
-
-impl Feed {
-    fn new(shards: u32, limit: i32) -> Self {
-        let shards = shards.max(1);
-        Self {
-            shards,
-            offset: fastrand::u32(0..shards),
-            pos: 0,
-            found: false,
-            buffer: VecDeque::new(),
-            limit: limit.max(1),
-            done: false,
-            paused: false,
-            grown: false,
-            full: false,
-            grow: None,
-            polls: 0,
-            candidates: 0,
-            taken: 0,
-            oldest_ready_ms: 0,
-        }
-    }
-
-    /// Ready work seen and not yet taken: keys left in hand, or a shard whose page was full.
-    fn more(&self) -> bool {
-        !self.paused && (!self.buffer.is_empty() || self.full)
-    }
-
-    /// Another round: something became ready since the feed ran dry.
-    fn reopen(&mut self) {
-        if !self.paused {
-            self.done = false;
-            self.pos = 0;
-            self.found = false;
-        }
-    }
-
-    async fn next(
-        &mut self,
-        queue: &Queue,
-        fleet: &dyn Grow,
-        budget: &dyn Budget,
-    ) -> Result<Option<Candidate>, QueueError> {
-        loop {
-            if let Some(c) = self.buffer.pop_front() {
-                return Ok(Some(c));
-            }
-            if self.done || budget.exhausted() {
-                return Ok(None);
-            }
-            if self.pos == self.shards {
-                if !self.found {
-                    self.done = true;
-                    return Ok(None);
-                }
-                self.pos = 0;
-                self.found = false;
-            }
-            let k = (self.offset + self.pos) % self.shards;
-            let now = queue.clock().now_ms();
-            let page = queue.poll(k, self.limit).await?;
-            self.polls += 1;
-            if page.iter().any(|c| c.id.starts_with(PAUSE_PREFIX)) {
-                self.paused = true;
-                self.done = true;
-                return Ok(None);
-            }
-            self.candidates += page.len() as u64;
-            if let Some(oldest) = page.iter().map(|c| c.visible_at).min() {
-                self.oldest_ready_ms = self.oldest_ready_ms.max((now - oldest).max(0) as u64);
-            }
-            let full = page.len() as i32 >= self.limit;
-            self.full = full;
-            if !full {
-                self.pos += 1;
-            }
-            if page.is_empty() {
-                continue;
-            }
-            self.found = true;
-            if full && !self.grown {
-                self.grown = true;
-                self.grow = Some(page.len());
-            }
-            self.buffer.extend(spread(page, fleet.place()));
-        }
-    }
-}
-
-/// The keys of a page a drain tries, in order. Pure. A drain with a place in the fleet, slot `k`
-/// of `n`, tries its own share (every `n`-th key from the `k`-th), so that drains polling one page
-/// at once claim different items instead of racing for the oldest, and polls again when it is
-/// used up (the others' shares are theirs, and likely claimed by now); only a page that holds no
-/// share of its (a short page at the end) is tried whole, from its place on. Any other drain
-/// tries the whole page from a random key.
-fn spread(page: Vec<Candidate>, place: Option<(u32, u32)>) -> Vec<Candidate> {
-    let len = page.len();
-    match place {
-        Some((k, n)) if n > 1 && len > 0 => {
-            let (k, n) = (k as usize % n as usize, n as usize);
-            if k < len {
-                page.into_iter().skip(k).step_by(n).collect()
-            } else {
-                let start = k % len;
-                page[start..].iter().chain(&page[..start]).cloned().collect()
-            }
-        }
-        _ => {
-            let start = fastrand::usize(0..len.max(1));
-            page[start.min(len)..].iter().chain(&page[..start.min(len)]).cloned().collect()
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -556,27 +395,6 @@ mod tests {
             died,
             suspect,
         }
-    }
-
-    fn cands(n: usize) -> Vec<Candidate> {
-        (0..n).map(|i| Candidate { id: format!("c{i}"), visible_at: 0 }).collect()
-    }
-
-    fn ids(v: Vec<Candidate>) -> Vec<String> {
-        v.into_iter().map(|c| c.id).collect()
-    }
-
-    #[test]
-    fn drains_in_a_fleet_try_their_own_share_of_a_page() {
-        assert_eq!(ids(spread(cands(8), Some((1, 4)))), ["c1", "c5"], "slot 1 of 4: every fourth key from the second");
-        // The four drains' shares are the page, each key once.
-        let mut all: Vec<String> = (0..4).flat_map(|k| ids(spread(cands(8), Some((k, 4))))).collect();
-        all.sort();
-        assert_eq!(all, ids(cands(8)));
-        // A short page with no share of a drain's: it takes what there is, from its place.
-        assert_eq!(ids(spread(cands(2), Some((5, 8)))), ["c1", "c0"]);
-        assert_eq!(ids(spread(cands(3), None)).len(), 3);
-        assert!(spread(Vec::new(), None).is_empty());
     }
 
     #[test]

@@ -17,11 +17,13 @@
 //! 3. One metrics line (EMF) on every path: `Paused`, `FailedUnits` (dead letters), and the per-table detail.
 //!
 //! ## Layout
-//! [`config`] settings; [`registry`] handlers by kind; [`mod@drain`] the loop; [`summary`] the
-//! handlers this worker ships; this file the glue.
+//! [`config`] settings; [`registry`] handlers by kind; [`mod@drain`] the loop, `feed` its
+//! candidates, `units` an item's units and its settle, [`fleet`] the drains at once; [`summary`]
+//! the handlers this worker ships; this file the glue.
 
 pub mod config;
 pub mod drain;
+mod feed;
 pub mod fleet;
 pub mod registry;
 pub mod summary;
