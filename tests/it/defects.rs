@@ -8,6 +8,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tickwork::budget::{Steps, Unlimited};
 use tickwork::calendar::CatchUp;
+use tickwork::clock::Clock;
 use tickwork::config::Env;
 use tickwork::queue::{queue_table, Claim, NewItem, Queue, QueueConfig};
 use tickwork::tenants::{Tenant, Tenants};
@@ -24,6 +25,12 @@ fn tick(at: &str) -> Tick {
 
 fn tenants(n: usize, zone: &str) -> Vec<Tenant> {
     tickwork_tests::tenants(n, zone, 2)
+}
+
+/// `n` tenants of `zone` migrated at `local`'s clock, owed from the day before (a tenant added
+/// without it is owed nothing before its day of adding): for tests whose first tick pulses a day.
+fn migrated(local: &Local, n: usize, zone: &str) -> Vec<Tenant> {
+    tickwork_tests::owed_from_yesterday(tenants(n, zone), local.clock.now_ms())
 }
 
 struct Sweep {
@@ -71,7 +78,7 @@ impl Sweep {
 #[tokio::test]
 async fn one_bad_tenant_is_isolated_and_the_rest_of_its_zone_is_pulsed() {
     let s = sweep(&[("TICKWORK_PULSE_PAGE_SIZE", "10")], 1, "2026-11-29T00:05:00Z", None).await;
-    pulse_sweep::add_tenants(&s.deps, &tenants(30, "UTC")).await.unwrap();
+    pulse_sweep::add_tenants(&s.deps, &migrated(&s.local, 30, "UTC")).await.unwrap();
     s.set_position("t05", "29/11/2026").await;
     let r = s.tick("2026-11-29T00:05:00Z").await;
     assert_eq!((r.outcome, r.tenants, r.failed_tenants), (Outcome::Completed, 30, 1), "{r:?}");
@@ -132,7 +139,7 @@ async fn transaction_conflicts_and_throttled_items_are_retried() {
     }
     let s = sweep(&[], 2, "2026-11-29T00:05:00Z", Some(&faults)).await;
     let admin = pulse_sweep::Deps { tenants: s.deps.tenants.clone(), ..s.deps.clone() };
-    pulse_sweep::add_tenants(&admin, &tenants(10, "UTC")).await.unwrap();
+    pulse_sweep::add_tenants(&admin, &migrated(&s.local, 10, "UTC")).await.unwrap();
     for at in ["2026-11-29T00:05:00Z", "2026-11-30T00:05:00Z", "2026-12-01T00:05:00Z", "2026-12-02T00:05:00Z"] {
         let r = s.tick(at).await;
         assert_eq!((r.outcome, r.pulses.get("day").copied()), (Outcome::Completed, Some(10)), "{at}");
@@ -270,7 +277,7 @@ async fn a_crash_looping_item_is_dead_lettered_and_takes_no_batch_mate_down() {
 #[tokio::test]
 async fn an_unknown_zone_in_the_registry_blocks_no_other_zone() {
     let s = sweep(&[], 2, "2026-11-29T00:05:00Z", None).await;
-    pulse_sweep::add_tenants(&s.deps, &tenants(5, "UTC")).await.unwrap();
+    pulse_sweep::add_tenants(&s.deps, &migrated(&s.local, 5, "UTC")).await.unwrap();
     s.deps.marks.register_groups("pulse-sweep", &["Nowhere/Atlantis".to_string()], 2).await.unwrap();
     let r = s.tick("2026-11-29T00:05:00Z").await;
     assert_eq!((r.outcome, r.pulses["day"]), (Outcome::Completed, 5));
@@ -309,11 +316,9 @@ async fn a_tenant_moved_to_another_zone_gets_each_day_exactly_once() {
         s.tick(at).await;
     }
     let days = s.day_pulses().await;
-    let want: BTreeMap<String, u64> = ["2026-11-28", "2026-11-29", "2026-11-30", "2026-12-01", "2026-12-02"]
-        .iter()
-        .map(|d| (d.to_string(), 1))
-        .collect();
-    // Added on Tokyo's 29th: owed from the 28th.
+    let want: BTreeMap<String, u64> =
+        ["2026-11-29", "2026-11-30", "2026-12-01", "2026-12-02"].iter().map(|d| (d.to_string(), 1)).collect();
+    // Added on Tokyo's 29th: owed from the 29th (the 28th ended before it existed).
     assert_eq!(days, want, "each local date exactly once across both moves");
 }
 
@@ -333,7 +338,7 @@ async fn a_warm_sweep_pages_the_shards_a_later_writer_used() {
         ),
         ..s.deps.clone()
     };
-    pulse_sweep::add_tenants(&admin, &tenants(40, "UTC")).await.unwrap();
+    pulse_sweep::add_tenants(&admin, &migrated(&s.local, 40, "UTC")).await.unwrap();
     let r = s.tick("2026-11-29T00:05:00Z").await;
     assert_eq!((r.outcome, r.pulses.get("day").copied()), (Outcome::Completed, Some(40)), "{r:?}");
     assert_eq!(s.day_pulses().await, BTreeMap::from([("2026-11-28".to_string(), 40)]));
@@ -345,7 +350,7 @@ async fn a_warm_sweep_pages_the_shards_a_later_writer_used() {
 async fn lowering_a_shard_count_strands_nothing() {
     // Tenants written with 8 shards, a sweep now configured with 2.
     let s8 = sweep(&[], 8, "2026-11-29T00:05:00Z", None).await;
-    pulse_sweep::add_tenants(&s8.deps, &tenants(40, "UTC")).await.unwrap();
+    pulse_sweep::add_tenants(&s8.deps, &migrated(&s8.local, 40, "UTC")).await.unwrap();
     let cfg = s8.deps.cfg.clone();
     let lowered = pulse_sweep::Deps::new(
         s8.deps.db.clone(),
@@ -490,7 +495,7 @@ async fn a_retried_write_recognises_its_own_win() {
         1,
         QueueConfig::default(),
     );
-    pulse_sweep::add_tenants(&admin, &tenants(3, "UTC")).await.unwrap();
+    pulse_sweep::add_tenants(&admin, &migrated(&s.local, 3, "UTC")).await.unwrap();
     // The sweep's first UpdateItem is its lease acquire: applied, answer lost, sent again.
     let r = s.tick("2026-11-29T00:05:00Z").await;
     assert_eq!(faults.injected()[&Fault::LoseAnswer], 1);

@@ -470,10 +470,13 @@ async fn a_zone_without_tenants_leaves_the_registry_unless_one_was_just_register
     let r = tick("2026-11-29T15:00:00Z").await;
     assert_eq!(r.groups_due, 0, "{r:?}");
     assert_eq!(deps.db.meter().read_write_requests(), (1, 0), "one read");
-    // A tenant added there again: the zone is registered, and swept, again.
+    // A tenant added there again: the zone is registered, and swept, again. Added at Tokyo's
+    // midnight, it is owed that day (the 30th), pulsed at its end.
     pulse_sweep::add_tenants(&deps, &[one("t3", "Asia/Tokyo")]).await.unwrap();
     let r = tick("2026-11-29T15:15:00Z").await;
-    assert_eq!((r.groups_completed, r.pulses["day"]), (1, 1), "{r:?}");
+    assert_eq!((r.groups_completed, r.pulses.values().sum::<u64>()), (1, 0), "{r:?}");
+    let r = tick("2026-11-30T15:05:00Z").await;
+    assert_eq!((r.pulses["day"], r.pulses["month"]), (1, 1), "the 30th and November, at their end: {r:?}");
 }
 
 /// A tenant woken, read by the visit while suspended, and resumed (woken again) before the
@@ -512,9 +515,14 @@ async fn a_tenant_woken_again_while_its_visit_writes_is_visited_again() {
     pulse_sweep::add_tenants(&admin, &tickwork_tests::tenants(3, "Europe/Berlin", 0)).await.unwrap();
     run("2026-11-29T10:00:00Z").await.unwrap();
     run("2026-11-29T10:15:00Z").await.unwrap();
-    // Added after the group's run, then suspended: woken, and read suspended by the next visit.
+    // Added (migrated, owed from the 28th) after the group's run, then suspended: woken, and read
+    // suspended by the next visit.
     local.clock.set(tickwork_tests::ms("2026-11-29T10:20:00Z"));
-    pulse_sweep::add_tenants(&admin, &[tickwork::tenants::Tenant::new("back", "Europe/Berlin")]).await.unwrap();
+    let back = tickwork_tests::owed_from_yesterday(
+        vec![tickwork::tenants::Tenant::new("back", "Europe/Berlin")],
+        tickwork_tests::ms("2026-11-29T10:20:00Z"),
+    );
+    pulse_sweep::add_tenants(&admin, &back).await.unwrap();
     assert!(admin.tenants.suspend("back").await.unwrap());
     // The visit's first write (its flush) stalls, after the ticks' writes so far.
     let nth = stall.calls_of("TransactWriteItems") + 1;

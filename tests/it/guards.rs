@@ -201,12 +201,9 @@ async fn tenant_ids_over_the_limit_are_refused_and_ids_at_the_limit_work_end_to_
     let mut id = "ü".repeat(MAX_TENANT_ID_BYTES / 2);
     id.truncate(MAX_TENANT_ID_BYTES);
     assert_eq!(id.len(), MAX_TENANT_ID_BYTES);
-    pulse_sweep::add_tenants(
-        &sweep,
-        &[Tenant { id: id.clone(), zone: "UTC".into(), active: true, since_ms: None, pos: Default::default() }],
-    )
-    .await
-    .unwrap();
+    // Migrated (owed from yesterday), so that the first tick pulses a day for it.
+    let at_limit = Tenant { id: id.clone(), zone: "UTC".into(), active: true, since_ms: None, pos: Default::default() };
+    pulse_sweep::add_tenants(&sweep, &tickwork_tests::owed_from_yesterday(vec![at_limit], now)).await.unwrap();
     let tick = Tick::parse(&Tick::envelope(now, false)).unwrap();
     let r = pulse_sweep::run(&sweep, &tick, &Unlimited, "s").await.unwrap();
     assert_eq!((r.outcome, r.pulses["day"], r.failed_tenants), (Outcome::Completed, 1, 0));

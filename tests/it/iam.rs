@@ -534,6 +534,9 @@ fn denied<'a>(sts: &[Statement], accesses: &'a BTreeSet<Asked>) -> Vec<&'a Asked
 fn check(function: &str, sts: &[Statement], accesses: &BTreeSet<Asked>) -> Vec<String> {
     let d = denied(sts, accesses);
     assert!(d.is_empty(), "{function}: the template denies {d:#?}");
+    if std::env::var(CHECK).as_deref() == Ok("allowed") {
+        return Vec::new();
+    }
     let mut mutations = Vec::new();
     for (i, st) in sts.iter().enumerate() {
         for action in &st.actions {
@@ -642,6 +645,10 @@ fn logical_by_suffix(physical: &str) -> String {
     panic!("a call on `{physical}`, which is none of the stack's tables")
 }
 
+/// `allowed`: hold the log against the template's denials only, not every grant's use (a log of
+/// part of the product, as `make chaos` runs it, leaves some grants unused).
+const CHECK: &str = "TICKWORK_IAM_CHECK";
+
 /// Every call any test of the suite made while a function's code ran (the IAM suite log,
 /// `TICKWORK_IAM_LOG`, written by `make test` and `make chaos`), held against that function's
 /// policy: nothing denied, every action of every statement used, and removing any one action
@@ -653,6 +660,7 @@ fn logical_by_suffix(physical: &str) -> String {
 #[tokio::test]
 #[ignore = "reads the suite's log: `make iam-check` runs it after `make test` or `make chaos`"]
 async fn every_call_the_suite_made_is_allowed_and_every_grant_used() {
+    let allowed_only = std::env::var(CHECK).as_deref() == Ok("allowed");
     let dir = std::env::var(tickwork::iam::IAM_LOG).expect("TICKWORK_IAM_LOG names the suite log's directory");
     let logged = tickwork::iam::read_suite_log(std::path::Path::new(&dir)).expect("the suite log");
     let t = template();
@@ -677,6 +685,10 @@ async fn every_call_the_suite_made_is_allowed_and_every_grant_used() {
         mutations.extend(check(function, &statements(&t, function), accesses));
     }
     assert_eq!(seen.len(), 4, "every function's code ran: {:?}", seen.keys());
+    if allowed_only {
+        println!("{} distinct calls logged ({skipped} left out), every one allowed", logged.len());
+        return;
+    }
     // The paths that once broke on AWS alone are among those recorded.
     let worker = &seen["QueueWorkerFunction"];
     assert!(

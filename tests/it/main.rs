@@ -38,6 +38,8 @@ mod idle_day;
 mod lease;
 /// The binaries' stdout through Lambda's log-level filter.
 mod logs;
+/// What a new tenant is owed: from the period it was added in, or a migration's date.
+mod owed;
 /// Pagination to exhaustion and resumable cursors.
 mod pager;
 /// The pulse sweep: idle cost, enumeration, DST, catch-up, crashes.
@@ -46,9 +48,9 @@ mod pulse;
 mod queue;
 /// Throttling retries and the no-retry probe client.
 mod retry;
-/// template.yaml declares exactly the tables the code creates.
 /// A boundary shared by concurrent shard workers, each shard under its own lease.
 mod shards;
+/// template.yaml declares exactly the tables the code creates.
 mod template;
 /// `tickctl tenants`: the binary against the local servers, a move beside a running sweep.
 mod tenants_cli;

@@ -27,6 +27,12 @@ fn tenants(n: usize, zone: &str) -> Vec<Tenant> {
     tickwork_tests::tenants(n, zone, 5)
 }
 
+/// `n` tenants of `zone` migrated onto tickwork at `d`'s clock, owed from the day before (a new
+/// tenant is owed nothing before its day of adding): the tests whose first boundary pulses a day.
+fn migrated(d: &Deps, n: usize, zone: &str) -> Vec<Tenant> {
+    tickwork_tests::owed_from_yesterday(tenants(n, zone), d.clock.now_ms())
+}
+
 async fn tick(local: &Local, d: &Deps, at: &str) -> pulse_sweep::Report {
     local.clock.set(ms(at));
     d.db.meter().reset();
@@ -54,7 +60,7 @@ async fn pulses_of(d: &Deps, grain: &str) -> BTreeMap<String, u64> {
 async fn idle_tick_is_one_read_and_no_writes() {
     let local = Local::new().await;
     let d = deps(&local, &[], "2026-11-29T10:00:00Z").await;
-    add_tenants(&d, &tenants(20, "Europe/Berlin")).await.unwrap();
+    add_tenants(&d, &migrated(&d, 20, "Europe/Berlin")).await.unwrap();
     let r = tick(&local, &d, "2026-11-29T10:00:00Z").await;
     assert_eq!((r.outcome, r.pulses["day"]), (Outcome::Completed, 20));
     // The tenants woken when added stay woken through the run that pages them (an index may lag
@@ -73,7 +79,7 @@ async fn idle_tick_is_one_read_and_no_writes() {
 async fn every_tenant_of_1050_gets_its_day_pulse_and_nothing_is_read_per_tenant() {
     let local = Local::new().await;
     let d = deps(&local, &[("TICKWORK_PULSE_PAGE_SIZE", "100")], "2026-11-29T00:01:00Z").await;
-    add_tenants(&d, &tenants(1_050, "UTC")).await.unwrap();
+    add_tenants(&d, &migrated(&d, 1_050, "UTC")).await.unwrap();
     let r = tick(&local, &d, "2026-11-29T00:01:00Z").await;
     assert_eq!(r.outcome, Outcome::Completed);
     assert_eq!((r.tenants, r.pulses["day"]), (1_050, 1_050));
@@ -110,7 +116,7 @@ async fn a_sweep_stopped_by_its_deadline_resumes_from_its_checkpoint() {
     use tickwork::budget::Steps;
     let local = Local::new().await;
     let d = deps(&local, &[("TICKWORK_PULSE_PAGE_SIZE", "10")], "2026-11-29T00:01:00Z").await;
-    add_tenants(&d, &tenants(200, "UTC")).await.unwrap();
+    add_tenants(&d, &migrated(&d, 200, "UTC")).await.unwrap();
     let mut read = 0;
     let mut ticks = 0;
     let mut minute = 1;
@@ -153,7 +159,7 @@ async fn a_sweep_stopped_by_its_deadline_resumes_from_its_checkpoint() {
 async fn the_dry_run_switch_in_config_writes_nothing() {
     let local = Local::new().await;
     let d = deps(&local, &[("TICKWORK_DRY_RUN", "true")], "2026-11-29T10:00:00Z").await;
-    add_tenants(&d, &tenants(12, "Europe/Berlin")).await.unwrap();
+    add_tenants(&d, &migrated(&d, 12, "Europe/Berlin")).await.unwrap();
     d.db.meter().reset();
     let event = Tick::envelope(ms("2026-11-29T10:00:00Z"), false);
     let r = pulse_sweep::handle(&d, event, ms("2026-11-29T10:00:00Z") + 60_000).await.unwrap();
@@ -260,7 +266,7 @@ async fn catch_up_all_pulses_both_missed_days_in_order_latest_only_the_last() {
     {
         let local = Local::new().await;
         let d = deps(&local, &[("TICKWORK_PULSE_CATCH_UP", policy)], "2026-11-27T00:10:00Z").await;
-        add_tenants(&d, &tenants(1, "UTC")).await.unwrap();
+        add_tenants(&d, &migrated(&d, 1, "UTC")).await.unwrap();
         tick(&local, &d, "2026-11-27T00:10:00Z").await; // pulses the 26th
                                                         // No ticks for two days, then one.
         let r = tick(&local, &d, "2026-11-29T00:10:00Z").await;
@@ -274,7 +280,7 @@ async fn catch_up_all_pulses_both_missed_days_in_order_latest_only_the_last() {
 async fn dry_run_and_pause_write_nothing_and_bad_input_is_named() {
     let local = Local::new().await;
     let d = deps(&local, &[], "2026-11-29T00:01:00Z").await;
-    add_tenants(&d, &tenants(5, "UTC")).await.unwrap();
+    add_tenants(&d, &migrated(&d, 5, "UTC")).await.unwrap();
     local.clock.set(ms("2026-11-29T00:01:00Z"));
     d.db.meter().reset();
     let dry = Tick::parse(&Tick::envelope(ms("2026-11-29T00:01:00Z"), true)).unwrap();

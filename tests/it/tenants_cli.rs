@@ -224,9 +224,9 @@ async fn a_move_on_the_command_line_loses_and_repeats_no_day() {
     let last_tick = jiff::Timestamp::from_millisecond(ms(at - hour) + 300_000).unwrap();
     let tokyo_today = last_tick.to_zoned(jiff::tz::TimeZone::get("Asia/Tokyo").unwrap()).date();
     assert_eq!(*dates.last().unwrap(), tokyo_today.yesterday().unwrap(), "{days:?}");
-    // The first: a tenant added is owed from the day before its local date of adding (so that
-    // the day it joined in is never lost, whatever the hour).
+    // The first: a tenant is owed every period that ends after it was added, so its first day
+    // is its local date of adding (the day before ended before it existed).
     let tokyo = jiff::tz::TimeZone::get("Asia/Tokyo").unwrap();
-    assert_eq!(dates[0], added.to_zoned(tokyo).date().yesterday().unwrap(), "{days:?}");
+    assert_eq!(dates[0], added.to_zoned(tokyo).date(), "{days:?}");
     assert!(dates.len() >= 6, "150 hours of ticks: {days:?}");
 }

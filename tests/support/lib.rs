@@ -262,6 +262,20 @@ pub fn tenants(n: usize, zone: &str, width: usize) -> Vec<tickwork::tenants::Ten
         .collect()
 }
 
+/// `ts` migrated onto tickwork, owed from the day before `now_ms` in each one's zone (as `tickctl
+/// tenants add --owed-from` yesterday): the first boundary a test runs has yesterday's day to
+/// pulse, and the week or month that ended at yesterday's end. A tenant added without it is owed
+/// from its day of adding only, first pulsed at that day's end.
+pub fn owed_from_yesterday(ts: Vec<tickwork::tenants::Tenant>, now_ms: i64) -> Vec<tickwork::tenants::Tenant> {
+    ts.into_iter()
+        .map(|t| {
+            let tz = tickwork::calendar::zone(&t.zone).expect("a zone");
+            let yesterday = tickwork::calendar::local_date(now_ms, &tz).unwrap().yesterday().unwrap();
+            t.owed_from(yesterday, now_ms, 40 * 86_400_000).expect("within the lateness bound")
+        })
+        .collect()
+}
+
 /// Counts the items of `table` whose `attr` equals `value`, by a paginated Scan (test-only: the
 /// product code never scans).
 pub async fn count_where(db: &Db, table: &str, attr: &str, value: &str) -> usize {

@@ -181,13 +181,14 @@ mod tests {
     }
 
     #[test]
-    fn a_fresh_tenant_gets_its_first_sight_and_then_follows() {
+    fn a_fresh_tenant_is_owed_nothing_before_its_day_and_then_follows() {
         let tz = calendar::zone("UTC").unwrap();
-        // Added Saturday the 28th at 10:00; a wake visit at watermark 28 (no run in progress).
+        // Added Saturday the 28th at 10:00; a wake visit at watermark 28 (no run in progress):
+        // the 27th, week 12 and February ended before it existed.
         let t = tenant(Position::Fresh, "2026-03-28T10:00:00Z");
         let o =
             owed(&t, &target(&tz, "2026-03-28", Some("2026-03-28")), Visit::Wake { run_in_progress: false }).unwrap();
-        assert_eq!(ids(&o), ["day:2026-03-27", "week:2026-W12", "month:2026-02"]);
+        assert!(o.pulses.is_empty(), "{o:?}");
         assert_eq!(o.reposition, Some(Position::Follows));
         // During a run for the 29th it is left at the watermark instead.
         let o =
@@ -208,6 +209,21 @@ mod tests {
         .unwrap();
         assert_eq!(ids(&next), ["day:2026-03-28"]);
         assert_eq!(ids(&next), ids(&alone));
+    }
+
+    #[test]
+    fn a_tenant_added_after_the_groups_date_began_stays_on_its_own() {
+        let tz = calendar::zone("UTC").unwrap();
+        // Added ten seconds into the 29th; the group stands at the 28th (its run for the 29th not
+        // yet begun). Following it would owe the 28th, which ended before the tenant existed.
+        let t = tenant(Position::Fresh, "2026-03-29T00:00:10Z");
+        let o =
+            owed(&t, &target(&tz, "2026-03-28", Some("2026-03-28")), Visit::Wake { run_in_progress: false }).unwrap();
+        assert!(o.pulses.is_empty() && o.reposition.is_none(), "{o:?}");
+        // The group's run for the 29th owes it nothing and takes it along.
+        let o = owed(&t, &target(&tz, "2026-03-29", Some("2026-03-28")), Visit::Run).unwrap();
+        assert!(o.pulses.is_empty(), "{o:?}");
+        assert_eq!(o.reposition, Some(Position::Follows));
     }
 
     #[test]

@@ -405,8 +405,8 @@ fn own_wcu(db: &Db, effect_table: &str) -> f64 {
 }
 
 /// Every watermark is at or behind its tenants: a group marked done for local date D has every
-/// active tenant that follows it with its day pulse for D − 1 queued (a batch item read from the
-/// queue table, tooling only) or delivered.
+/// active tenant that follows it, and was added before D began (owed D − 1), with its day pulse
+/// for D − 1 queued (a batch item read from the queue table, tooling only) or delivered.
 pub async fn check_watermarks(deps: &Deps, delivered: &BTreeMap<String, u64>) -> Result<()> {
     let state = deps.marks.read(&deps.cfg.job).await?;
     let mut queued: std::collections::BTreeSet<String> =
@@ -415,12 +415,16 @@ pub async fn check_watermarks(deps: &Deps, delivered: &BTreeMap<String, u64>) ->
     for (group, mark) in &state.marks {
         let d: jiff::civil::Date = mark.parse()?;
         let want = d.yesterday()?.to_string();
+        let began = calendar::start_of_day(d, &calendar::zone(group)?)?;
         for k in 0..deps.tenants.shards() {
             let mut ids = Vec::new();
             deps.tenants
                 .for_each_zone_page(group, k, None, 500, &Unlimited, |t, _| {
                     ids.extend(
-                        t.into_iter().filter_map(|t| t.ok()).filter(|t| t.pos == Position::Follows).map(|t| t.id),
+                        t.into_iter()
+                            .filter_map(|t| t.ok())
+                            .filter(|t| t.pos == Position::Follows && t.since_ms.is_none_or(|s| s < began))
+                            .map(|t| t.id),
                     );
                     std::future::ready(Ok::<(), tickwork::DbError>(()))
                 })
@@ -501,11 +505,11 @@ async fn count_items(db: &Db, table: &str) -> Result<u64> {
     Ok(scan_all(db, table).await?.len() as u64)
 }
 
-/// The day pulses each tenant should have received: from the day before the first tick (first
-/// sight) to the last local date that ended before the final tick.
+/// The day pulses each tenant should have received: from the local date of the first tick (when
+/// the tenants were added) to the last local date that ended before the final tick.
 pub fn expected_day_pulses(cfg: &SimConfig, zone: &str) -> Result<Vec<String>> {
     let tz = calendar::zone(zone)?;
-    let first = calendar::local_date(cfg.start_ms, &tz)?.yesterday()?;
+    let first = calendar::local_date(cfg.start_ms, &tz)?;
     let last_tick = cfg.start_ms + (i64::from(cfg.days) * 86_400_000 / cfg.tick_ms - 1) * cfg.tick_ms;
     let last = calendar::local_date(last_tick, &tz)?.yesterday()?;
     let mut out = Vec::new();

@@ -183,13 +183,20 @@ pub enum Dead {
 
 #[derive(Subcommand)]
 pub enum TenantCmd {
-    /// Add one tenant (idempotent: an existing id in the same zone is left as it is).
+    /// Add one tenant (idempotent: an existing id in the same zone is left as it is). It is owed
+    /// every period that ends after it is added: added at 15:00, its first day pulse is that
+    /// day's, at its end.
     Add {
         /// Tenant id (at most 900 bytes; no `#`, no control characters).
         id: String,
         /// IANA time zone (e.g. Europe/Berlin): its local midnights end the tenant's periods.
         #[arg(long)]
         zone: String,
+        /// A migration: owed every period that ends after this local date (YYYY-MM-DD) begins,
+        /// e.g. yesterday, last week and last month, which an old system may have missed. Within
+        /// the sweep's lateness bound (TICKWORK_PULSE_MAX_LATENESS_SECS).
+        #[arg(long, value_name = "DATE")]
+        owed_from: Option<jiff::civil::Date>,
     },
     /// Add tenants from a file (CSV `id,zone` with a header, or NDJSON); idempotent; bad rows are
     /// reported with their line and reason, the rest added. Exit 1 when a row was refused.
@@ -199,6 +206,10 @@ pub enum TenantCmd {
         /// The file's format; by default from its name (.csv, .ndjson, .jsonl).
         #[arg(long)]
         format: Option<Format>,
+        /// A migration: every tenant added is owed every period that ends after this local date
+        /// (YYYY-MM-DD, in each tenant's zone) begins. Within the sweep's lateness bound.
+        #[arg(long, value_name = "DATE")]
+        owed_from: Option<jiff::civil::Date>,
     },
     /// Every tenant (a Scan, paged to the end), or the active tenants of one zone (its index).
     List {

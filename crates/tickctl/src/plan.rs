@@ -66,6 +66,9 @@ pub struct GroupPlan {
     pub next_boundary: String,
     /// The grains whose period ends at that boundary.
     pub grains: Vec<String>,
+    /// The first period of each grain a tenant added at `at` is owed (the periods that end after
+    /// it is added; `tenants add --owed-from` reaches further back).
+    pub new_tenants_owed: Vec<String>,
     /// Active tenants (counted on the zone index).
     pub tenants: u64,
     /// Tenant pages the sweep will read.
@@ -145,6 +148,10 @@ pub async fn plan(deps: &pulse_sweep::Deps, job: &str, at_ms: i64, mut progress:
             due_now: b.due_now,
             next_boundary: b.at.to_string(),
             grains,
+            new_tenants_owed: calendar::Grain::PULSED
+                .into_iter()
+                .map(|g| Ok(calendar::first_owed(g, at_ms, &tz)?.id()))
+                .collect::<Result<_>>()?,
             tenants: per_shard.iter().map(|n| *n as u64).sum(),
             pages: cost::pages(&per_shard, page_size),
             reads,

@@ -186,6 +186,34 @@ pub fn parse(mut input: impl BufRead, format: Format) -> Result<Rows> {
     Ok(rows)
 }
 
+/// `t` owed from local date `from` ([`Tenant::owed_from`]) when one is given; as added otherwise.
+pub fn owed_from(
+    t: Tenant,
+    from: Option<jiff::civil::Date>,
+    now_ms: i64,
+    max_lateness_ms: i64,
+) -> Result<Tenant, tickwork::tenants::InvalidTenant> {
+    match from {
+        Some(d) => t.owed_from(d, now_ms, max_lateness_ms),
+        None => Ok(t),
+    }
+}
+
+/// Every row owed from `from` (in its tenant's zone); a row for which that date is out of bounds
+/// is refused with its line and reason, the rest kept. Pure.
+pub fn rows_owed_from(rows: Rows, from: Option<jiff::civil::Date>, now_ms: i64, max_lateness_ms: i64) -> Rows {
+    let Some(d) = from else { return rows };
+    let mut out = Rows { tenants: Vec::new(), refused: rows.refused, repeated: rows.repeated };
+    for (line, t) in rows.tenants {
+        match t.owed_from(d, now_ms, max_lateness_ms) {
+            Ok(t) => out.tenants.push((line, t)),
+            Err(e) => out.refused.push(Refused { line, id: Some(e.id), reason: e.problem }),
+        }
+    }
+    out.refused.sort_by_key(|r| r.line);
+    out
+}
+
 /// What an id `add` found existing means for a row that gives it `zone`: `Ok` when it is there
 /// as asked (unchanged); otherwise why the row is refused: it lives in another zone (a move,
 /// which `add` never makes), or it was removed between the add and the read (a rerun adds it).

@@ -152,8 +152,7 @@ impl Period {
 
     /// When the period ends in `tz` (the start of the next one, at local midnight, DST-resolved).
     pub fn end_ms(self, tz: &TimeZone) -> Result<Millis, CalendarError> {
-        let next = self.succ()?.start;
-        Ok(next.to_zoned(tz.clone()).map_err(err)?.timestamp().as_millisecond())
+        start_of_day(self.succ()?.start, tz)
     }
 
     /// The identity stored in cursors and pulse ids.
@@ -259,11 +258,12 @@ pub struct GrainPlan {
 /// The pulses a tenant needs at logical time `now_ms`, given its zone, when it was added
 /// (`since_ms`) and its cursors (grain → last pulsed period id).
 ///
-/// A grain with no cursor starts at the period *before* the one the tenant was added in (a tenant
-/// added on the 29th gets the 28th's day pulse), so a first visit that comes late — after crashes
-/// or an outage — still pulses every period since, oldest first. History older than the lateness
-/// bound is neither pulsed nor counted as skipped: it was never owed. Without `since_ms` the
-/// tenant is treated as added now.
+/// A tenant is owed every period that *ends after* it was added: a grain with no cursor starts at
+/// the period the tenant was added in (a tenant added at 15:00 on the 29th gets the 29th's day
+/// pulse at its end, and nothing for the 28th), so a first visit that comes late — after crashes
+/// or an outage — still pulses every period since, oldest first. A migration that owes more sets
+/// `since_ms` back ([`start_of_day`]). History older than the lateness bound is neither pulsed nor
+/// counted as skipped: it was never owed. Without `since_ms` the tenant is treated as added now.
 pub fn plan_tenant(
     tz: &TimeZone,
     now_ms: Millis,
@@ -298,14 +298,27 @@ pub fn cursors_through(d: Date) -> Result<std::collections::BTreeMap<Grain, Stri
 }
 
 /// Whether a tenant added at `since_ms` and pulsed through everything owed by local date `d`
-/// stands exactly at [`cursors_through`]`(d)`. Not when it was added more than a day after `d`:
-/// then some periods that end before its first owed one are neither pulsed nor owed, and those
+/// stands exactly at [`cursors_through`]`(d)`. Not when it was added after `d` began: then the
+/// periods that end between `d`'s start and its addition are neither pulsed nor owed, and those
 /// cursors would owe them.
 pub fn settles_at(tz: &TimeZone, since_ms: Option<Millis>, d: Date) -> Result<bool, CalendarError> {
     match since_ms {
         None => Ok(true),
-        Some(s) => Ok(local_date(s, tz)? <= d.tomorrow().map_err(err)?),
+        Some(s) => Ok(local_date(s, tz)? <= d),
     }
+}
+
+/// The first period of `grain` owed to a tenant owed from `since_ms` (added then): the one
+/// containing that instant, the first to end after it.
+pub fn first_owed(grain: Grain, since_ms: Millis, tz: &TimeZone) -> Result<Period, CalendarError> {
+    Period::containing(grain, local_date(since_ms, tz)?)
+}
+
+/// The instant local date `d` begins in `tz`: what a migration's "owed from" date means (every
+/// period that ends after it is owed). A day that begins in a gap of the zone's clock begins at
+/// the gap's end.
+pub fn start_of_day(d: Date, tz: &TimeZone) -> Result<Millis, CalendarError> {
+    Ok(d.to_zoned(tz.clone()).map_err(err)?.timestamp().as_millisecond())
 }
 
 /// [`plan_tenant_as_of`] decided at a local date rather than an instant: which periods are
@@ -326,9 +339,9 @@ pub fn plan_through(
         match cursors.get(&grain) {
             None => {
                 // Not clamped to `now_ms`: a tick whose clock is behind the one that added the
-                // tenant, across a midnight, would owe it a period before the one before its first.
+                // tenant, across a midnight, would owe it a period that ended before it was added.
                 let since = since_ms.unwrap_or(late_at).max(late_at - policy.max_lateness_ms);
-                let mut p = Period::containing(grain, local_date(since, tz)?)?.pred()?;
+                let mut p = first_owed(grain, since, tz)?;
                 while p <= latest_done {
                     if late_at - p.end_ms(tz)? <= policy.max_lateness_ms {
                         missed.push(p);
@@ -425,24 +438,41 @@ mod tests {
     }
 
     #[test]
-    fn first_sight_pulses_only_the_latest_completed_period() {
+    fn a_new_tenant_is_owed_the_periods_that_end_after_it_was_added() {
         let tz = zone("UTC").unwrap();
-        // Wednesday 2026-04-01 00:05 UTC: a new day, month, quarter just began.
-        let plans = plan_tenant(&tz, ms("2026-04-01T00:05:00Z"), None, &BTreeMap::new(), &ALL).unwrap();
-        let ids: Vec<(Grain, Vec<String>)> =
-            plans.iter().map(|p| (p.grain, p.pulse.iter().map(|x| x.id()).collect())).collect();
+        let ids = |plans: &[GrainPlan]| -> Vec<(Grain, Vec<String>)> {
+            plans.iter().map(|p| (p.grain, p.pulse.iter().map(|x| x.id()).collect())).collect()
+        };
+        // Wednesday 2026-04-01 00:05 UTC: a new day, month, quarter just began. A tenant added
+        // now was owed none of them: they ended before it existed.
+        let now = ms("2026-04-01T00:05:00Z");
+        assert!(plan_tenant(&tz, now, None, &BTreeMap::new(), &ALL).unwrap().is_empty());
+        assert!(plan_tenant(&tz, now, Some(ms("2026-04-01T00:00:00Z")), &BTreeMap::new(), &ALL).unwrap().is_empty());
+        // Added a minute before midnight: owed the day (and the month, quarter) it ends; its week
+        // (Tuesday's) at the week's own end.
+        let plans = plan_tenant(&tz, now, Some(ms("2026-03-31T23:59:00Z")), &BTreeMap::new(), &ALL).unwrap();
         assert_eq!(
-            ids,
+            ids(&plans),
             vec![
                 (Grain::Day, vec!["2026-03-31".to_string()]),
-                (Grain::Week, vec!["2026-W13".to_string()]),
                 (Grain::Month, vec!["2026-03".to_string()]),
                 (Grain::Quarter, vec!["2026-Q1".to_string()]),
             ]
         );
-        // Year 2025 ended three months ago, beyond the 40-day lateness bound: never owed, so no
-        // plan at all (and no skip counted).
-        assert!(plans.iter().all(|p| p.grain != Grain::Year));
+        // A migration owed from March 1st: every period that ends after it began, once each (the
+        // week of Feb 23 ends on March 2nd). Year 2025 ended before: never owed, no plan at all.
+        let from = start_of_day(d("2026-03-01"), &tz).unwrap();
+        let plans = plan_tenant(&tz, now, Some(from), &BTreeMap::new(), &ALL).unwrap();
+        let got = ids(&plans);
+        let days: Vec<String> = (1..=31).map(|n| format!("2026-03-{n:02}")).collect();
+        let weeks: Vec<String> = (9..=13).map(|n| format!("2026-W{n:02}")).collect();
+        assert_eq!(got[0], (Grain::Day, days));
+        assert_eq!(got[1], (Grain::Week, weeks));
+        assert_eq!(
+            got[2..],
+            [(Grain::Month, vec!["2026-03".to_string()]), (Grain::Quarter, vec!["2026-Q1".to_string()])]
+        );
+        assert!(plans.iter().all(|p| p.skipped == 0));
     }
 
     fn cursors(pairs: &[(Grain, &str)]) -> BTreeMap<Grain, String> {
@@ -456,15 +486,18 @@ mod tests {
     #[test]
     fn a_late_first_visit_still_pulses_every_period_since_the_tenant_was_added() {
         let tz = zone("UTC").unwrap();
-        // Added on the 29th; first visited on 12-02 (crashes, an outage): 28th, 29th, 30th, 1st.
+        // Added on the 29th; first visited on 12-02 (crashes, an outage): 29th, 30th, 1st.
         let plans =
             plan_tenant(&tz, ms("2026-12-02T00:05:00Z"), Some(ms("2026-11-29T08:00:00Z")), &BTreeMap::new(), &ALL)
                 .unwrap();
         let day = plans.iter().find(|p| p.grain == Grain::Day).unwrap();
         let ids: Vec<String> = day.pulse.iter().map(|p| p.id()).collect();
-        assert_eq!(ids, ["2026-11-28", "2026-11-29", "2026-11-30", "2026-12-01"]);
+        assert_eq!(ids, ["2026-11-29", "2026-11-30", "2026-12-01"]);
         let month = plans.iter().find(|p| p.grain == Grain::Month).unwrap();
-        assert_eq!(month.pulse.iter().map(|p| p.id()).collect::<Vec<_>>(), ["2026-10", "2026-11"]);
+        assert_eq!(month.pulse.iter().map(|p| p.id()).collect::<Vec<_>>(), ["2026-11"]);
+        // The week of Nov 23 ends at the midnight after the 29th: owed.
+        let week = plans.iter().find(|p| p.grain == Grain::Week).unwrap();
+        assert_eq!(week.pulse.iter().map(|p| p.id()).collect::<Vec<_>>(), ["2026-W48"]);
         // Added long ago without cursors: history beyond the lateness bound is not owed.
         let plans =
             plan_tenant(&tz, ms("2026-12-02T00:05:00Z"), Some(ms("2020-01-01T00:00:00Z")), &BTreeMap::new(), &ALL)
@@ -477,21 +510,18 @@ mod tests {
     fn a_tick_behind_the_clock_that_added_the_tenant_owes_it_nothing_before_its_first_period() {
         let tz = zone("UTC").unwrap();
         // Added at 00:00:00.500 on the 28th; a tick whose clock reads 23:59:59.900 on the 27th sees
-        // it. Owed from the 27th (the day before the one it was added in), which has not ended at
-        // that tick: nothing yet. Clamping `since` to the tick once pulsed the 26th as well.
+        // it. Owed from the 28th, which has not ended at that tick: nothing, and nothing at the
+        // next tick either (the 27th ended before it was added). Clamping `since` to the tick
+        // once owed it days before its first.
         let added = ms("2026-03-28T00:00:00.500Z");
-        let plans = plan_tenant(&tz, ms("2026-03-27T23:59:59.900Z"), Some(added), &BTreeMap::new(), &ALL).unwrap();
-        assert!(plans.iter().all(|p| p.grain != Grain::Day), "{plans:?}");
-        // The next tick owes the 27th.
-        let plans = plan_tenant(&tz, ms("2026-03-28T00:01:00Z"), Some(added), &BTreeMap::new(), &ALL).unwrap();
+        for tick in ["2026-03-27T23:59:59.900Z", "2026-03-28T00:01:00Z"] {
+            let plans = plan_tenant(&tz, ms(tick), Some(added), &BTreeMap::new(), &ALL).unwrap();
+            assert!(plans.is_empty(), "{tick}: {plans:?}");
+        }
+        // The 28th's own end owes it.
+        let plans = plan_tenant(&tz, ms("2026-03-29T00:01:00Z"), Some(added), &BTreeMap::new(), &ALL).unwrap();
         let day = plans.iter().find(|p| p.grain == Grain::Day).unwrap();
-        assert_eq!(day.pulse.iter().map(|p| p.id()).collect::<Vec<_>>(), ["2026-03-27"]);
-        // Within one day, a skewed tick still owes the day before (the same plan as on time).
-        let plans =
-            plan_tenant(&tz, ms("2026-03-28T09:59:59Z"), Some(ms("2026-03-28T10:00:00Z")), &BTreeMap::new(), &ALL)
-                .unwrap();
-        let day = plans.iter().find(|p| p.grain == Grain::Day).unwrap();
-        assert_eq!(day.pulse.iter().map(|p| p.id()).collect::<Vec<_>>(), ["2026-03-27"]);
+        assert_eq!(day.pulse.iter().map(|p| p.id()).collect::<Vec<_>>(), ["2026-03-28"]);
     }
 
     #[test]
@@ -518,7 +548,7 @@ mod tests {
             let t0 = ms(start);
             for minute in (0..hours * 60).step_by(7) {
                 let now = t0 + minute * 60_000;
-                for plan in plan_tenant(&tz, now, None, &c, &ALL).unwrap() {
+                for plan in plan_tenant(&tz, now, Some(t0), &c, &ALL).unwrap() {
                     if plan.grain == Grain::Day {
                         days.extend(plan.pulse.iter().map(|p| p.id()));
                     }
@@ -530,8 +560,8 @@ mod tests {
             let mut sorted = days.clone();
             sorted.dedup();
             assert_eq!(sorted, days, "each local date pulsed once, in order");
-            // First sight pulses the day before the start, then one pulse per local midnight.
-            assert_eq!(days.len(), 4, "{start}: {days:?}");
+            // Seen first (added) at the start: one pulse per local midnight after it, nothing before.
+            assert_eq!(days.len(), 3, "{start}: {days:?}");
             for w in days.windows(2) {
                 let (a, b) = (w[0].parse::<Date>().unwrap(), w[1].parse::<Date>().unwrap());
                 assert_eq!(a.tomorrow().unwrap(), b, "consecutive local dates");

@@ -64,13 +64,13 @@ pub fn id(grain: &str, p: NaiveDate) -> String {
 }
 
 /// Every `(grain, period id)` owed to a tenant added at `since_ms` in `first_zone`, at `end_ms`
-/// in `final_zone`.
+/// in `final_zone`: every period that ends after it was added (the one it was added in first).
 pub fn owed(since_ms: i64, first_zone: &str, end_ms: i64, final_zone: &str) -> BTreeSet<(String, String)> {
     let mut out = BTreeSet::new();
     let added = local(since_ms, first_zone);
     let too_old = added - chrono::Days::new(40);
     for g in GRAINS {
-        let first = prev(g, start(g, added));
+        let first = start(g, added);
         let last = prev(g, start(g, local(end_ms, final_zone)));
         let mut p = first;
         while p <= last {
@@ -94,14 +94,14 @@ mod tests {
     #[test]
     fn owed_periods_by_hand() {
         // Added in Tokyo at 2026-03-28T15:30Z (the 29th there); the end at 2026-04-01T15:30Z (the
-        // 2nd there): days 28th..1st, the week of the 23rd (W13 begins the 23rd... the week before
-        // the 29th's), March and Q1 (ended on the 1st there).
+        // 2nd there): days 29th..1st, the 29th's week (W13, ended on the 30th), March and Q1
+        // (ended on the 1st there); nothing that ended before the 29th.
         let o = owed(ms("2026-03-28T15:30:00Z"), "Asia/Tokyo", ms("2026-04-01T15:30:00Z"), "Asia/Tokyo");
         let days: Vec<&str> = o.iter().filter(|(g, _)| g == "day").map(|(_, p)| p.as_str()).collect();
-        assert_eq!(days, ["2026-03-28", "2026-03-29", "2026-03-30", "2026-03-31", "2026-04-01"]);
-        assert!(o.contains(&("week".into(), "2026-W12".into())), "the week before the 29th's");
+        assert_eq!(days, ["2026-03-29", "2026-03-30", "2026-03-31", "2026-04-01"]);
+        assert!(!o.contains(&("week".into(), "2026-W12".into())), "ended before the tenant was added");
         assert!(o.contains(&("week".into(), "2026-W13".into())), "the 29th's week ended on the 30th");
-        assert!(o.contains(&("month".into(), "2026-02".into())) && o.contains(&("month".into(), "2026-03".into())));
+        assert!(!o.contains(&("month".into(), "2026-02".into())) && o.contains(&("month".into(), "2026-03".into())));
         assert!(o.contains(&("quarter".into(), "2026-Q1".into())));
         assert!(!o.contains(&("quarter".into(), "2026-Q2".into())));
         assert!(!o.contains(&("quarter".into(), "2025-Q4".into())), "ended 87 days before: never owed");

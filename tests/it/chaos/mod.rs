@@ -27,7 +27,7 @@
 //! a CI-sized subset.
 
 mod checks;
-mod expect;
+pub(crate) mod expect;
 mod world;
 
 use std::collections::BTreeMap;

@@ -29,6 +29,11 @@ async fn tenants_table(env: &Env) -> Result<tickwork::tenants::Tenants> {
     .with_registry(marks, job))
 }
 
+/// The sweep's lateness bound: how far back `--owed-from` may reach.
+fn lateness(env: &Env) -> Result<i64> {
+    Ok(pulse_sweep::config::policy(env, std::time::Duration::from_secs(900))?.max_lateness_ms)
+}
+
 pub async fn run(env: &Env, as_json: bool, action: TenantCmd) -> Result<i32> {
     let table = tenants_table(env).await?;
     let t = &table;
@@ -38,9 +43,10 @@ pub async fn run(env: &Env, as_json: bool, action: TenantCmd) -> Result<i32> {
         Ok(0)
     };
     match action {
-        TenantCmd::Add { id, zone } => {
+        TenantCmd::Add { id, zone, owed_from } => {
             // As an import reads a row: trimmed, the zone under its canonical name.
             let new = tickctl::tenants::canonical(tickwork::tenants::Tenant::new(id.trim(), zone.trim()))?;
+            let new = tickctl::tenants::owed_from(new, owed_from, now(), lateness(env)?)?;
             let (id, zone) = (new.id.clone(), new.zone.clone());
             let r = t.add(&[new], now()).await?;
             if r.added == 1 {
@@ -51,7 +57,7 @@ pub async fn run(env: &Env, as_json: bool, action: TenantCmd) -> Result<i32> {
                 Err(why) => anyhow::bail!("tenant `{id}`: {why}"),
             }
         }
-        TenantCmd::Import { file, format } => {
+        TenantCmd::Import { file, format, owed_from } => {
             let format = match format {
                 Some(f) => f,
                 None if file == "-" => anyhow::bail!("reading standard input: say --format csv or --format ndjson"),
@@ -63,6 +69,7 @@ pub async fn run(env: &Env, as_json: bool, action: TenantCmd) -> Result<i32> {
                 let f = std::fs::File::open(&file).with_context(|| format!("opening {file}"))?;
                 tickctl::tenants::parse(std::io::BufReader::new(f), format).with_context(|| file.clone())?
             };
+            let rows = tickctl::tenants::rows_owed_from(rows, owed_from, now(), lateness(env)?);
             let pb = bar(rows.tenants.len() as u64, "adding tenants");
             let report = tickctl::tenants::import(t, rows, now(), |done, _| pb.set_position(done)).await?;
             pb.finish_and_clear();

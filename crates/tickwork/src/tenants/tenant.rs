@@ -17,7 +17,7 @@ pub enum Position {
     /// Where its zone group is (attribute absent).
     #[default]
     Follows,
-    /// Never visited: owed from the period before the one it was added in (`-`).
+    /// Never visited: owed every period that ends after its `since` (`-`).
     Fresh,
     /// Pulsed through local date `d`: every period that ended by the start of `d` (`YYYY-MM-DD`).
     Through(jiff::civil::Date),
@@ -79,7 +79,8 @@ pub struct Tenant {
     pub zone: String,
     /// Active tenants are enumerated; others are not.
     pub active: bool,
-    /// When the tenant was added (ms); `None` when unknown.
+    /// Every period that ends after this instant is owed: when the tenant was added, or the
+    /// start of the day a migration owes it from ([`Tenant::owed_from`]); `None` when unknown.
     pub since_ms: Option<i64>,
     /// Where it stands in its zone group's calendar.
     #[serde(default)]
@@ -152,6 +153,35 @@ impl Tenant {
     pub fn new(id: impl Into<String>, zone: impl Into<String>) -> Self {
         Tenant { id: id.into(), zone: zone.into(), active: true, since_ms: None, pos: Position::Fresh }
     }
+
+    /// The tenant owed every period that ends after local date `from` begins in its zone,
+    /// instead of after the moment it is added: a migration's way to be owed what its old system
+    /// may have missed (`from` yesterday owes yesterday; the first of last month owes last month).
+    /// Refused, naming the bound, when `from` began longer than `max_lateness_ms` before `now_ms`
+    /// (the sweep never pulses a period that old, so the promise could not be kept), or is after
+    /// today in the tenant's zone (a tenant is owed from the moment it is added at the latest).
+    pub fn owed_from(self, from: jiff::civil::Date, now_ms: i64, max_lateness_ms: i64) -> Result<Self, InvalidTenant> {
+        use crate::calendar;
+        let bad = |problem: String| InvalidTenant { id: self.id.clone(), problem };
+        let tz = calendar::zone(&self.zone).map_err(|e| bad(e.0))?;
+        let today = calendar::local_date(now_ms, &tz).map_err(|e| bad(e.0))?;
+        if from > today {
+            return Err(bad(format!(
+                "owed from {from}, after today ({today} in {}): a tenant is owed from the moment it is added at the latest",
+                self.zone
+            )));
+        }
+        let start = calendar::start_of_day(from, &tz).map_err(|e| bad(e.0))?;
+        if now_ms - start > max_lateness_ms {
+            return Err(bad(format!(
+                "owed from {from}, {:.1} days back: beyond the sweep's lateness bound of {:.1} days ({}), so those periods would never be pulsed",
+                (now_ms - start) as f64 / 86_400_000.0,
+                max_lateness_ms as f64 / 86_400_000.0,
+                crate::env::PULSE_MAX_LATENESS_SECS,
+            )));
+        }
+        Ok(Tenant { since_ms: Some(start), ..self })
+    }
 }
 
 /// The condition "this tenant is as it was read": the same zone, the same position and the same
@@ -190,5 +220,26 @@ mod tests {
         let (c, _, values) = unchanged(&t);
         assert_eq!(c, "#zone = :oldzone AND #pos = :oldpos AND (attribute_not_exists(#st) OR #st <> :active)");
         assert!(values.iter().any(|(k, v)| *k == ":oldpos" && v.as_s().unwrap() == "2026-11-28"));
+    }
+
+    #[test]
+    fn a_migration_is_owed_from_the_start_of_its_day_within_the_lateness_bound() {
+        let ms = |s: &str| s.parse::<jiff::Timestamp>().unwrap().as_millisecond();
+        let d = |s: &str| s.parse::<jiff::civil::Date>().unwrap();
+        // 2026-12-01 15:00 in Berlin (CET, UTC+1).
+        let now = ms("2026-12-01T14:00:00Z");
+        let forty = 40 * 86_400_000;
+        let t = Tenant::new("acme", "Europe/Berlin").owed_from(d("2026-11-01"), now, forty).unwrap();
+        assert_eq!(t.since_ms, Some(ms("2026-10-31T23:00:00Z")), "Berlin's midnight");
+        // Today is allowed (owed from this morning's midnight, not from now).
+        let t = Tenant::new("acme", "Europe/Berlin").owed_from(d("2026-12-01"), now, forty).unwrap();
+        assert_eq!(t.since_ms, Some(ms("2026-11-30T23:00:00Z")));
+        // Tomorrow, or beyond the bound: refused, naming why.
+        let e = Tenant::new("acme", "Europe/Berlin").owed_from(d("2026-12-02"), now, forty).unwrap_err();
+        assert!(e.problem.contains("after today (2026-12-01 in Europe/Berlin)"), "{e}");
+        let e = Tenant::new("acme", "Europe/Berlin").owed_from(d("2026-10-01"), now, forty).unwrap_err();
+        assert!(e.problem.contains("61.7 days back") && e.problem.contains("TICKWORK_PULSE_MAX_LATENESS_SECS"), "{e}");
+        // A zone that is no zone is named as such.
+        assert!(Tenant::new("acme", "Mars/Base").owed_from(d("2026-11-01"), now, forty).is_err());
     }
 }
