@@ -271,7 +271,12 @@ pub fn owed_from_yesterday(ts: Vec<tickwork::tenants::Tenant>, now_ms: i64) -> V
         .map(|t| {
             let tz = tickwork::calendar::zone(&t.zone).expect("a zone");
             let yesterday = tickwork::calendar::local_date(now_ms, &tz).unwrap().yesterday().unwrap();
-            t.owed_from(yesterday, now_ms, 40 * 86_400_000).expect("within the lateness bound")
+            let policy = tickwork::calendar::Policy {
+                catch_up: tickwork::calendar::CatchUp::All,
+                max_lateness_ms: 40 * 86_400_000,
+                interval_ms: 60_000,
+            };
+            t.owed_from(yesterday, now_ms, &policy).expect("within the lateness bound")
         })
         .collect()
 }

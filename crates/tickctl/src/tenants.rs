@@ -191,21 +191,26 @@ pub fn owed_from(
     t: Tenant,
     from: Option<jiff::civil::Date>,
     now_ms: i64,
-    max_lateness_ms: i64,
+    policy: &tickwork::calendar::Policy,
 ) -> Result<Tenant, tickwork::tenants::InvalidTenant> {
     match from {
-        Some(d) => t.owed_from(d, now_ms, max_lateness_ms),
+        Some(d) => t.owed_from(d, now_ms, policy),
         None => Ok(t),
     }
 }
 
 /// Every row owed from `from` (in its tenant's zone); a row for which that date is out of bounds
 /// is refused with its line and reason, the rest kept. Pure.
-pub fn rows_owed_from(rows: Rows, from: Option<jiff::civil::Date>, now_ms: i64, max_lateness_ms: i64) -> Rows {
+pub fn rows_owed_from(
+    rows: Rows,
+    from: Option<jiff::civil::Date>,
+    now_ms: i64,
+    policy: &tickwork::calendar::Policy,
+) -> Rows {
     let Some(d) = from else { return rows };
     let mut out = Rows { tenants: Vec::new(), refused: rows.refused, repeated: rows.repeated };
     for (line, t) in rows.tenants {
-        match t.owed_from(d, now_ms, max_lateness_ms) {
+        match t.owed_from(d, now_ms, policy) {
             Ok(t) => out.tenants.push((line, t)),
             Err(e) => out.refused.push(Refused { line, id: Some(e.id), reason: e.problem }),
         }

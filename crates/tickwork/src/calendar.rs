@@ -287,7 +287,7 @@ pub fn plan_tenant_as_of(
     policy: &Policy,
 ) -> Result<Vec<GrainPlan>, CalendarError> {
     let late_at = run_ms.min(now_ms);
-    plan_through(tz, local_date(now_ms, tz)?, late_at, Some(since_ms.unwrap_or(now_ms)), cursors, policy)
+    plan_through(tz, local_date(now_ms, tz)?, late_at, since_ms, cursors, policy)
 }
 
 /// The cursors of a tenant pulsed through local date `d`: in every grain, the period that ended

@@ -29,9 +29,9 @@ async fn tenants_table(env: &Env) -> Result<tickwork::tenants::Tenants> {
     .with_registry(marks, job))
 }
 
-/// The sweep's lateness bound: how far back `--owed-from` may reach.
-fn lateness(env: &Env) -> Result<i64> {
-    Ok(pulse_sweep::config::policy(env, std::time::Duration::from_secs(900))?.max_lateness_ms)
+/// The sweep's catch-up policy: whether, and how far back, `--owed-from` can be kept.
+fn policy(env: &Env) -> Result<tickwork::calendar::Policy> {
+    Ok(pulse_sweep::config::policy(env, std::time::Duration::from_secs(900))?)
 }
 
 pub async fn run(env: &Env, as_json: bool, action: TenantCmd) -> Result<i32> {
@@ -46,14 +46,19 @@ pub async fn run(env: &Env, as_json: bool, action: TenantCmd) -> Result<i32> {
         TenantCmd::Add { id, zone, owed_from } => {
             // As an import reads a row: trimmed, the zone under its canonical name.
             let new = tickctl::tenants::canonical(tickwork::tenants::Tenant::new(id.trim(), zone.trim()))?;
-            let new = tickctl::tenants::owed_from(new, owed_from, now(), lateness(env)?)?;
+            let new = tickctl::tenants::owed_from(new, owed_from, now(), &policy(env)?)?;
             let (id, zone) = (new.id.clone(), new.zone.clone());
             let r = t.add(&[new], now()).await?;
             if r.added == 1 {
                 return one(&id, "added");
             }
             match tickctl::tenants::existing(&id, &zone, t.get(&id).await?.as_ref()) {
-                Ok(()) => one(&id, "exists (unchanged)"),
+                Ok(()) => {
+                    if let Some(d) = owed_from {
+                        eprintln!("tickctl: `{id}` exists: --owed-from {d} changes nothing an existing tenant is owed");
+                    }
+                    one(&id, "exists (unchanged)")
+                }
                 Err(why) => anyhow::bail!("tenant `{id}`: {why}"),
             }
         }
@@ -69,7 +74,7 @@ pub async fn run(env: &Env, as_json: bool, action: TenantCmd) -> Result<i32> {
                 let f = std::fs::File::open(&file).with_context(|| format!("opening {file}"))?;
                 tickctl::tenants::parse(std::io::BufReader::new(f), format).with_context(|| file.clone())?
             };
-            let rows = tickctl::tenants::rows_owed_from(rows, owed_from, now(), lateness(env)?);
+            let rows = tickctl::tenants::rows_owed_from(rows, owed_from, now(), &policy(env)?);
             let pb = bar(rows.tenants.len() as u64, "adding tenants");
             let report = tickctl::tenants::import(t, rows, now(), |done, _| pb.set_position(done)).await?;
             pb.finish_and_clear();
@@ -77,6 +82,12 @@ pub async fn run(env: &Env, as_json: bool, action: TenantCmd) -> Result<i32> {
                 json(&report)?;
             } else {
                 render::print_import(&report);
+            }
+            if let (Some(d), true) = (owed_from, report.unchanged > 0) {
+                eprintln!(
+                    "tickctl: {} rows named tenants that exist: --owed-from {d} changes nothing they are owed",
+                    report.unchanged
+                );
             }
             if !report.refused.is_empty() {
                 eprintln!(

@@ -22,8 +22,15 @@ impl Tenants {
         }
         let Some((marks, job)) = &self.registry else { return Ok(Position::Follows) };
         let state = marks.read_strong(job).await?;
-        leaving(t.pos, state.marks.get(&t.zone).map(String::as_str))
-            .map_err(|problem| DbError::Unreadable { table: marks.table().to_string(), problem })
+        let unreadable = |problem: String| DbError::Unreadable { table: marks.table().to_string(), problem };
+        let added = match t.since_ms {
+            Some(s) => {
+                let tz = crate::calendar::zone(&t.zone).map_err(|e| unreadable(e.0))?;
+                Some(crate::calendar::local_date(s, &tz).map_err(|e| unreadable(e.0))?)
+            }
+            None => None,
+        };
+        leaving(t.pos, state.marks.get(&t.zone).map(String::as_str), added).map_err(unreadable)
     }
 
     /// A conditional update of one tenant, applied only if it is still as read ([`unchanged`]):
@@ -133,17 +140,23 @@ type Set = Vec<(&'static str, Option<String>)>;
 /// An update expression with the names and values it introduces.
 type UpdateParts = (String, Vec<(String, &'static str)>, Vec<(String, AttributeValue)>);
 
-/// Where a tenant at `pos` stands when it leaves its group, its group's watermark being `mark`:
-/// a tenant with a position of its own keeps it; one that follows stands through the group's
-/// last completed date, or is `Fresh` when the group never completed a run. An unreadable mark
-/// is an error, not `Fresh`: that would owe the tenant every period since it was added. Pure.
-fn leaving(pos: Position, mark: Option<&str>) -> Result<Position, String> {
+/// Where a tenant at `pos` stands when it leaves its group, its group's watermark being `mark`
+/// and the tenant added on local date `added`: a tenant with a position of its own keeps it; one
+/// that follows stands through the group's last completed date, or through its day of adding
+/// when that is later (added while the group's run for that day was in progress: the periods
+/// before it ended before the tenant existed, and a position at the mark would owe them), or is
+/// `Fresh` when the group never completed a run. An unreadable mark is an error, not `Fresh`:
+/// that would owe the tenant every period since it was added. Pure.
+fn leaving(pos: Position, mark: Option<&str>, added: Option<jiff::civil::Date>) -> Result<Position, String> {
     if pos != Position::Follows {
         return Ok(pos);
     }
     match mark {
         None => Ok(Position::Fresh),
-        Some(m) => m.parse().map(Position::Through).map_err(|_| format!("watermark `{m}` is not a date")),
+        Some(m) => {
+            let m: jiff::civil::Date = m.parse().map_err(|_| format!("watermark `{m}` is not a date"))?;
+            Ok(Position::Through(added.map_or(m, |a| a.max(m))))
+        }
     }
 }
 
@@ -211,11 +224,19 @@ mod tests {
     #[test]
     fn a_tenant_leaving_its_group_stands_through_the_groups_watermark() {
         let d = |s: &str| s.parse::<jiff::civil::Date>().unwrap();
-        assert_eq!(leaving(Position::Follows, Some("2026-11-28")), Ok(Position::Through(d("2026-11-28"))));
-        assert_eq!(leaving(Position::Follows, None), Ok(Position::Fresh), "the group never completed a run");
+        let long_ago = Some(d("2026-01-01"));
+        assert_eq!(leaving(Position::Follows, Some("2026-11-28"), long_ago), Ok(Position::Through(d("2026-11-28"))));
+        assert_eq!(leaving(Position::Follows, None, long_ago), Ok(Position::Fresh), "the group never completed a run");
         let own = Position::Through(d("2026-11-20"));
-        assert_eq!(leaving(own, Some("2026-11-28")), Ok(own), "a position of its own is kept");
-        assert!(leaving(Position::Follows, Some("garbage")).is_err(), "not Fresh: that would owe every period");
+        assert_eq!(leaving(own, Some("2026-11-28"), long_ago), Ok(own), "a position of its own is kept");
+        assert!(
+            leaving(Position::Follows, Some("garbage"), long_ago).is_err(),
+            "not Fresh: that would owe every period"
+        );
+        // Added on the 29th while its group's run for the 29th was in progress (the mark still the
+        // 28th): the 28th ended before it existed, so it stands through the 29th.
+        let added = Some(d("2026-11-29"));
+        assert_eq!(leaving(Position::Follows, Some("2026-11-28"), added), Ok(Position::Through(d("2026-11-29"))));
     }
 
     #[test]

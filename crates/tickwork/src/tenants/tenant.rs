@@ -60,6 +60,11 @@ pub const MAX_TENANT_ID_BYTES: usize = 900;
 /// Adding at most this many tenants at once wakes each (visited at the sweep's next tick).
 pub const WAKE_BULK_LIMIT: usize = 25;
 
+/// How much later than its adding a tenant's first visit may come, which `owed_from` keeps clear
+/// of the lateness bound: a bulk import is visited at its zone's next midnight (up to a day), and
+/// a run already past the tenant's shard reaches it at the next one.
+pub const FIRST_VISIT_MARGIN_MS: i64 = 2 * 86_400_000;
+
 /// A tenant refused before anything was written, with the reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("tenant `{id}`: {problem}")]
@@ -157,12 +162,28 @@ impl Tenant {
     /// The tenant owed every period that ends after local date `from` begins in its zone,
     /// instead of after the moment it is added: a migration's way to be owed what its old system
     /// may have missed (`from` yesterday owes yesterday; the first of last month owes last month).
-    /// Refused, naming the bound, when `from` began longer than `max_lateness_ms` before `now_ms`
-    /// (the sweep never pulses a period that old, so the promise could not be kept), or is after
-    /// today in the tenant's zone (a tenant is owed from the moment it is added at the latest).
-    pub fn owed_from(self, from: jiff::civil::Date, now_ms: i64, max_lateness_ms: i64) -> Result<Self, InvalidTenant> {
+    /// Refused, naming why, where the sweep's `policy` could not keep the promise: when `from`
+    /// began longer than its lateness bound, less [`FIRST_VISIT_MARGIN_MS`], before `now_ms`
+    /// (periods that old are never pulsed), or when its catch-up is not `all` (it would pulse the
+    /// latest period of each grain, or none); or when `from` is after today in the tenant's zone
+    /// (a tenant is owed from the moment it is added at the latest).
+    pub fn owed_from(
+        self,
+        from: jiff::civil::Date,
+        now_ms: i64,
+        policy: &crate::calendar::Policy,
+    ) -> Result<Self, InvalidTenant> {
         use crate::calendar;
         let bad = |problem: String| InvalidTenant { id: self.id.clone(), problem };
+        if policy.catch_up != calendar::CatchUp::All {
+            return Err(bad(format!(
+                "owed from {from}: the sweep's catch-up ({}) is `{}`, which pulses {} of the periods missed; a migration needs `all`",
+                crate::env::PULSE_CATCH_UP,
+                if policy.catch_up == calendar::CatchUp::Latest { "latest" } else { "skip" },
+                if policy.catch_up == calendar::CatchUp::Latest { "only the latest of each grain" } else { "none" },
+            )));
+        }
+        let max_lateness_ms = policy.max_lateness_ms - FIRST_VISIT_MARGIN_MS;
         let tz = calendar::zone(&self.zone).map_err(|e| bad(e.0))?;
         let today = calendar::local_date(now_ms, &tz).map_err(|e| bad(e.0))?;
         if from > today {
@@ -174,10 +195,11 @@ impl Tenant {
         let start = calendar::start_of_day(from, &tz).map_err(|e| bad(e.0))?;
         if now_ms - start > max_lateness_ms {
             return Err(bad(format!(
-                "owed from {from}, {:.1} days back: beyond the sweep's lateness bound of {:.1} days ({}), so those periods would never be pulsed",
+                "owed from {from}, {:.1} days back: beyond the sweep's lateness bound of {:.1} days ({}) less {} for the first visit, so those periods would never be pulsed",
                 (now_ms - start) as f64 / 86_400_000.0,
-                max_lateness_ms as f64 / 86_400_000.0,
+                policy.max_lateness_ms as f64 / 86_400_000.0,
                 crate::env::PULSE_MAX_LATENESS_SECS,
+                "two days",
             )));
         }
         Ok(Tenant { since_ms: Some(start), ..self })
@@ -228,18 +250,22 @@ mod tests {
         let d = |s: &str| s.parse::<jiff::civil::Date>().unwrap();
         // 2026-12-01 15:00 in Berlin (CET, UTC+1).
         let now = ms("2026-12-01T14:00:00Z");
-        let forty = 40 * 86_400_000;
-        let t = Tenant::new("acme", "Europe/Berlin").owed_from(d("2026-11-01"), now, forty).unwrap();
+        let forty = crate::calendar::Policy {
+            catch_up: crate::calendar::CatchUp::All,
+            max_lateness_ms: 40 * 86_400_000,
+            interval_ms: 900_000,
+        };
+        let t = Tenant::new("acme", "Europe/Berlin").owed_from(d("2026-11-01"), now, &forty).unwrap();
         assert_eq!(t.since_ms, Some(ms("2026-10-31T23:00:00Z")), "Berlin's midnight");
         // Today is allowed (owed from this morning's midnight, not from now).
-        let t = Tenant::new("acme", "Europe/Berlin").owed_from(d("2026-12-01"), now, forty).unwrap();
+        let t = Tenant::new("acme", "Europe/Berlin").owed_from(d("2026-12-01"), now, &forty).unwrap();
         assert_eq!(t.since_ms, Some(ms("2026-11-30T23:00:00Z")));
         // Tomorrow, or beyond the bound: refused, naming why.
-        let e = Tenant::new("acme", "Europe/Berlin").owed_from(d("2026-12-02"), now, forty).unwrap_err();
+        let e = Tenant::new("acme", "Europe/Berlin").owed_from(d("2026-12-02"), now, &forty).unwrap_err();
         assert!(e.problem.contains("after today (2026-12-01 in Europe/Berlin)"), "{e}");
-        let e = Tenant::new("acme", "Europe/Berlin").owed_from(d("2026-10-01"), now, forty).unwrap_err();
+        let e = Tenant::new("acme", "Europe/Berlin").owed_from(d("2026-10-01"), now, &forty).unwrap_err();
         assert!(e.problem.contains("61.7 days back") && e.problem.contains("TICKWORK_PULSE_MAX_LATENESS_SECS"), "{e}");
         // A zone that is no zone is named as such.
-        assert!(Tenant::new("acme", "Mars/Base").owed_from(d("2026-11-01"), now, forty).is_err());
+        assert!(Tenant::new("acme", "Mars/Base").owed_from(d("2026-11-01"), now, &forty).is_err());
     }
 }
