@@ -63,6 +63,28 @@ pub struct Deps {
 impl Deps {
     /// Builds from the environment; fails naming the variable.
     pub async fn from_env(env: &Env) -> Result<Self, ConfigError> {
+        let d = Self::configured(env).await?;
+        d.resolve_shards().await.map_err(tickwork_lambda::base::unresolved_shards)
+    }
+
+    /// Built from the environment for an operator's reading (`tickctl plan`): every tenant shard
+    /// any writer recorded is enumerated, and nothing is recorded. [`Deps::from_env`] records this
+    /// process's counts, as a function's start-up must; an operator's tool with the code's
+    /// defaults (8 queue shards where the template deploys 1) would widen the deployed worker's
+    /// polling for good.
+    pub async fn from_env_reading(env: &Env) -> Result<Self, ConfigError> {
+        let mut d = Self::configured(env).await?;
+        let reg = tickwork::shard::ShardRegistry::new(d.db.clone(), &d.tables.control);
+        let n = reg
+            .effective("tenants", d.tenants.write_shards())
+            .await
+            .map_err(tickwork_lambda::base::unresolved_shards)?;
+        d.tenants = d.tenants.with_read_shards(n);
+        Ok(d)
+    }
+
+    /// The dependencies as the environment configures them, before the shard registry is read.
+    async fn configured(env: &Env) -> Result<Self, ConfigError> {
         let base = Base::from_env(env, "pulse-sweep").await?;
         let cfg = PulseConfig::from_core(env, &base.core)?;
         let tables = Tables {
@@ -79,7 +101,7 @@ impl Deps {
         let mut d = Self::new(base.db, base.clock, cfg, tables, shards, QueueConfig::from_env(env)?);
         d.helpers = helpers;
         d.core.namespace = base.core.metrics_namespace.clone();
-        d.resolve_shards().await.map_err(tickwork_lambda::base::unresolved_shards)
+        Ok(d)
     }
 
     /// Start-up: records the shard counts this process writes with and enumerates every tenant

@@ -14,3 +14,8 @@ pub mod tenants;
 pub use control::{all_tables, invoke, jobs, provision, queue, set_paused, Function};
 pub use plan::{grains_starting, next_boundary, plan, Boundary, GroupPlan, Plan, TickPlan};
 pub use status::{status, JobStatus, Status, READY_CAP};
+
+/// The role `tickctl`'s calls run under ([`tickwork::iam::acting_as`]): an operator's own
+/// credentials, not one of the template's functions, so the IAM check of the functions leaves
+/// them out, and a test reads what a command asked of AWS.
+pub const ROLE: &str = "tickctl";

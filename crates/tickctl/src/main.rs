@@ -33,7 +33,9 @@ fn main() {
         std::process::exit(1);
     }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
-    match rt.block_on(run(cli)) {
+    // Every call runs as the operator's tool: the IAM suite log (`TICKWORK_IAM_LOG`, tests only)
+    // keeps them apart from the functions', and a test reads what a command asked of AWS.
+    match rt.block_on(tickwork::iam::acting_as(tickctl::ROLE, run(cli))) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
             eprintln!("tickctl: {e:#}");
@@ -94,7 +96,7 @@ async fn run(cli: Cli) -> Result<i32> {
                 Some(s) => s.parse::<jiff::Timestamp>().with_context(|| format!("--at `{s}`"))?.as_millisecond(),
                 None => jiff::Timestamp::now().as_millisecond(),
             };
-            let deps = pulse_sweep::Deps::from_env(&env).await.context("pulse-sweep configuration")?;
+            let deps = pulse_sweep::Deps::from_env_reading(&env).await.context("pulse-sweep configuration")?;
             let pb = bar(0, "counting tenants");
             let job = job.unwrap_or_else(|| deps.cfg.job.clone());
             let p = tickctl::plan(&deps, &job, at_ms, |done, total| {
