@@ -16,6 +16,7 @@ use tickwork_tests::{ms, unique, Local};
 fn tickctl(local: &Local, prefix: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tickctl-cli"))
         .args(args)
+        .env("TICKWORK_FANOUT_JOB", "utc-daily")
         .env("AWS_ENDPOINT_URL_DYNAMODB", &local.endpoint)
         .env("TICKWORK_TABLE_PREFIX", prefix)
         .env("TICKWORK_CAPACITY_SOURCE", "estimate")

@@ -7,6 +7,7 @@ pub mod boundary;
 pub mod control;
 pub mod cost;
 pub mod delivery;
+pub mod deployed;
 pub mod plan;
 pub mod status;
 pub mod tenants;

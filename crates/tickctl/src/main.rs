@@ -84,6 +84,7 @@ async fn run(cli: Cli) -> Result<i32> {
             }
         }
         Cmd::Status => {
+            tickctl::deployed::required(&env, tickwork::env::FANOUT_JOB, "FanoutJob", "status")?;
             let s = tickctl::status(&base, &env).await?;
             if cli.json {
                 json(&s)?;
@@ -112,10 +113,16 @@ async fn run(cli: Cli) -> Result<i32> {
             }
         }
         Cmd::Pause { job, reason } => {
+            if job == tickctl::Function::TenantFanout {
+                tickctl::deployed::required(&env, tickwork::env::FANOUT_JOB, "FanoutJob", "pause tenant-fanout")?;
+            }
             let name = tickctl::set_paused(&base, &env, job, true, reason.as_deref()).await?;
             done(cli.json, "paused", &name)?;
         }
         Cmd::Resume { job } => {
+            if job == tickctl::Function::TenantFanout {
+                tickctl::deployed::required(&env, tickwork::env::FANOUT_JOB, "FanoutJob", "resume tenant-fanout")?;
+            }
             let name = tickctl::set_paused(&base, &env, job, false, None).await?;
             done(cli.json, "resumed", &name)?;
         }

@@ -21,6 +21,8 @@ fn tickctl_with(prefix: &str, vars: &[(&str, &str)], args: &[&str]) -> Output {
         .args(args)
         .env("TICKWORK_TABLE_PREFIX", prefix)
         .env("TICKWORK_ARCHIVE_BUCKET", format!("{prefix}-archive"))
+        // The template's fan-out job, as a stack's file names it (`status` refuses without it).
+        .env("TICKWORK_FANOUT_JOB", "utc-daily")
         .envs(vars.iter().copied())
         .output()
         .expect("run tickctl")

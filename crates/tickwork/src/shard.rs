@@ -73,16 +73,21 @@ impl ShardRegistry {
         self.effective(logical, configured).await
     }
 
-    /// How many shards a reader of `logical` must enumerate when configured with `configured`:
-    /// the largest count ever recorded, or `configured` if larger.
-    pub async fn effective(&self, logical: &str, configured: u32) -> Result<u32, crate::DbError> {
+    /// The largest count any writer of `logical` recorded, `None` before any did: what a reader
+    /// that records nothing (an operator's tool) takes as the deployed count.
+    pub async fn recorded(&self, logical: &str) -> Result<Option<u32>, crate::DbError> {
         let item = self.db.get_strong(&self.table, registry_key(logical)).await?;
-        let recorded = item
+        Ok(item
             .as_ref()
             .and_then(|i| i.get(COUNTS))
             .and_then(|v| v.as_ns().ok())
-            .map(|v| v.iter().filter_map(|n| n.parse::<u32>().ok()).max().unwrap_or(0))
-            .unwrap_or(0);
+            .and_then(|v| v.iter().filter_map(|n| n.parse::<u32>().ok()).max()))
+    }
+
+    /// How many shards a reader of `logical` must enumerate when configured with `configured`:
+    /// the largest count ever recorded, or `configured` if larger.
+    pub async fn effective(&self, logical: &str, configured: u32) -> Result<u32, crate::DbError> {
+        let recorded = self.recorded(logical).await?.unwrap_or(0);
         if recorded > configured {
             tracing::warn!(
                 table = logical,

@@ -96,11 +96,12 @@ pub async fn check(w: &mut World, end: Millis) {
         let Some(mark) = marks.get(zone) else { continue };
         let d: jiff::civil::Date = mark.parse().expect("a date mark");
         let want = d.yesterday().expect("a date").to_string();
-        // Owed the day before the mark only when added before the mark's date began.
-        let tz = jiff::tz::TimeZone::get(zone).expect("a zone");
-        let began = d.to_zoned(tz).expect("a day").timestamp().as_millisecond();
-        if tickwork::schema::get_i64(item, tickwork::tenants::SINCE).is_some_and(|s| s >= began) {
-            continue;
+        // Only a tenant owed the day before the mark: one added before it ended (in the zone it
+        // was added in; a tenant added east of here, on a later date, and moved here is not).
+        if let Some(life) = w.tenants.get(&id) {
+            if !expect::owed(life.since, &life.first_zone, end, &life.zone).contains(&("day".into(), want.clone())) {
+                continue;
+            }
         }
         w.report.checks += 1;
         if day_done.get(&id).is_none_or(|c| *c < want) {

@@ -16,12 +16,12 @@ pub async fn run(base: &Base, env: &Env, as_json: bool, action: Dead) -> Result<
             if as_json {
                 json(&list)?;
             } else {
-                let mut t = table(&["id", "kind", "tenant", "attempts", "failed at", "last error"]);
+                let mut t = table(&["id", "kind", "tenants", "attempts", "failed at", "last error"]);
                 for d in &list {
                     t.add_row(vec![
                         d.id.clone(),
                         d.kind.clone(),
-                        d.tenant.clone().unwrap_or_default(),
+                        whose(d),
                         d.attempts.to_string(),
                         time(d.failed_at_ms),
                         d.last_error.clone(),
@@ -31,6 +31,8 @@ pub async fn run(base: &Base, env: &Env, as_json: bool, action: Dead) -> Result<
             }
         }
         Dead::Retry { id } => {
+            // Back into a shard the deployed workers poll, not the code's default count.
+            let q = tickctl::deployed::queue_for_writes(base, env, "dead-letters retry").await?;
             anyhow::ensure!(q.retry_dead(&id).await?, "`{id}` is not a dead letter");
             done(as_json, "back in the queue", &id)?;
         }
@@ -40,4 +42,18 @@ pub async fn run(base: &Base, env: &Env, as_json: bool, action: Dead) -> Result<
         }
     }
     Ok(())
+}
+
+/// Whose work a dead letter holds: its tenant, or a batch's units and their first tenants.
+fn whose(d: &tickwork::queue::DeadLetter) -> String {
+    if let Some(t) = &d.tenant {
+        return t.clone();
+    }
+    if d.tenants.is_empty() {
+        return String::new();
+    }
+    let shown: Vec<&str> = d.tenants.iter().take(3).map(String::as_str).collect();
+    let more = d.tenants.len().saturating_sub(shown.len());
+    let rest = if more > 0 { format!(" (+{more})") } else { String::new() };
+    format!("{}{rest}; {} unit(s)", shown.join(", "), d.units)
 }

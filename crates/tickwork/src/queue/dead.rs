@@ -14,8 +14,14 @@ pub struct DeadLetter {
     pub id: String,
     /// Kind.
     pub kind: String,
-    /// Tenant.
+    /// Tenant (an item of one tenant's work).
     pub tenant: Option<String>,
+    /// The tenants of a batch item's units, each once, in order (empty for other items).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tenants: Vec<String>,
+    /// A batch item's units (0 for other items).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub units: u64,
     /// Claims made.
     pub attempts: u32,
     /// Last error.
@@ -42,6 +48,8 @@ impl Queue {
                 id: get_s(i, PK).unwrap_or_default().to_string(),
                 kind: get_s(i, KIND).unwrap_or_default().to_string(),
                 tenant: get_s(i, TENANT).map(str::to_string),
+                tenants: Vec::new(),
+                units: 0,
                 attempts: get_u64(i, ATTEMPTS).unwrap_or(0) as u32,
                 last_error: get_s(i, LAST_ERROR).unwrap_or_default().to_string(),
                 failed_at_ms: get_i64(i, FAILED_AT).unwrap_or(0),
@@ -50,6 +58,31 @@ impl Queue {
         })
         .await
         .map_err(DbError::from)?;
+        // A batch item names no tenant of its own (the index holds no payload): its units' are
+        // read from the item, one read a dead letter, so that an operator sees whose work it is.
+        for d in out.iter_mut().filter(|d| d.tenant.is_none()) {
+            let Some(item) = self.get(&d.id).await? else { continue };
+            let job = crate::queue::Job {
+                id: d.id.clone(),
+                kind: d.kind.clone(),
+                payload: get_s(&item, PAYLOAD).unwrap_or_default().to_string(),
+                tenant: None,
+                attempts: d.attempts,
+                owner: String::new(),
+                claim_until_ms: 0,
+                died: false,
+                suspect: false,
+            };
+            if let Some(Ok(b)) = crate::batch::Batch::of_job(&job) {
+                let units = b.units(&d.kind);
+                d.units = units.len() as u64;
+                for u in units {
+                    if !d.tenants.contains(&u.tenant) {
+                        d.tenants.push(u.tenant);
+                    }
+                }
+            }
+        }
         Ok(out)
     }
 
@@ -92,4 +125,8 @@ impl Queue {
             .expression_attribute_values(":dead", av_s(DEAD));
         Ok(condition_held(self.db.delete(req).await)?)
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
