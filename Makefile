@@ -157,5 +157,6 @@ bench: deps ## the bill chart (docs/bill.svg), capacity, throughput and Lambda s
 servers: deps ## run the local servers in the foreground (Ctrl-C stops them); prints the endpoints
 	$(WITH_SERVERS) bash -c 'env | grep -E "^(AWS_ENDPOINT_URL|TICKWORK_DYNALITE)"; echo "Ctrl-C to stop"; sleep infinity'
 
-clean: ## remove build output and local tools
-	rm -rf target $(VENV) .tools .local
+clean: ## remove build output and local tools (SAM's build too); keeps the stack files in .local/stacks
+	rm -rf target $(VENV) .tools .aws-sam
+	find .local -mindepth 1 -maxdepth 1 ! -name stacks -exec rm -rf {} + 2>/dev/null || true

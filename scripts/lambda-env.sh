@@ -11,6 +11,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 env_file="$root/.local/lambda.env"
 export TICKWORK_TABLE_PREFIX=${TICKWORK_TABLE_PREFIX:-local}
 export TICKWORK_ARCHIVE_BUCKET=${TICKWORK_ARCHIVE_BUCKET:-local-archive}
+# The template's fan-out job: `tickctl status` names the stack's (it refuses without one).
+export TICKWORK_FANOUT_JOB=${TICKWORK_FANOUT_JOB:-utc-daily}
 tickctl="$root/target/debug/tickctl"
 "$tickctl" provision
 "$tickctl" seed --tenants "${TICKWORK_SEED_TENANTS:-24}"

@@ -20,6 +20,8 @@ mod cost;
 mod defects;
 /// Delivery at a real deadline: drains that hand on until a backlog is done.
 mod delivery;
+/// The docs held to the code: the configuration reference, the runbook's alarms, named commands.
+mod docs;
 /// Failure paths as AWS runs them: unit dead letters, a poison unit, an unreadable shard registry.
 mod failure_paths;
 /// The tenant fan-out Lambda's handler.

@@ -92,6 +92,10 @@ pub enum Cmd {
         /// A scheduled-event JSON file (see events/).
         #[arg(long)]
         event: std::path::PathBuf,
+        /// Set the event's `time` to now: a file's fixed time would size a backlog, or plan a
+        /// boundary, as of the day it was written.
+        #[arg(long)]
+        now: bool,
     },
     /// Print a shell completion script (e.g. `tickctl completions bash > /etc/bash_completion.d/tickctl`).
     Completions {

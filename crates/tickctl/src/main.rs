@@ -127,11 +127,17 @@ async fn run(cli: Cli) -> Result<i32> {
             done(cli.json, "resumed", &name)?;
         }
         Cmd::DeadLetters { action } => cmd::dead_letters::run(&base, &env, cli.json, action).await?,
-        Cmd::Invoke { function, event } => {
+        Cmd::Invoke { function, event, now } => {
             let text =
                 std::fs::read_to_string(&event).map_err(|e| anyhow::anyhow!("reading {}: {e}", event.display()))?;
-            let ev: serde_json::Value =
+            let mut ev: serde_json::Value =
                 serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{} is not JSON: {e}", event.display()))?;
+            if now {
+                let at = jiff::Timestamp::now().round(jiff::Unit::Second)?.to_string();
+                ev.as_object_mut()
+                    .ok_or_else(|| anyhow::anyhow!("{} is not a JSON object", event.display()))?
+                    .insert("time".into(), at.into());
+            }
             // A report is JSON whichever way it is asked for: it is the handler's own output.
             json(&tickctl::invoke(&env, function.name(), ev).await?)?;
         }

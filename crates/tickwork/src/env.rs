@@ -77,8 +77,8 @@ vars! {
         "cap on one backoff wait";
     DEADLINE_MARGIN_SECS = "TICKWORK_DEADLINE_MARGIN_SECS", "5", "all",
         "stop starting work this long before the Lambda deadline (below the function's timeout)";
-    FUNCTION_TIMEOUT_SECS = "TICKWORK_FUNCTION_TIMEOUT_SECS", "(the template's Timeout)", "all",
-        "the function's timeout, so that margins and leases can be checked against it at start-up";
+    FUNCTION_TIMEOUT_SECS = "TICKWORK_FUNCTION_TIMEOUT_SECS", "(unset)", "all",
+        "the function's timeout (1..=900 s; the template sets each function's): margins, leases and the queue's visibility are checked against it at start-up; unset, nothing is checked against a timeout";
     IAM_LOG = "TICKWORK_IAM_LOG", "(unset)", "all",
         "tests only: a directory where every call a function's code makes is logged as the IAM access it needs (`make test` sets it; `make iam-check` holds the log against `template.yaml`)";
     DRY_RUN = "TICKWORK_DRY_RUN", "false", "pulse-sweep, tenant-fanout, archiver",
@@ -92,7 +92,7 @@ vars! {
     QUEUE_MAX_ATTEMPTS = "TICKWORK_QUEUE_MAX_ATTEMPTS", "5", "pulse-sweep, tenant-fanout, queue-worker",
         "claims before an item is dead-lettered (1..=100)";
     QUEUE_BACKOFF_SECS = "TICKWORK_QUEUE_BACKOFF_SECS", "10", "queue-worker",
-        "first retry delay, doubling per attempt";
+        "first retry delay, doubling per attempt; a drain waits once for a retry that falls due within its time, else the item waits for the next drain (a new item's stream signal, a drain's hand-on, or the hourly safety poll)";
     QUEUE_BACKOFF_MAX_SECS = "TICKWORK_QUEUE_BACKOFF_MAX_SECS", "3600", "queue-worker",
         "longest retry delay";
     QUEUE_RETENTION_SECS = "TICKWORK_QUEUE_RETENTION_SECS", "1209600", "queue-worker",
@@ -122,7 +122,7 @@ vars! {
     PULSE_TENANT_CONCURRENCY = "TICKWORK_PULSE_TENANT_CONCURRENCY", "8", "pulse-sweep",
         "woken tenants read at once (1..=256)";
     PULSE_SHARD_WORKERS = "TICKWORK_PULSE_SHARD_WORKERS", "1", "pulse-sweep",
-        "invocations a boundary's shards are paged by at once (1..=64): above 1 the leader starts helpers, each shard under a lease of its own";
+        "invocations a boundary's shards are paged by at once (1..=64; at most 96 tenant shards): above 1 the leader starts helpers, each shard under a lease of its own";
     FANOUT_JOB = "TICKWORK_FANOUT_JOB", "utc-daily", "tenant-fanout",
         "the job fanned out per tenant per UTC day (its queue item kind)";
     FANOUT_INTERVAL_SECS = "TICKWORK_FANOUT_INTERVAL_SECS", "300", "tenant-fanout",
@@ -142,7 +142,7 @@ vars! {
     ARCHIVE_AGE_SECS = "TICKWORK_ARCHIVE_AGE_SECS", "2592000", "archiver",
         "rows older than this move to S3 (at least 60 s)";
     ARCHIVE_PAGE_SIZE = "TICKWORK_ARCHIVE_PAGE_SIZE", "100", "archiver",
-        "rows per batch and per object (1..=1000)";
+        "rows per batch and per object (1..=500)";
     ARCHIVE_SHARD_CONCURRENCY = "TICKWORK_ARCHIVE_SHARD_CONCURRENCY", "4", "archiver",
         "shards archived at once (1..=64)";
     ARCHIVE_INTERVAL_SECS = "TICKWORK_ARCHIVE_INTERVAL_SECS", "300", "archiver",

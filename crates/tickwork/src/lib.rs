@@ -1,7 +1,7 @@
 //! # tickwork
 //!
 //! Scheduled background work on DynamoDB that is cheap **and** correct. Every module exists because
-//! of a production failure (see the project's `DESIGN.md`), and obeys three rules:
+//! of a production failure (`docs/background.md` tells each), and obeys three rules:
 //!
 //! 1. A list with a limit and no cursor is a bug: [`pager`] follows cursors to exhaustion or hands
 //!    back a resumable [`pager::Cursor`].

@@ -1,0 +1,346 @@
+//! The docs held to the code: the configuration reference is generated from `tickwork::env`'s
+//! declarations and every bound it states is the one its readers enforce; the runbook's alarm
+//! table is `template.yaml`'s alarms; every `make` target and `tickctl` command a page names
+//! exists. `DOCS_UPDATE=1` rewrites the configuration reference's table from the declarations.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use serde_yaml_ng::Value;
+use tickwork::config::Env;
+use tickwork::env::{ConfigError, VARS};
+
+fn root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// One row of the configuration reference, from a declaration. Pure.
+fn row(v: &tickwork::env::Var) -> String {
+    format!("| `{}` | {} | {} | {} |", v.name, v.default, v.read_by, v.doc)
+}
+
+#[test]
+fn the_configuration_reference_is_generated_from_the_declarations() {
+    let path = "docs/configuration.md";
+    let doc = read(path);
+    let want: Vec<String> = VARS.iter().map(row).collect();
+    let lines: Vec<&str> = doc.lines().collect();
+    let first = lines.iter().position(|l| l.starts_with("| `TICKWORK_")).expect("the table");
+    let end = first + lines[first..].iter().take_while(|l| l.starts_with("| `TICKWORK_")).count();
+    let have: Vec<String> = lines[first..end].iter().map(|l| l.to_string()).collect();
+    if have != want && std::env::var("DOCS_UPDATE").is_ok_and(|v| v == "1") {
+        let mut out: Vec<String> = lines[..first].iter().map(|l| l.to_string()).collect();
+        out.extend(want.iter().cloned());
+        out.extend(lines[end..].iter().map(|l| l.to_string()));
+        std::fs::write(root().join(path), out.join("\n") + "\n").unwrap();
+        return;
+    }
+    for (h, w) in have.iter().zip(&want) {
+        assert_eq!(h, w, "{path} differs from crates/tickwork/src/env.rs (DOCS_UPDATE=1 rewrites the table)");
+    }
+    assert_eq!(have.len(), want.len(), "{path} lists {} variables, env.rs declares {}", have.len(), want.len());
+}
+
+/// Everything function `f` reads at start-up, as it reads it.
+fn reads(f: &str, env: &Env) -> Result<(), ConfigError> {
+    let skew = Duration::from_secs(1);
+    tickwork::config::CoreConfig::from_env(env)?;
+    match f {
+        "pulse-sweep" => {
+            pulse_sweep::PulseConfig::from_env(env, skew)?;
+            tickwork::config::tenant_shards(env)?;
+            tickwork::queue::QueueConfig::from_env(env)?;
+        }
+        "tenant-fanout" => {
+            tenant_fanout::FanoutConfig::from_env(env, skew)?;
+            tickwork::config::tenant_shards(env)?;
+            tickwork::queue::QueueConfig::from_env(env)?;
+        }
+        "queue-worker" => {
+            queue_worker::WorkerConfig::from_env(env)?;
+            tickwork::queue::QueueConfig::from_env(env)?;
+        }
+        "archiver" => {
+            archiver::ArchiverConfig::from_env(env, skew)?;
+        }
+        other => panic!("no reader `{other}`"),
+    }
+    Ok(())
+}
+
+/// `(lo, hi)` of a declaration's doc that states `(lo..=hi)` or `(lo..=hi s`. Pure.
+fn bounds(doc: &str) -> Option<(u64, u64)> {
+    let i = doc.find("..=")?;
+    let lo: String =
+        doc[..i].chars().rev().take_while(char::is_ascii_digit).collect::<Vec<_>>().into_iter().rev().collect();
+    let hi: String = doc[i + 3..].chars().take_while(char::is_ascii_digit).collect();
+    Some((lo.parse().ok()?, hi.parse().ok()?))
+}
+
+/// Every `lo..=hi` a declaration states is what each function that reads it accepts and refuses:
+/// `hi` and `lo` pass, `hi + 1` and `lo - 1` are refused naming the variable. (The archiver's
+/// page size was documented up to 1,000 and refused above 500.)
+#[test]
+fn every_bound_the_reference_states_is_its_readers_bound() {
+    let functions = ["pulse-sweep", "tenant-fanout", "queue-worker", "archiver"];
+    let base = [("TICKWORK_ARCHIVE_BUCKET", "b")];
+    let mut checked = 0;
+    for v in VARS {
+        let Some((lo, hi)) = bounds(v.doc) else { continue };
+        let readers: Vec<&str> = if v.read_by == "all" { functions.to_vec() } else { v.read_by.split(", ").collect() };
+        let named = |value: u64, f: &str| {
+            let value = value.to_string();
+            let env = Env::from_pairs(base.iter().copied().chain([(v.name, value.as_str())]));
+            match reads(f, &env) {
+                Ok(()) => None,
+                Err(e) => Some(e.var == v.name),
+            }
+        };
+        for f in &readers {
+            assert_ne!(named(hi, f), Some(true), "{} = {hi} (its stated maximum) is refused by {f}", v.name);
+            assert_eq!(
+                named(hi + 1, f),
+                Some(true),
+                "{} = {} (above its stated maximum) is not refused by {f}",
+                v.name,
+                hi + 1
+            );
+            assert_ne!(named(lo, f), Some(true), "{} = {lo} (its stated minimum) is refused by {f}", v.name);
+            if lo > 0 {
+                assert_eq!(
+                    named(lo - 1, f),
+                    Some(true),
+                    "{} = {} (below its stated minimum) is not refused by {f}",
+                    v.name,
+                    lo - 1
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 20, "{checked} bounds checked");
+}
+
+fn template() -> Value {
+    serde_yaml_ng::from_str(&read("template.yaml")).unwrap()
+}
+
+fn untag(v: &Value) -> &Value {
+    match v {
+        Value::Tagged(t) => &t.value,
+        other => other,
+    }
+}
+
+/// Every `MetricName` under `v`.
+fn metric_names(v: &Value, out: &mut BTreeSet<String>) {
+    match untag(v) {
+        Value::Mapping(m) => {
+            for (k, x) in m {
+                if k.as_str() == Some("MetricName") {
+                    if let Some(s) = untag(x).as_str() {
+                        out.insert(s.to_string());
+                    }
+                }
+                metric_names(x, out);
+            }
+        }
+        Value::Sequence(s) => s.iter().for_each(|x| metric_names(x, out)),
+        _ => {}
+    }
+}
+
+/// A period in the runbook's words. Pure.
+fn period(secs: u64) -> String {
+    if secs % 3600 == 0 {
+        format!("{} h", secs / 3600)
+    } else {
+        format!("{} min", secs / 60)
+    }
+}
+
+/// Every alarm of the template has its row in the runbook's table (by name, `<Fn>` standing for a
+/// function and `*` for anything), the row names its metric and states its window (period ×
+/// evaluation periods, or the parameter that sets them), and says when missing data breaches.
+#[test]
+fn the_runbooks_alarm_table_is_the_templates() {
+    let runbook = read("docs/runbook.md");
+    let rows: Vec<Vec<String>> = runbook
+        .lines()
+        .skip_while(|l| !l.starts_with("| alarm |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| l.trim_matches('|').split(" | ").map(|c| c.trim().to_string()).collect())
+        .collect();
+    assert!(rows.len() >= 9, "the runbook's alarm table: {rows:?}");
+    let matches = |pattern: &str, name: &str| {
+        let p = pattern.split('`').nth(1).unwrap_or_default();
+        let (head, tail) = match (p.split_once("<Fn>"), p.split_once('*')) {
+            (Some((h, t)), _) | (_, Some((h, t))) => (h, t),
+            _ => return p == name,
+        };
+        name.starts_with(head) && name.ends_with(tail) && name.len() > head.len() + tail.len()
+    };
+    let t = template();
+    let resources = untag(&t["Resources"]).as_mapping().unwrap();
+    let mut seen = BTreeMap::new();
+    for (name, r) in resources {
+        if untag(&r["Type"]).as_str() != Some("AWS::CloudWatch::Alarm") {
+            continue;
+        }
+        let name = name.as_str().unwrap();
+        let p = &r["Properties"];
+        let row =
+            rows.iter().find(|row| matches(&row[0], name)).unwrap_or_else(|| panic!("{name}: no row in the runbook"));
+        let mut metrics = BTreeSet::new();
+        metric_names(p, &mut metrics);
+        for m in &metrics {
+            assert!(row[1].contains(m.as_str()), "{name}: its row does not name the metric {m}: {}", row[1]);
+        }
+        let secs = untag(&p["Period"]).as_u64().or_else(|| {
+            untag(&p["Metrics"])
+                .as_sequence()
+                .and_then(|s| s.iter().find_map(|m| untag(&m["MetricStat"]["Period"]).as_u64()))
+        });
+        let secs = secs.unwrap_or_else(|| panic!("{name}: no period"));
+        let evals = match &p["EvaluationPeriods"] {
+            Value::Tagged(t) => format!("`{}`", t.value.as_str().unwrap()),
+            v => untag(v).as_u64().unwrap().to_string(),
+        };
+        let window = format!("{} × {evals}", period(secs));
+        // As a whole: `5 min × 1` is not inside `15 min × 1`.
+        let whole = row[2].match_indices(&window).any(|(i, _)| !row[2][..i].ends_with(|c: char| c.is_ascii_digit()));
+        assert!(whole, "{name}: the runbook's window is `{}`, the template's {window}", row[2]);
+        let breaching = untag(&p["TreatMissingData"]).as_str() == Some("breaching");
+        assert_eq!(
+            row[3].contains("missing data breaches"),
+            breaching,
+            "{name}: missing data in the runbook: {}",
+            row[3]
+        );
+        *seen.entry(row[0].clone()).or_insert(0) += 1;
+    }
+    for row in &rows {
+        assert!(seen.contains_key(&row[0]), "the runbook's {} is no alarm of the template", row[0]);
+    }
+}
+
+/// Text a reader would type: inline code spans and fenced blocks. Pure.
+fn code_spans(md: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut fenced = false;
+    for line in md.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            out.push(line.to_string());
+        } else {
+            out.extend(line.split('`').skip(1).step_by(2).map(str::to_string));
+        }
+    }
+    out
+}
+
+fn pages() -> Vec<(String, String)> {
+    let mut out = vec![("README.md".to_string(), read("README.md"))];
+    for e in std::fs::read_dir(root().join("docs")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "md") {
+            out.push((p.display().to_string(), std::fs::read_to_string(&p).unwrap()));
+        }
+    }
+    out
+}
+
+/// The Makefile's targets, and the prefixes of its pattern rules (`invoke-%`).
+fn make_targets() -> (BTreeSet<String>, Vec<String>) {
+    let mut targets = BTreeSet::new();
+    let mut patterns = Vec::new();
+    for l in read("Makefile").lines() {
+        // A static pattern rule (`$(addprefix invoke-,$(FUNCTIONS)): invoke-%: ...`).
+        patterns.extend(l.split_whitespace().filter_map(|t| t.strip_suffix("%:")).map(str::to_string));
+        let Some((name, _)) = l.split_once(':') else { continue };
+        if name.is_empty() || name.starts_with(['\t', ' ', '.', '#']) || name.contains('=') || name.contains(' ') {
+            continue;
+        }
+        match name.strip_suffix('%') {
+            Some(p) => patterns.push(p.to_string()),
+            None => {
+                targets.insert(name.to_string());
+            }
+        }
+    }
+    (targets, patterns)
+}
+
+/// The subcommands `tickctl <path> --help` lists.
+fn subcommands(path: &[&str]) -> Option<BTreeSet<String>> {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_tickctl-cli")).args(path).arg("--help").output().unwrap();
+    if !o.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    Some(
+        text.lines()
+            .skip_while(|l| !l.starts_with("Commands:"))
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+            .filter(|c| c != "help")
+            .collect(),
+    )
+}
+
+/// Every `make <target>` and `tickctl <command> [<subcommand>]` a page shows a reader exists.
+#[test]
+fn every_make_target_and_tickctl_command_a_page_names_exists() {
+    let (targets, patterns) = make_targets();
+    assert!(targets.contains("test") && targets.contains("run"), "{targets:?}");
+    let top = subcommands(&[]).expect("tickctl --help");
+    let mut checked = 0;
+    for (page, md) in pages() {
+        for span in code_spans(&md) {
+            let words: Vec<&str> =
+                span.split_whitespace().map(|w| w.trim_end_matches([')', ',', '.', ';', ':', '"', '\''])).collect();
+            for (i, w) in words.iter().enumerate() {
+                let next = words.get(i + 1).copied().unwrap_or_default();
+                if *w == "make" && next.starts_with(|c: char| c.is_ascii_lowercase()) && !next.contains('=') {
+                    let known = targets.contains(next) || patterns.iter().any(|p| next.starts_with(p.as_str()));
+                    assert!(known, "{page}: `make {next}` is no target of the Makefile");
+                    checked += 1;
+                }
+                if *w == "tickctl" || w.ends_with("/tickctl") {
+                    // Skip the global options (and the values of those that take one).
+                    let mut j = i + 1;
+                    while let Some(o) = words.get(j).filter(|o| o.starts_with('-')) {
+                        j += if matches!(*o, "--stack" | "--env-file") { 2 } else { 1 };
+                    }
+                    let Some(cmd) = words.get(j).filter(|c| c.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
+                    else {
+                        continue;
+                    };
+                    if cmd.is_empty() || *cmd == "-" {
+                        continue;
+                    }
+                    assert!(top.contains(*cmd), "{page}: `tickctl {cmd}` is no command of tickctl");
+                    if let (Some(subs), Some(sub)) = (subcommands(&[cmd]), words.get(j + 1)) {
+                        if !subs.is_empty()
+                            && !sub.is_empty()
+                            && sub.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+                        {
+                            assert!(subs.contains(*sub), "{page}: `tickctl {cmd} {sub}` is no command of tickctl");
+                        }
+                    }
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked >= 30, "{checked} names checked");
+}
