@@ -75,15 +75,8 @@ async fn a_batch_with_a_failing_unit_dead_letters_that_unit_alone_and_reports_it
     let letter = q.get(&dead[0].id).await.unwrap().unwrap();
     let payload = get_s(&letter, tickwork::queue::PAYLOAD).unwrap();
     let job = tickwork::queue::Job {
-        id: dead[0].id.clone(),
-        kind: "utc-daily".into(),
-        payload: payload.into(),
-        tenant: None,
         attempts: 1,
-        owner: String::new(),
-        claim_until_ms: 0,
-        died: false,
-        suspect: false,
+        ..tickwork::queue::Job::unclaimed(dead[0].id.clone(), "utc-daily", payload)
     };
     let units: Vec<String> =
         Batch::of_job(&job).unwrap().unwrap().units("utc-daily").into_iter().map(|u| u.key).collect();
@@ -156,15 +149,12 @@ async fn a_unit_that_aborts_its_worker_is_dead_lettered_alone_and_harms_no_other
     assert_eq!(dead.len(), 1, "one dead letter: {dead:?}");
     let letter = q.get(&dead[0].id).await.unwrap().unwrap();
     let job = tickwork::queue::Job {
-        id: dead[0].id.clone(),
-        kind: "poison".into(),
-        payload: get_s(&letter, tickwork::queue::PAYLOAD).unwrap().into(),
-        tenant: None,
         attempts: 2,
-        owner: String::new(),
-        claim_until_ms: 0,
-        died: false,
-        suspect: false,
+        ..tickwork::queue::Job::unclaimed(
+            dead[0].id.clone(),
+            "poison",
+            get_s(&letter, tickwork::queue::PAYLOAD).unwrap(),
+        )
     };
     let units: Vec<String> = Batch::of_job(&job).unwrap().unwrap().units("poison").into_iter().map(|u| u.key).collect();
     assert_eq!(units, ["poison#poison-1#2026-11-29"], "the poison unit, alone");

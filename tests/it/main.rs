@@ -8,6 +8,8 @@ mod alarms;
 mod archive;
 /// The local server applies each request atomically (the moto lock), or nothing else here means anything.
 mod atomicity;
+/// The `tickctl` binary as the tests run it.
+mod binary;
 /// Estimated capacity against dynalite's, and EMF output.
 mod capacity;
 /// Randomised fault schedules over all four jobs, and the checks every schedule must pass.

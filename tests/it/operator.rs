@@ -3,30 +3,20 @@
 //! what each call asked for (`tickwork::iam`, the log the IAM check reads).
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use tickwork_tests::{unique, Local};
+
+use crate::binary::ok;
 
 /// The binary with the runbook's environment (the stack's table prefix, an endpoint, the
 /// template's fan-out job), logging every call it makes to `log` when given.
 fn tickctl(local: &Local, prefix: &str, log: Option<&Path>, args: &[&str]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_tickctl-cli"));
-    c.args(args)
-        .env("TICKWORK_FANOUT_JOB", "utc-daily")
-        .env("AWS_ENDPOINT_URL_DYNAMODB", &local.endpoint)
-        .env("TICKWORK_TABLE_PREFIX", prefix)
-        .env("TICKWORK_CAPACITY_SOURCE", "estimate")
-        .env_remove("TICKWORK_ARCHIVE_BUCKET")
-        .env_remove(tickwork::iam::IAM_LOG);
+    let mut c = crate::binary::tickctl_command(local, prefix);
     if let Some(dir) = log {
         c.env(tickwork::iam::IAM_LOG, dir);
     }
-    c.output().expect("run tickctl")
-}
-
-fn ok(o: &Output) -> String {
-    assert!(o.status.success(), "exit {:?}: {}", o.status.code(), String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout.clone()).unwrap()
+    c.args(args).output().expect("run tickctl")
 }
 
 /// The actions a command's calls asked for (`dynamodb:GetItem`, ...), every item of a batch or a
@@ -82,13 +72,8 @@ async fn read_only_commands_make_no_write_request() {
     let tickwork::queue::Claim::Claimed(job) = q.claim("bad-1", "w").await.unwrap() else { panic!("claimed") };
     q.fail(&job, "boom").await.unwrap();
     // Without the stack's fan-out job, `status` would report on the code's default: refused.
-    let o = Command::new(env!("CARGO_BIN_EXE_tickctl-cli"))
-        .arg("status")
-        .env("AWS_ENDPOINT_URL_DYNAMODB", &local.endpoint)
-        .env("TICKWORK_TABLE_PREFIX", &p)
-        .env_remove("TICKWORK_FANOUT_JOB")
-        .output()
-        .unwrap();
+    let o =
+        crate::binary::tickctl_command(&local, &p).arg("status").env_remove("TICKWORK_FANOUT_JOB").output().unwrap();
     assert_eq!(o.status.code(), Some(1));
     let why = String::from_utf8_lossy(&o.stderr);
     assert!(why.contains("TICKWORK_FANOUT_JOB") && why.contains("--stack"), "{why}");

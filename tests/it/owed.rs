@@ -3,7 +3,6 @@
 //! through the `tickctl` binary.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::{Command, Output};
 
 use tickwork::budget::Unlimited;
 use tickwork::config::Env;
@@ -13,23 +12,7 @@ use tickwork_lambda::Tick;
 use tickwork_sim::queued_units;
 use tickwork_tests::{ms, unique, Local};
 
-fn tickctl(local: &Local, prefix: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tickctl-cli"))
-        .args(args)
-        .env("TICKWORK_FANOUT_JOB", "utc-daily")
-        .env("AWS_ENDPOINT_URL_DYNAMODB", &local.endpoint)
-        .env("TICKWORK_TABLE_PREFIX", prefix)
-        .env("TICKWORK_CAPACITY_SOURCE", "estimate")
-        .env_remove("TICKWORK_ARCHIVE_BUCKET")
-        .env_remove("TICKWORK_PULSE_MAX_LATENESS_SECS")
-        .output()
-        .expect("run tickctl")
-}
-
-fn ok(o: &Output) -> String {
-    assert!(o.status.success(), "exit {:?}: {}", o.status.code(), String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout.clone()).unwrap()
-}
+use crate::binary::{ok, tickctl};
 
 fn sweep(local: &Local, prefix: &str) -> (pulse_sweep::Deps, String) {
     let tables = pulse_sweep::Tables {

@@ -3,7 +3,7 @@
 //! line while the sweep runs in-process beside it gets each local day exactly once.
 
 use std::collections::BTreeMap;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use tickwork::budget::Unlimited;
 use tickwork::config::Env;
@@ -12,22 +12,7 @@ use tickwork_lambda::Tick;
 use tickwork_sim::queued_units;
 use tickwork_tests::{unique, Local};
 
-fn tickctl(local: &Local, prefix: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tickctl-cli"))
-        .args(args)
-        .env("TICKWORK_FANOUT_JOB", "utc-daily")
-        .env("AWS_ENDPOINT_URL_DYNAMODB", &local.endpoint)
-        .env("TICKWORK_TABLE_PREFIX", prefix)
-        .env("TICKWORK_CAPACITY_SOURCE", "estimate")
-        .env_remove("TICKWORK_ARCHIVE_BUCKET")
-        .output()
-        .expect("run tickctl")
-}
-
-fn ok(o: &Output) -> String {
-    assert!(o.status.success(), "exit {:?}: {}", o.status.code(), String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout.clone()).unwrap()
-}
+use crate::binary::{ok, tickctl};
 
 fn json(o: &Output) -> serde_json::Value {
     serde_json::from_str(&ok(o)).unwrap()
@@ -131,10 +116,8 @@ async fn tenants_are_added_imported_listed_suspended_resumed_moved_and_removed()
     );
     assert_eq!(o.status.code(), Some(1), "a refused row fails the import");
     // NDJSON from standard input: one tenant that exists in another zone is refused as a move.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tickctl-cli"))
+    let mut child = crate::binary::tickctl_command(&local, &p)
         .args(["--json", "tenants", "import", "-", "--format", "ndjson"])
-        .env("AWS_ENDPOINT_URL_DYNAMODB", &local.endpoint)
-        .env("TICKWORK_TABLE_PREFIX", &p)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()

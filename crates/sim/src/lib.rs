@@ -468,17 +468,7 @@ pub async fn queued_units(db: &Db, table: &str) -> Result<BTreeMap<String, u64>>
     let mut out: BTreeMap<String, u64> = BTreeMap::new();
     for item in scan_all(db, table).await? {
         let s = |k: &str| item.get(k).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
-        let job = tickwork::queue::Job {
-            id: s("pk"),
-            kind: s("kind"),
-            payload: s("payload"),
-            tenant: None,
-            attempts: 0,
-            owner: String::new(),
-            claim_until_ms: 0,
-            died: false,
-            suspect: false,
-        };
+        let job = tickwork::queue::Job::unclaimed(s("pk"), s("kind"), s("payload"));
         if let Some(Ok(b)) = tickwork::batch::Batch::of_job(&job) {
             for u in b.units(&job.kind) {
                 *out.entry(u.key).or_default() += 1;

@@ -114,15 +114,9 @@ mod tests {
         assert!(i.id.starts_with("utc-daily#2026-11-29#3#"), "{}", i.id);
         assert!(i.validate().is_ok());
         let job = tickwork::queue::Job {
-            id: i.id.clone(),
-            kind: i.kind.clone(),
-            payload: i.payload.clone(),
-            tenant: None,
             attempts: 1,
             owner: "w".into(),
-            claim_until_ms: 0,
-            died: false,
-            suspect: false,
+            ..tickwork::queue::Job::unclaimed(i.id.clone(), i.kind.clone(), i.payload.clone())
         };
         let units = Batch::of_job(&job).unwrap().unwrap().units(&i.kind);
         let keys: Vec<&str> = units.iter().map(|u| u.key.as_str()).collect();
@@ -140,15 +134,9 @@ mod tests {
         for i in &items {
             assert!(i.validate().is_ok(), "{}", i.payload.len());
             let job = tickwork::queue::Job {
-                id: i.id.clone(),
-                kind: i.kind.clone(),
-                payload: i.payload.clone(),
-                tenant: None,
                 attempts: 1,
                 owner: "w".into(),
-                claim_until_ms: 0,
-                died: false,
-                suspect: false,
+                ..tickwork::queue::Job::unclaimed(i.id.clone(), i.kind.clone(), i.payload.clone())
             };
             units += Batch::of_job(&job).unwrap().unwrap().len();
         }

@@ -148,17 +148,11 @@ pub async fn check(w: &mut World, end: Millis) {
         .iter()
         .filter(|i| get_s(i, "state") == Some("dead"))
         .flat_map(|i| {
-            let job = tickwork::queue::Job {
-                id: get_s(i, "pk").unwrap_or_default().to_string(),
-                kind: get_s(i, "kind").unwrap_or_default().to_string(),
-                payload: get_s(i, "payload").unwrap_or_default().to_string(),
-                tenant: None,
-                attempts: 0,
-                owner: String::new(),
-                claim_until_ms: 0,
-                died: false,
-                suspect: false,
-            };
+            let job = tickwork::queue::Job::unclaimed(
+                get_s(i, "pk").unwrap_or_default().to_string(),
+                get_s(i, "kind").unwrap_or_default().to_string(),
+                get_s(i, "payload").unwrap_or_default().to_string(),
+            );
             match tickwork::batch::Batch::of_job(&job) {
                 Some(Ok(b)) => b.units(&job.kind).into_iter().map(|u| u.key).collect::<Vec<_>>(),
                 _ => vec![],

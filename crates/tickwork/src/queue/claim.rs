@@ -37,6 +37,24 @@ pub struct Job {
     pub suspect: bool,
 }
 
+impl Job {
+    /// A stored item as a job no one has claimed: how tooling reads an item's units (a dead
+    /// letter's tenants, what a test finds queued).
+    pub fn unclaimed(id: impl Into<String>, kind: impl Into<String>, payload: impl Into<String>) -> Self {
+        Job {
+            id: id.into(),
+            kind: kind.into(),
+            payload: payload.into(),
+            tenant: None,
+            attempts: 0,
+            owner: String::new(),
+            claim_until_ms: 0,
+            died: false,
+            suspect: false,
+        }
+    }
+}
+
 /// Outcome of a claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Claim {

@@ -62,17 +62,7 @@ impl Queue {
         // read from the item, one read a dead letter, so that an operator sees whose work it is.
         for d in out.iter_mut().filter(|d| d.tenant.is_none()) {
             let Some(item) = self.get(&d.id).await? else { continue };
-            let job = crate::queue::Job {
-                id: d.id.clone(),
-                kind: d.kind.clone(),
-                payload: get_s(&item, PAYLOAD).unwrap_or_default().to_string(),
-                tenant: None,
-                attempts: d.attempts,
-                owner: String::new(),
-                claim_until_ms: 0,
-                died: false,
-                suspect: false,
-            };
+            let job = crate::queue::Job::unclaimed(&d.id, &d.kind, get_s(&item, PAYLOAD).unwrap_or_default());
             if let Some(Ok(b)) = crate::batch::Batch::of_job(&job) {
                 let units = b.units(&d.kind);
                 d.units = units.len() as u64;
