@@ -22,6 +22,8 @@
 //!   their group's next boundary; [`batch`]: units packed into queue items; [`idempotency`]: claim/complete records for effects outside DynamoDB.
 //! - [`pager`], [`budget`]: enumeration that stops between pages with a cursor.
 //! - [`queue`]: the work queue (sharded ready index, claim with visibility timeout, dead letters).
+//! - [`schedules`]: a tenant's schedules (daily, weekly, monthly, cron, one-off) in its zone: specs,
+//!   DST policies and occurrences, pure (the sweep does not fire them yet).
 //! - [`retry`], [`config`], [`clock`], [`schema`]: policy, settings, time, table definitions.
 //!
 //! No Lambda types appear here: the Lambda crates translate their events and deadlines into these.
@@ -47,6 +49,7 @@ pub mod meter;
 pub mod pager;
 pub mod queue;
 pub mod retry;
+pub mod schedules;
 pub mod schema;
 pub mod shard;
 pub mod slot;

@@ -1,0 +1,21 @@
+//! Schedules: the nudge at a sensible local hour. A tenant's schedule (`daily 08:00`,
+//! `weekly mon-fri 09:30`, `monthly last 18:00`, a cron in its zone, a one-off `at`) fires units
+//! through the same queue as pulses, each keyed by its occurrence.
+//!
+//! - [`spec`]: what a schedule says, read from text and refused by name when it cannot be right;
+//! - [`cron`]: the 5-field expression, matched against nominal local times;
+//! - [`occurrence`]: the instants those times name under the DST policy, each fire's key, the
+//!   stable spread, and the catch-up policy applied to fires.
+//!
+//! All pure: the sweep and `tickctl` decide with these and do the I/O themselves.
+
+pub mod cron;
+pub mod error;
+pub mod occurrence;
+pub mod spec;
+
+#[cfg(test)]
+mod oracle_tests;
+
+pub use occurrence::{between, catch_up, next_after, occurrence_key, resolve, spread_ms, Occurrence};
+pub use spec::{Dst, Fold, Gap, MonthDay, ScheduleDef, Spec, SpecError};
