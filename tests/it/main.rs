@@ -54,6 +54,7 @@ mod pulse;
 mod queue;
 /// Throttling retries and the no-retry probe client.
 mod retry;
+mod schedules;
 /// A boundary shared by concurrent shard workers, each shard under its own lease.
 mod shards;
 /// template.yaml declares exactly the tables the code creates.

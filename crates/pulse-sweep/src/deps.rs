@@ -53,6 +53,8 @@ pub struct Deps {
     pub marks: Watermarks,
     /// Per zone/shard positions.
     pub checkpoints: Checkpoints,
+    /// Tenants' schedules and their due index ([`crate::fires`]).
+    pub schedules: tickwork::schedules::Schedules,
     /// Wall clock.
     pub clock: SharedClock,
     /// Starts helper invocations at a boundary ([`helpers`]; shared mode only). `None`: the
@@ -140,6 +142,7 @@ impl Deps {
             tenants: Tenants::new(db.clone(), &tables.tenants, tenant_shards)
                 .with_registry(core.marks.clone(), &cfg.job),
             checkpoints: Checkpoints::new(db.clone(), &tables.control, clock.clone(), retention),
+            schedules: tickwork::schedules::Schedules::new(db.clone(), &tables.control, &cfg.job, clock.clone()),
             leases: core.leases.clone(),
             marks: core.marks.clone(),
             core,

@@ -62,6 +62,9 @@ pub struct Due {
     pub wake: Vec<WakeGroup>,
     /// Registered zones the tz database does not know: skipped, reported.
     pub unknown: Vec<String>,
+    /// A schedule is due (the state item's `sched_next` is at or before the tick): with the
+    /// count of schedule adds the state item showed ([`tickwork::watermark::WatermarkState::sched_adds`]).
+    pub schedules: Option<i64>,
 }
 
 impl Due {
@@ -73,13 +76,14 @@ impl Due {
 
     /// Nothing to do.
     pub fn is_empty(&self) -> bool {
-        self.groups.is_empty() && self.wake.is_empty()
+        self.groups.is_empty() && self.wake.is_empty() && self.schedules.is_none()
     }
 }
 
 /// The groups whose local date at `time_ms` is past their watermark, with that date.
 pub fn due_groups(state: &WatermarkState, time_ms: Millis) -> Due {
-    let mut due = Due::default();
+    let mut due =
+        Due { schedules: state.sched_next.filter(|n| *n <= time_ms).map(|_| state.sched_adds), ..Default::default() };
     for g in &state.groups {
         let local = match calendar::zone(g).and_then(|tz| calendar::local_date(time_ms, &tz)) {
             Ok(d) => d.to_string(),
@@ -131,7 +135,10 @@ mod tests {
             mark: Some("2026-11-28".into()),
             recorded_shards: 16,
         };
-        assert_eq!(due_groups(&s, t), Due { groups: vec![want.clone()], wake: vec![], unknown: vec![] });
+        assert_eq!(
+            due_groups(&s, t),
+            Due { groups: vec![want.clone()], wake: vec![], unknown: vec![], schedules: None }
+        );
         s.groups.insert("Nowhere/Atlantis".into());
         let d = due_groups(&s, t);
         assert_eq!(
@@ -167,6 +174,17 @@ mod tests {
         let d = due_groups(&s, t);
         assert!(d.wake.iter().any(|w| w.group == "America/Los_Angeles" && w.run_in_progress));
         assert!(!d.starts_now("America/Los_Angeles"));
+    }
+
+    #[test]
+    fn a_schedule_is_due_when_the_state_item_says_so_and_not_before() {
+        let mut s = WatermarkState { sched_next: Some(1_000), sched_adds: 7, ..Default::default() };
+        assert_eq!(due_groups(&s, 999).schedules, None);
+        assert!(due_groups(&s, 999).is_empty(), "an idle tick: nothing more is read");
+        assert_eq!(due_groups(&s, 1_000).schedules, Some(7));
+        assert!(!due_groups(&s, 1_000).is_empty());
+        s.sched_next = None;
+        assert!(due_groups(&s, i64::MAX).is_empty(), "no schedule ever added");
     }
 
     #[test]

@@ -9,7 +9,8 @@ use tickwork_lambda::{JobCore, LeasedJob, Tick};
 use crate::deps::Deps;
 use crate::due::{due_groups, Due};
 use crate::report::{PulseError, Report};
-use crate::{shared, sweep};
+use crate::{fires, shared, sweep};
+use tickwork_lambda::Outcome;
 
 impl LeasedJob for Deps {
     type Plan = Due;
@@ -43,12 +44,22 @@ impl LeasedJob for Deps {
         report: Report,
     ) -> Result<Report, PulseError> {
         let fence = lease.fence(&self.tables.control);
-        if self.cfg.shard_workers > 1 {
+        let mut report = if self.cfg.shard_workers > 1 {
             // The boundary is shared: this leader starts the runs and its helpers, then pages
             // shards beside them, each under its own lease.
-            return shared::lead_shared(self, tick, &fence, &plan, budget, report).await;
+            shared::lead_shared(self, tick, &fence, &plan, budget, report).await?
+        } else {
+            sweep::sweep(self, tick, sweep::Mode::Live(&fence), &plan, budget, report).await?
+        };
+        // Schedules after the groups, under the same lease (a lost lease: the next leader fires).
+        if let (Some(adds_seen), false) = (plan.schedules, report.outcome == Outcome::LostLease) {
+            match fires::fire_due(self, &fence, tick.time_ms, adds_seen, budget, &mut report).await? {
+                fires::FireEnd::Done => {}
+                fires::FireEnd::Stopped => report.outcome = Outcome::Partial,
+                fires::FireEnd::LeaseLost => report.outcome = Outcome::LostLease,
+            }
         }
-        sweep::sweep(self, tick, sweep::Mode::Live(&fence), &plan, budget, report).await
+        Ok(report)
     }
 
     async fn help(

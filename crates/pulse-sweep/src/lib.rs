@@ -33,6 +33,7 @@
 //! - [`pulse`] a pulse's identity and the pure step from a tenant's position to what it is owed;
 //! - `sweep` the enumeration (one loop for the leader, the shard workers and the dry run); `flush`
 //!   what a run writes and when;
+//! - `fires` schedules' fires, beside the groups' runs ([`tickwork::schedules`]);
 //! - `shared` a boundary shared by shard workers (the lease per shard, the watermark last);
 //!   [`helpers`] how the leader starts them;
 //! - this file: the entry points.
@@ -40,6 +41,7 @@
 pub mod config;
 pub mod deps;
 pub mod due;
+mod fires;
 mod flush;
 pub mod helpers;
 mod job;
@@ -57,6 +59,7 @@ pub use config::ROLE;
 pub use config::{PulseConfig, MAX_LATENESS_LIMIT, MAX_SHARED_SHARDS};
 pub use deps::{add_tenants, Deps, Tables};
 pub use due::{due_groups, group_due, Due, DueGroup, WakeGroup};
+pub use fires::SCHED_KIND;
 pub use flush::FlushCounts;
 pub use pulse::{pulse_id, PULSE_KIND};
 pub use report::{Outcome, PulseError, Report};

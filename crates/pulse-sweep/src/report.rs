@@ -35,6 +35,12 @@ pub struct Report {
     pub helpers: u32,
     /// Zones a run found without a tenant, taken out of the registry (they cost nothing more).
     pub groups_removed: u32,
+    /// Schedules' occurrences handed to the queue ([`crate::fires`]).
+    pub fires: u64,
+    /// Schedules' occurrences the catch-up policy (or a suspended tenant) passed over.
+    pub fires_skipped: u64,
+    /// Due records dropped unfired: their schedule changed, paused or went, or their tenant did.
+    pub schedules_dropped: u64,
 }
 
 impl JobReport for Report {
@@ -77,6 +83,9 @@ pub enum PulseError {
     /// A tenant refused before writing.
     #[error(transparent)]
     Tenant(#[from] AddError),
+    /// A schedule's store.
+    #[error(transparent)]
+    Schedule(#[from] tickwork::schedules::ScheduleError),
     /// A shared run asked to page more tenant shards than its last transaction can check. Its
     /// callers page such a group with the single leader instead, so this reports a bug: the
     /// invocation fails and the run's watermark does not move.
@@ -108,6 +117,7 @@ impl From<PulseError> for lambda_runtime::Diagnostic {
             PulseError::Checkpoint(_) => "Checkpoint",
             PulseError::Cursor(_) => "Cursor",
             PulseError::Item(_) | PulseError::Tenant(_) => "Invalid",
+            PulseError::Schedule(_) => "Schedule",
             PulseError::PageFailed { .. } => "Tenants",
             PulseError::SharedShards { .. } => "Shards",
         };

@@ -24,7 +24,7 @@ use crate::clock::SharedClock;
 use crate::db::Db;
 use crate::error::DbError;
 use crate::lease::{fenced_write, Fence, Fenced};
-use crate::schema::{av_n, av_s, get_bool, get_s, key};
+use crate::schema::{av_n, av_s, get_bool, get_i64, get_s, key};
 
 /// Attribute name prefix for a group's mark.
 pub const MARK_PREFIX: &str = "mark:";
@@ -45,6 +45,10 @@ pub const REGISTERED_AT: &str = "registered_at";
 /// ("was this period pulsed on time?") is measured from the run's first tick, not from whichever
 /// later tick of a long run reaches a tenant.
 pub const RUN_PREFIX: &str = "run:";
+/// State item attribute: [`WatermarkState::sched_next`].
+pub const SCHED_NEXT: &str = "sched_next";
+/// State item attribute: [`WatermarkState::sched_adds`].
+pub const SCHED_ADDS: &str = "sched_adds";
 pub use crate::wake::{Waiting, Woken, WAKE_PREFIX, WOKEN_PREFIX};
 
 /// The watermark item's key.
@@ -69,6 +73,12 @@ pub struct WatermarkState {
     pub wake: BTreeMap<String, Woken>,
     /// The largest shard count the job's units were written with (0: none recorded).
     pub unit_shards: u32,
+    /// No schedule's due record is due before this instant ([`crate::schedules`]); `None`: no
+    /// schedule was ever added. An idle tick reads it here instead of querying the due index.
+    pub sched_next: Option<i64>,
+    /// Schedules added or changed, counted: the sweep lowers [`WatermarkState::sched_next`] only
+    /// if no add came between its read and its write.
+    pub sched_adds: i64,
 }
 
 impl WatermarkState {
@@ -174,6 +184,8 @@ impl Watermarks {
                 .and_then(|v| v.as_ns().ok())
                 .and_then(|v| v.iter().filter_map(|n| n.parse::<u32>().ok()).max())
                 .unwrap_or(0),
+            sched_next: get_i64(item, SCHED_NEXT),
+            sched_adds: get_i64(item, SCHED_ADDS).unwrap_or(0),
         })
     }
 

@@ -5,17 +5,25 @@
 //! - [`spec`]: what a schedule says, read from text and refused by name when it cannot be right;
 //! - [`cron`]: the 5-field expression, matched against nominal local times;
 //! - [`occurrence`]: the instants those times name under the DST policy, each fire's key, the
-//!   stable spread, and the catch-up policy applied to fires.
-//!
-//! All pure: the sweep and `tickctl` decide with these and do the I/O themselves.
+//!   stable spread, and the catch-up policy applied to fires;
+//! - [`record`]: how a schedule and its next fire are stored (the due index);
+//! - [`fire`]: what the sweep does with a due record (pure);
+//! - [`store`]: the reads and writes.
 
 pub mod cron;
 pub mod error;
+pub mod fire;
 pub mod occurrence;
+pub mod record;
 pub mod spec;
+pub mod store;
 
 #[cfg(test)]
 mod oracle_tests;
 
+pub use error::{ScheduleError, SpecError};
+pub use fire::{first_record, plan, FirePlan, TenantNow};
 pub use occurrence::{between, catch_up, next_after, occurrence_key, resolve, spread_ms, Occurrence};
-pub use spec::{Dst, Fold, Gap, MonthDay, ScheduleDef, Spec, SpecError};
+pub use record::{DueRecord, Schedule, DUE_SHARDS};
+pub use spec::{Dst, Fold, Gap, MonthDay, ScheduleDef, Spec};
+pub use store::{Changed, Schedules};

@@ -1,0 +1,251 @@
+//! Schedules' fires: at a tick where the state item says a schedule is due (`sched_next`), every
+//! due record of every due shard ([`tickwork::schedules::store`]) is read page by page, planned
+//! ([`tickwork::schedules::plan`]: its definition and its tenant as they are now), its fires
+//! enqueued, and replaced by its successor. Beside the calendar's runs, not woven into them: the
+//! sweep calls this after its groups.
+//!
+//! ## One page, in order
+//! 1. The due records (strongly consistent Query, key condition `sk < <now + 1>`), their
+//!    definitions (BatchGetItem) and their tenants (GetItem each).
+//! 2. Per chunk of records, one fenced transaction: the fires as batch items of kind
+//!    [`SCHED_KIND`] (each unit keyed `sched#<tenant>#<name>#<occurrence>`), the successors put
+//!    and the fired records deleted. All or nothing: a fire is queued exactly when its record
+//!    moves on, so a crash anywhere repeats nothing and loses nothing (a batch write beside a
+//!    plain put would re-fire after a crash, into a batch of another composition at a later tick).
+//!
+//! A record that cannot be read, or whose tenant cannot be, is isolated: counted as a failed unit,
+//! left in place, the rest of the page fired. When every due record is done, `sched_next` becomes
+//! the earliest record left, unless a schedule was added since the state item was read.
+
+use std::collections::HashMap;
+
+use futures::future::BoxFuture;
+use futures::stream::{self, StreamExt};
+use serde_json::{Map, Value};
+use tickwork::batch::Batch;
+use tickwork::budget::Budget;
+use tickwork::lease::{fenced_write, Fence, Fenced};
+use tickwork::queue::{enqueue_item, NewItem};
+use tickwork::schedules::{plan, DueRecord, FirePlan, TenantNow, DUE_SHARDS};
+use tickwork::tenants::Tenant;
+
+use crate::deps::Deps;
+use crate::report::{PulseError, Report};
+
+/// Queue item kind of schedules' fires (and the first part of a fire's unit key).
+pub const SCHED_KIND: &str = "sched";
+
+/// Due records read a page.
+const PAGE: i32 = 200;
+
+/// A batch entry for one fire (the unit key's parts: name, then occurrence).
+fn entry(name: &str, occurrence: &str) -> Map<String, Value> {
+    Map::from_iter([
+        ("name".to_string(), Value::String(name.to_string())),
+        ("occurrence".to_string(), Value::String(occurrence.to_string())),
+    ])
+}
+
+/// How firing ended.
+pub(crate) enum FireEnd {
+    /// Every due record done; `sched_next` set.
+    Done,
+    /// The budget stopped it (the next tick goes on: `sched_next` is left as it was).
+    Stopped,
+    /// The lease moved on.
+    LeaseLost,
+}
+
+/// Fires every record due at `now_ms`, fenced by the sweep's lease.
+pub(crate) async fn fire_due(
+    deps: &Deps,
+    fence: &Fence,
+    now_ms: i64,
+    adds_seen: i64,
+    budget: &dyn Budget,
+    report: &mut Report,
+) -> Result<FireEnd, PulseError> {
+    for k in 0..DUE_SHARDS {
+        let mut start = None;
+        loop {
+            if budget.exhausted() {
+                return Ok(FireEnd::Stopped);
+            }
+            let (page, next) = deps.schedules.due_page(k, now_ms, PAGE, start).await?;
+            if !fire_page(deps, fence, now_ms, page, report).await? {
+                return Ok(FireEnd::LeaseLost);
+            }
+            match next {
+                Some(n) => start = Some(n),
+                None => break,
+            }
+        }
+    }
+    let earliest = deps.schedules.earliest().await?;
+    // Records isolated as failed are still there and due: the earliest is one of them, and the
+    // next tick reads them again (and reports them again) until an operator mends them.
+    deps.schedules.set_next(earliest, adds_seen).await?;
+    Ok(FireEnd::Done)
+}
+
+/// One page: `false` when the lease moved on.
+async fn fire_page(
+    deps: &Deps,
+    fence: &Fence,
+    now_ms: i64,
+    page: Vec<Result<DueRecord, (tickwork::item::Item, String)>>,
+    report: &mut Report,
+) -> Result<bool, PulseError> {
+    let mut records = Vec::new();
+    for r in page {
+        match r {
+            Ok(r) => records.push(r),
+            Err((key, problem)) => {
+                tracing::error!(key = ?key, problem = %problem, "due record unreadable: isolated and left in place");
+                report.failed_tenants += 1;
+            }
+        }
+    }
+    if records.is_empty() {
+        return Ok(true);
+    }
+    let refs: Vec<&DueRecord> = records.iter().collect();
+    let defs = deps.schedules.definitions(&refs).await?;
+    let mut ids: Vec<&str> = records.iter().map(|r| r.tenant.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    // Boxed: an unboxed closure over borrowed ids is not accepted where the job's future must be
+    // `Send` for every lifetime (as in the sweep's wake visits).
+    let gets: Vec<BoxFuture<'_, Result<Option<Tenant>, tickwork::DbError>>> =
+        ids.iter().map(|id| Box::pin(deps.tenants.get(id)) as BoxFuture<'_, _>).collect();
+    let read: Vec<Result<Option<Tenant>, tickwork::DbError>> =
+        stream::iter(gets).buffered(deps.cfg.tenant_concurrency).collect().await;
+    let mut tenants: HashMap<&str, Option<Tenant>> = HashMap::new();
+    let mut unreadable: HashMap<&str, String> = HashMap::new();
+    for (id, r) in ids.iter().copied().zip(read) {
+        match r {
+            Ok(t) => {
+                tenants.insert(id, t);
+            }
+            Err(e) if e.is_unit_specific() => {
+                unreadable.insert(id, e.to_string());
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let mut planned: Vec<Planned> = Vec::new();
+    for r in &records {
+        if let Some(e) = unreadable.get(r.tenant.as_str()) {
+            tracing::warn!(tenant = %r.tenant, schedule = %r.name, error = %e, "tenant unreadable: its schedule is isolated");
+            report.failed_tenants += 1;
+            continue;
+        }
+        let def = match defs.get(&(r.tenant.clone(), r.name.clone())) {
+            Some(Ok(s)) => Some(s),
+            Some(Err(e)) => {
+                tracing::warn!(tenant = %r.tenant, schedule = %r.name, error = %e, "definition unreadable: isolated");
+                report.failed_tenants += 1;
+                continue;
+            }
+            None => None,
+        };
+        let t = tenants.get(r.tenant.as_str()).and_then(|t| t.as_ref());
+        let now = t.map(|t| TenantNow { zone: &t.zone, active: t.active });
+        match plan(r, def, now, now_ms, &deps.cfg.policy) {
+            Ok(p) => planned.push(Planned { rec: r.clone(), plan: p }),
+            Err(e) => {
+                tracing::warn!(tenant = %r.tenant, schedule = %r.name, error = %e, "schedule cannot be planned: isolated");
+                report.failed_tenants += 1;
+            }
+        }
+    }
+    for chunk in planned.chunks(CHUNK) {
+        if !write_chunk(deps, fence, now_ms, chunk, report).await? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// A record and what to do with it.
+struct Planned {
+    rec: DueRecord,
+    plan: FirePlan,
+}
+
+/// Records replaced in one transaction: two writes each (the successor, the delete) beside the
+/// fires' batch items and the fence, well inside a transaction's 100 items.
+const CHUNK: usize = 40;
+
+/// One transaction: the chunk's fires as batch items, its records replaced, fenced. `false` when
+/// the lease moved on.
+async fn write_chunk(
+    deps: &Deps,
+    fence: &Fence,
+    now_ms: i64,
+    chunk: &[Planned],
+    report: &mut Report,
+) -> Result<bool, PulseError> {
+    let mut batch = Batch::new(Map::new());
+    let (mut fired, mut skipped, mut dropped) = (0u64, 0u64, 0u64);
+    let mut next = Vec::new();
+    let mut done = Vec::new();
+    let mut finished = Vec::new();
+    for Planned { rec: r, plan } in chunk {
+        match plan {
+            FirePlan::Drop { why } => {
+                tracing::info!(tenant = %r.tenant, schedule = %r.name, why, "due record dropped unfired");
+                dropped += 1;
+            }
+            FirePlan::Fire { fire, skipped: s, next: successor, finished: over } => {
+                for o in fire {
+                    batch.add(vec![entry(&r.name, &o.key)], [r.tenant.clone()]);
+                }
+                fired += fire.len() as u64;
+                skipped += u64::from(*s);
+                next.extend(successor.clone());
+                if *over {
+                    finished.push((r.tenant.clone(), r.name.clone()));
+                }
+            }
+        }
+        done.push(r.key(deps.schedules.job()));
+    }
+    let mut queued = Vec::new();
+    for b in batch.split() {
+        let item = NewItem {
+            id: format!("{SCHED_KIND}#{}", b.fingerprint(SCHED_KIND)),
+            kind: SCHED_KIND.into(),
+            payload: b.to_payload(),
+            tenant: None,
+            due_ms: now_ms,
+        };
+        queued.push(enqueue_item(&deps.tables.queue, &deps.queue_cfg, &item, now_ms)?);
+    }
+    let replace = deps.schedules.replace_items(&next, &done, &finished);
+    // A batch item already there holds exactly these units (its id is their digest): they are
+    // queued, and the records move on without it. Anything else that fails leaves the chunk.
+    for _ in 0..2 {
+        let n = queued.len();
+        let writes: Vec<_> = queued.iter().cloned().chain(replace.iter().cloned()).collect();
+        match fenced_write(&deps.db, fence, writes).await? {
+            Fenced::Written => {
+                report.fires += fired;
+                report.fires_skipped += skipped;
+                report.schedules_dropped += dropped;
+                return Ok(true);
+            }
+            Fenced::Stale => return Ok(false),
+            Fenced::ConditionFailed { index, .. } if index < n => {
+                queued.remove(index);
+            }
+            // A record another writer moved since the page was read: nothing of the chunk was
+            // written; a later page or tick reads what is left.
+            Fenced::ConditionFailed { index, .. } => {
+                tracing::warn!(index, "a due record changed under the sweep: its chunk is left to the next tick");
+                return Ok(true);
+            }
+        }
+    }
+    Ok(true)
+}

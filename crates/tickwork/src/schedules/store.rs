@@ -1,0 +1,478 @@
+//! Schedules in the control table ([`super::record`] says which items): add, change, pause,
+//! resume, remove, retarget to a tenant's new zone, and the sweep's reads and writes of the due
+//! index. Every change writes the definition and its first due record in one transaction, after
+//! lowering the state item's `sched_next` (so a crash between leaves at worst a tick that finds
+//! nothing, never a record no tick looks for).
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, KeysAndAttributes, WriteRequest};
+
+use super::error::{ScheduleError, SpecError};
+use super::fire::first_record;
+use super::record::{def_pk, due_bound, due_pk, DueRecord, Schedule, DUE_SHARDS};
+use super::spec::ScheduleDef;
+use crate::clock::{Millis, SharedClock};
+use crate::db::Db;
+use crate::error::DbError;
+use crate::item::Item;
+use crate::schema::{av_n, av_s, key, put_new_item, PK, SK};
+use crate::watermark::{watermark_key, SCHED_ADDS, SCHED_NEXT};
+
+/// What a change did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Changed {
+    /// A new schedule.
+    Added,
+    /// Its definition or state changed (it is owed from now).
+    Changed,
+    /// It already was so: nothing written.
+    Unchanged,
+}
+
+/// The schedules of one job (the sweep that fires them).
+#[derive(Debug, Clone)]
+pub struct Schedules {
+    db: Db,
+    table: String,
+    job: String,
+    clock: SharedClock,
+}
+
+/// Rounds of unprocessed batch writes retried before giving up.
+const BATCH_ROUNDS: u32 = 8;
+
+impl Schedules {
+    /// The schedules `job` fires, in the control `table`.
+    pub fn new(db: Db, table: impl Into<String>, job: impl Into<String>, clock: SharedClock) -> Self {
+        Self { db, table: table.into(), job: job.into(), clock }
+    }
+
+    /// The job.
+    pub fn job(&self) -> &str {
+        &self.job
+    }
+
+    /// One schedule, read strongly consistently.
+    pub async fn get(&self, tenant: &str, name: &str) -> Result<Option<Schedule>, ScheduleError> {
+        let item = self.db.get_strong(&self.table, key(def_pk(&self.job, tenant), name)).await?;
+        Ok(item.as_ref().map(Schedule::from_item).transpose()?)
+    }
+
+    /// Every schedule of `tenant`, paged to the end.
+    pub async fn list(&self, tenant: &str) -> Result<Vec<Schedule>, ScheduleError> {
+        let mut out = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let page = self
+                .db
+                .query(
+                    self.db
+                        .client()
+                        .query()
+                        .table_name(&self.table)
+                        .key_condition_expression("#pk = :pk")
+                        .expression_attribute_names("#pk", PK)
+                        .expression_attribute_values(":pk", av_s(def_pk(&self.job, tenant)))
+                        .consistent_read(true)
+                        .set_exclusive_start_key(start.take()),
+                )
+                .await?;
+            for item in page.items() {
+                out.push(Schedule::from_item(item)?);
+            }
+            match page.last_evaluated_key() {
+                Some(k) => start = Some(k.clone()),
+                None => return Ok(out),
+            }
+        }
+    }
+
+    /// Adds or changes `tenant`'s schedule `def`, owed from now, computed in `zone` (the
+    /// tenant's). The same definition again writes nothing. A one-off whose instant passed more
+    /// than `max_lateness_ms` ago is refused (it could never fire).
+    pub async fn put(
+        &self,
+        tenant: &str,
+        zone: &str,
+        def: ScheduleDef,
+        max_lateness_ms: Millis,
+    ) -> Result<Changed, ScheduleError> {
+        let now = self.clock.now_ms();
+        crate::calendar::zone(zone).map_err(|e| SpecError(e.0))?;
+        check_keys(&self.job, tenant, &def.name)?;
+        if def.spec.one_off() {
+            let tz = crate::calendar::zone(zone).map_err(|e| SpecError(e.0))?;
+            let far_back = now - max_lateness_ms - 1;
+            match super::occurrence::next_after(&def.spec, &tz, def.dst, far_back)? {
+                Some(_) => {}
+                None => {
+                    return Err(SpecError(format!(
+                        "`{}` is more than the lateness bound ({} h) in the past: it would never fire",
+                        def.spec,
+                        max_lateness_ms / 3_600_000
+                    ))
+                    .into())
+                }
+            }
+        }
+        let old = self.get(tenant, &def.name).await?;
+        if let Some(o) = &old {
+            if !o.paused && o.same_def(&def) {
+                return Ok(Changed::Unchanged);
+            }
+        }
+        let s = Schedule {
+            tenant: tenant.to_string(),
+            def,
+            paused: false,
+            ver: old.as_ref().map_or(1, |o| o.ver + 1),
+            since_ms: now,
+        };
+        self.write(&s, old.as_ref(), Some(zone)).await?;
+        Ok(if old.is_some() { Changed::Changed } else { Changed::Added })
+    }
+
+    /// Pauses (`true`) or resumes a schedule; a resumed one is owed from now, in `zone`.
+    pub async fn set_paused(
+        &self,
+        tenant: &str,
+        name: &str,
+        paused: bool,
+        zone: &str,
+    ) -> Result<Changed, ScheduleError> {
+        let old = self
+            .get(tenant, name)
+            .await?
+            .ok_or_else(|| ScheduleError::NotFound { tenant: tenant.into(), name: name.into() })?;
+        if old.paused == paused {
+            return Ok(Changed::Unchanged);
+        }
+        let s = Schedule { paused, ver: old.ver + 1, since_ms: self.clock.now_ms(), ..old.clone() };
+        self.write(&s, Some(&old), (!paused).then_some(zone)).await?;
+        Ok(Changed::Changed)
+    }
+
+    /// Every active schedule of `tenant` owed from now in `zone`: after a tenant is moved or
+    /// resumed (its records written before are stale from here on and fire nothing).
+    pub async fn retarget(&self, tenant: &str, zone: &str) -> Result<u32, ScheduleError> {
+        let mut n = 0;
+        for old in self.list(tenant).await? {
+            if old.paused {
+                continue;
+            }
+            let s = Schedule { ver: old.ver + 1, since_ms: self.clock.now_ms(), ..old.clone() };
+            self.write(&s, Some(&old), Some(zone)).await?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Removes a schedule (its due record fires nothing: the sweep drops it when it comes due);
+    /// `false` when there was none.
+    pub async fn remove(&self, tenant: &str, name: &str) -> Result<bool, ScheduleError> {
+        let req = self
+            .db
+            .client()
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(key(def_pk(&self.job, tenant), name)))
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld);
+        Ok(self.db.delete(req).await?.attributes().is_some())
+    }
+
+    /// Removes every schedule of `tenant` (the tenant was removed); how many.
+    pub async fn remove_all(&self, tenant: &str) -> Result<u32, ScheduleError> {
+        let all = self.list(tenant).await?;
+        let deletes: Vec<WriteRequest> =
+            all.iter().map(|s| delete(key(def_pk(&self.job, tenant), &s.def.name))).collect();
+        self.db.batch_write_all(&self.table, deletes, BATCH_ROUNDS).await?;
+        Ok(all.len() as u32)
+    }
+
+    /// The definition (conditional on the version read) and its first record, in one
+    /// transaction, after `sched_next` is lowered to the record's due time.
+    async fn write(&self, s: &Schedule, old: Option<&Schedule>, zone: Option<&str>) -> Result<(), ScheduleError> {
+        let record = match zone {
+            Some(z) => first_record(s, z)?,
+            None => None,
+        };
+        if let Some(r) = &record {
+            self.note_next(r.due_ms).await?;
+        }
+        let def_put = match old {
+            None => put_new_item(&self.table, s.to_item(&self.job)),
+            Some(o) => {
+                let put = aws_sdk_dynamodb::types::Put::builder()
+                    .table_name(&self.table)
+                    .set_item(Some(s.to_item(&self.job)))
+                    .condition_expression("#ver = :ver")
+                    .expression_attribute_names("#ver", "ver")
+                    .expression_attribute_values(":ver", av_n(o.ver))
+                    .build()
+                    .expect("put has table and item");
+                aws_sdk_dynamodb::types::TransactWriteItem::builder().put(put).build()
+            }
+        };
+        let mut items = vec![def_put];
+        if let Some(r) = &record {
+            let put = aws_sdk_dynamodb::types::Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(r.to_item(&self.job)))
+                .build()
+                .expect("put has table and item");
+            items.push(aws_sdk_dynamodb::types::TransactWriteItem::builder().put(put).build());
+        }
+        match self.db.transact_write(items).await {
+            Ok(_) => Ok(()),
+            Err(DbError::TransactionCanceled { .. }) | Err(DbError::ConditionFailed { .. }) => {
+                Err(ScheduleError::Raced { tenant: s.tenant.clone(), name: s.def.name.clone() })
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Lowers the state item's `sched_next` to `due_ms` (never raises it), and counts the add.
+    async fn note_next(&self, due_ms: Millis) -> Result<(), DbError> {
+        let lower = self
+            .db
+            .client()
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(watermark_key(&self.job)))
+            .update_expression("SET #n = :d ADD #a :one")
+            .condition_expression("attribute_not_exists(#n) OR #n > :d")
+            .expression_attribute_names("#n", SCHED_NEXT)
+            .expression_attribute_names("#a", SCHED_ADDS)
+            .expression_attribute_values(":d", av_n(due_ms))
+            .expression_attribute_values(":one", av_n(1));
+        match self.db.update(lower).await {
+            Ok(_) => Ok(()),
+            Err(DbError::ConditionFailed { .. }) => {
+                let count = self
+                    .db
+                    .client()
+                    .update_item()
+                    .table_name(&self.table)
+                    .set_key(Some(watermark_key(&self.job)))
+                    .update_expression("ADD #a :one")
+                    .expression_attribute_names("#a", SCHED_ADDS)
+                    .expression_attribute_values(":one", av_n(1));
+                self.db.update(count).await.map(|_| ())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// One page of shard `k`'s records due by `now_ms` (strongly consistent), from `start`; each
+    /// record with its raw key, or the key and what is wrong with it.
+    pub async fn due_page(
+        &self,
+        k: u32,
+        now_ms: Millis,
+        limit: i32,
+        start: Option<Item>,
+    ) -> Result<(Vec<Result<DueRecord, (Item, String)>>, Option<Item>), DbError> {
+        let page = self
+            .db
+            .query(
+                self.db
+                    .client()
+                    .query()
+                    .table_name(&self.table)
+                    .key_condition_expression("#pk = :pk AND #sk < :to")
+                    .expression_attribute_names("#pk", PK)
+                    .expression_attribute_names("#sk", SK)
+                    .expression_attribute_values(":pk", av_s(due_pk(&self.job, k)))
+                    .expression_attribute_values(":to", av_s(due_bound(now_ms)))
+                    .consistent_read(true)
+                    .limit(limit)
+                    .set_exclusive_start_key(start),
+            )
+            .await?;
+        let records = page
+            .items()
+            .iter()
+            .map(|i| {
+                DueRecord::from_item(i).map_err(|e| {
+                    let k: Item = [PK, SK].iter().filter_map(|a| Some((a.to_string(), i.get(*a)?.clone()))).collect();
+                    (k, e.to_string())
+                })
+            })
+            .collect();
+        Ok((records, page.last_evaluated_key().cloned()))
+    }
+
+    /// The definitions of `records`, by (tenant, name) (eventually consistent BatchGetItem, 100
+    /// keys a request, unprocessed keys retried).
+    pub async fn definitions(
+        &self,
+        records: &[&DueRecord],
+    ) -> Result<HashMap<(String, String), Result<Schedule, String>>, DbError> {
+        let mut out = HashMap::new();
+        let mut keys: Vec<Item> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for r in records {
+            if seen.insert((r.tenant.clone(), r.name.clone())) {
+                keys.push(key(def_pk(&self.job, &r.tenant), &r.name));
+            }
+        }
+        for chunk in keys.chunks(100) {
+            let mut pending = chunk.to_vec();
+            let mut rounds = 0;
+            while !pending.is_empty() {
+                let req = self.db.client().batch_get_item().request_items(
+                    &self.table,
+                    KeysAndAttributes::builder().set_keys(Some(pending.clone())).build().expect("keys"),
+                );
+                let res = self.db.batch_get(req).await?;
+                for item in res.responses().and_then(|r| r.get(&self.table)).cloned().unwrap_or_default() {
+                    let s = Schedule::from_item(&item).map_err(|e| e.to_string());
+                    let id = match &s {
+                        Ok(s) => (s.tenant.clone(), s.def.name.clone()),
+                        Err(_) => continue,
+                    };
+                    out.insert(id, s);
+                }
+                pending = res
+                    .unprocessed_keys()
+                    .and_then(|m| m.get(&self.table))
+                    .map(|k| k.keys().to_vec())
+                    .unwrap_or_default();
+                rounds += 1;
+                if rounds > BATCH_ROUNDS && !pending.is_empty() {
+                    return Err(DbError::Unprocessed {
+                        op: "BatchGetItem",
+                        table: self.table.clone(),
+                        left: pending.len(),
+                        rounds: BATCH_ROUNDS,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The writes that replace fired records, for the sweep's transaction with the fires' queue
+    /// items (all or nothing: a fire is enqueued exactly when its record moves on): each
+    /// successor put, each fired record deleted (only if still there: another writer that moved
+    /// it cancels the transaction), each finished one-off's definition deleted.
+    pub fn replace_items(
+        &self,
+        next: &[DueRecord],
+        done: &[Item],
+        finished: &[(String, String)],
+    ) -> Vec<aws_sdk_dynamodb::types::TransactWriteItem> {
+        use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
+        // A successor can have the key of the record it replaces (a record recomputed to the same
+        // instant): it is put, not deleted, and a transaction may not name a key twice.
+        let put_keys: std::collections::HashSet<(String, String)> =
+            next.iter().map(|r| key_pair(&r.key(&self.job))).collect();
+        let mut out: Vec<TransactWriteItem> = next
+            .iter()
+            .map(|r| {
+                let put = Put::builder().table_name(&self.table).set_item(Some(r.to_item(&self.job))).build();
+                TransactWriteItem::builder().put(put.expect("put has table and item")).build()
+            })
+            .collect();
+        out.extend(done.iter().filter(|k| !put_keys.contains(&key_pair(k))).map(|k| {
+            let del = Delete::builder()
+                .table_name(&self.table)
+                .set_key(Some(k.clone()))
+                .condition_expression("attribute_exists(#pk)")
+                .expression_attribute_names("#pk", PK)
+                .build()
+                .expect("delete has table and key");
+            TransactWriteItem::builder().delete(del).build()
+        }));
+        out.extend(finished.iter().map(|(t, n)| {
+            let del = Delete::builder()
+                .table_name(&self.table)
+                .set_key(Some(key(def_pk(&self.job, t), n)))
+                .build()
+                .expect("delete has table and key");
+            TransactWriteItem::builder().delete(del).build()
+        }));
+        out
+    }
+
+    /// The earliest due instant of any record (one strongly consistent Query a shard, one item
+    /// each).
+    pub async fn earliest(&self) -> Result<Option<Millis>, DbError> {
+        let mut best: Option<Millis> = None;
+        for k in 0..DUE_SHARDS {
+            let page = self
+                .db
+                .query(
+                    self.db
+                        .client()
+                        .query()
+                        .table_name(&self.table)
+                        .key_condition_expression("#pk = :pk")
+                        .expression_attribute_names("#pk", PK)
+                        .expression_attribute_values(":pk", av_s(due_pk(&self.job, k)))
+                        .consistent_read(true)
+                        .limit(1),
+                )
+                .await?;
+            let first = page
+                .items()
+                .first()
+                .and_then(|i| crate::schema::get_s(i, SK))
+                .and_then(|sk| sk.split_once('#').and_then(|(ms, _)| ms.parse::<Millis>().ok()));
+            if let Some(f) = first {
+                best = Some(best.map_or(f, |b| b.min(f)));
+            }
+        }
+        Ok(best)
+    }
+
+    /// Sets `sched_next` to `next` (removes it when no record is left), unless an add came since
+    /// the state item was read (`adds_seen`): that add's own lowering stands, and the next tick
+    /// looks again.
+    pub async fn set_next(&self, next: Option<Millis>, adds_seen: i64) -> Result<bool, DbError> {
+        let req = self
+            .db
+            .client()
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(watermark_key(&self.job)))
+            .expression_attribute_names("#n", SCHED_NEXT)
+            .expression_attribute_names("#a", SCHED_ADDS)
+            .expression_attribute_values(":seen", av_n(adds_seen));
+        let req = match next {
+            Some(n) => req.update_expression("SET #n = :n").expression_attribute_values(":n", av_n(n)),
+            None => req.update_expression("REMOVE #n"),
+        };
+        let req = if adds_seen == 0 {
+            req.condition_expression("attribute_not_exists(#a) OR #a = :seen")
+        } else {
+            req.condition_expression("#a = :seen")
+        };
+        crate::error::condition_held(self.db.update(req).await)
+    }
+}
+
+fn delete(k: Item) -> WriteRequest {
+    WriteRequest::builder().delete_request(DeleteRequest::builder().set_key(Some(k)).build().expect("key")).build()
+}
+
+fn key_pair(k: &Item) -> (String, String) {
+    let s = |a: &str| k.get(a).and_then(|v: &AttributeValue| v.as_s().ok()).cloned().unwrap_or_default();
+    (s(PK), s(SK))
+}
+
+/// The keys a schedule's items will have, held to DynamoDB's key limits before anything is
+/// written (a tenant id near its limit plus a name could exceed a sort key's 1,024 bytes).
+fn check_keys(job: &str, tenant: &str, name: &str) -> Result<(), SpecError> {
+    let due_sk = super::record::due_sk(0, tenant, name);
+    let pk = def_pk(job, tenant);
+    if pk.len() > 2_048 || due_sk.len() > 1_024 {
+        return Err(SpecError(format!(
+            "tenant id ({} bytes) and name ({} bytes) make a key longer than DynamoDB allows (partition key 2,048, sort key 1,024 bytes)",
+            tenant.len(),
+            name.len()
+        )));
+    }
+    Ok(())
+}

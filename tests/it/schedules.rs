@@ -1,0 +1,257 @@
+//! Schedules through the sweep against the local server: each occurrence handed to the queue
+//! once, at the first tick at or after its instant; an idle tick one read whatever the schedules;
+//! a spec change, a pause and resume, a zone move and a suspension in the middle of a day; a
+//! one-off that leaves nothing behind; a crash between the enqueue and the record's replacement.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use tickwork::budget::Unlimited;
+use tickwork::config::Env;
+use tickwork::queue::QueueConfig;
+use tickwork::retry::RetryPolicy;
+use tickwork::schedules::{Changed, Dst, ScheduleDef, Schedules};
+use tickwork::tenants::Tenant;
+use tickwork_lambda::Tick;
+use tickwork_sim::queued_units;
+use tickwork_tests::faults::{Fault, Faults, Planned};
+use tickwork_tests::{ms, unique, Local};
+
+use crate::binary::{ok, tickctl};
+
+/// The lateness bound the sweep's default policy has (a one-off older is refused).
+const LATENESS_MS: i64 = 2 * 86_400_000;
+
+fn sweep(local: &Local, prefix: &str, faults: Option<&Faults>) -> (pulse_sweep::Deps, String) {
+    let tables = pulse_sweep::Tables {
+        control: format!("{prefix}-control"),
+        tenants: format!("{prefix}-tenants"),
+        queue: format!("{prefix}-queue"),
+    };
+    let queue = tables.queue.clone();
+    let cfg = pulse_sweep::PulseConfig::from_env(&Env::from_pairs([]), std::time::Duration::from_secs(1)).unwrap();
+    // Through the IAM suite log: the sweep's calls are held against its policy.
+    let db = local.db_with(faults, None, &RetryPolicy::default());
+    (pulse_sweep::Deps::new(db, local.clock(), cfg, tables, 8, QueueConfig::default()), queue)
+}
+
+async fn tick(local: &Local, deps: &pulse_sweep::Deps, at: &str) -> pulse_sweep::Report {
+    local.clock.set(ms(at));
+    pulse_sweep::run(deps, &Tick::parse(&Tick::envelope(ms(at), false)).unwrap(), &Unlimited, "w").await.unwrap()
+}
+
+fn def(name: &str, spec: &str) -> ScheduleDef {
+    ScheduleDef::new(name, spec.parse().unwrap(), 0, Dst::default()).unwrap()
+}
+
+/// Every fire queued, `(tenant, name, occurrence)`, each checked to be queued once.
+async fn fires(local: &Local, queue: &str) -> BTreeSet<(String, String, String)> {
+    let mut out = BTreeSet::new();
+    for (key, n) in queued_units(&local.db, queue).await.unwrap() {
+        if let ["sched", t, name, occ] = key.split('#').collect::<Vec<_>>()[..] {
+            assert_eq!(n, 1, "{key} queued {n} times");
+            out.insert((t.to_string(), name.to_string(), occ.to_string()));
+        }
+    }
+    out
+}
+
+fn fire(t: &str, name: &str, occ: &str) -> (String, String, String) {
+    (t.to_string(), name.to_string(), occ.to_string())
+}
+
+fn schedules(deps: &pulse_sweep::Deps) -> &Schedules {
+    &deps.schedules
+}
+
+#[tokio::test]
+async fn each_occurrence_fires_once_at_the_first_tick_after_it_and_an_idle_tick_reads_once() {
+    let local = Local::new().await;
+    let p = unique("sched");
+    ok(&tickctl(&local, &p, &["provision"]));
+    let (deps, queue) = sweep(&local, &p, None);
+    local.clock.set(ms("2026-12-01T14:00:00Z"));
+    pulse_sweep::add_tenants(&deps, &[Tenant::new("acme", "Europe/Berlin")]).await.unwrap();
+    let s = schedules(&deps);
+    assert_eq!(s.put("acme", "Europe/Berlin", def("nudge", "daily 08:00"), LATENESS_MS).await.unwrap(), Changed::Added);
+    assert_eq!(
+        s.put("acme", "Europe/Berlin", def("nudge", "daily 08:00"), LATENESS_MS).await.unwrap(),
+        Changed::Unchanged,
+        "the same definition again writes nothing"
+    );
+    s.put("acme", "Europe/Berlin", def("standup", "cron 30 9 * * 1-5"), LATENESS_MS).await.unwrap();
+    s.put("acme", "Europe/Berlin", def("call", "at 2026-12-02T12:00"), LATENESS_MS).await.unwrap();
+    // The ticks that run the new zone and visit the new tenant, then an idle one: one read,
+    // whatever the schedules.
+    tick(&local, &deps, "2026-12-01T14:15:00Z").await;
+    tick(&local, &deps, "2026-12-01T14:30:00Z").await;
+    let before = deps.db.meter().read_write_requests();
+    tick(&local, &deps, "2026-12-01T14:45:00Z").await;
+    let after = deps.db.meter().read_write_requests();
+    assert_eq!((after.0 - before.0, after.1 - before.1), (1, 0), "an idle tick is one read");
+    assert_eq!(fires(&local, &queue).await, BTreeSet::new(), "nothing owed before it was added");
+    // 08:00 Berlin is 07:00Z: not at 06:45, at 07:00.
+    tick(&local, &deps, "2026-12-02T06:45:00Z").await;
+    assert_eq!(fires(&local, &queue).await, BTreeSet::new(), "none before its instant");
+    let r = tick(&local, &deps, "2026-12-02T07:00:00Z").await;
+    assert_eq!(r.fires, 1);
+    assert_eq!(fires(&local, &queue).await, BTreeSet::from([fire("acme", "nudge", "2026-12-02T08:00:00+01:00")]));
+    // A duplicate event at the same instant, and a late one: nothing more.
+    tick(&local, &deps, "2026-12-02T07:00:00Z").await;
+    tick(&local, &deps, "2026-12-02T07:15:00Z").await;
+    assert_eq!(fires(&local, &queue).await.len(), 1);
+    // 09:30 Wednesday, and the one-off at 12:00.
+    tick(&local, &deps, "2026-12-02T08:30:00Z").await;
+    tick(&local, &deps, "2026-12-02T11:00:00Z").await;
+    let want = BTreeSet::from([
+        fire("acme", "nudge", "2026-12-02T08:00:00+01:00"),
+        fire("acme", "standup", "2026-12-02T09:30:00+01:00"),
+        fire("acme", "call", "2026-12-02T12:00:00+01:00"),
+    ]);
+    assert_eq!(fires(&local, &queue).await, want);
+    // The one-off left nothing behind; the others wait for tomorrow, and the state item says when.
+    assert_eq!(s.get("acme", "call").await.unwrap(), None);
+    let names: Vec<String> = s.list("acme").await.unwrap().into_iter().map(|s| s.def.name).collect();
+    assert_eq!(names, ["nudge", "standup"]);
+    let state = deps.marks.read_strong(&deps.cfg.job).await.unwrap();
+    assert_eq!(state.sched_next, Some(ms("2026-12-03T07:00:00Z")));
+    // Saturday: the standup (weekdays) does not fire, the nudge does.
+    tick(&local, &deps, "2026-12-05T09:00:00Z").await;
+    let got = fires(&local, &queue).await;
+    assert!(got.contains(&fire("acme", "nudge", "2026-12-05T08:00:00+01:00")), "{got:?}");
+    assert!(!got.iter().any(|(_, n, o)| n == "standup" && o.starts_with("2026-12-05")));
+    // Three days of nudges caught up (the 3rd, 4th and 5th), each once.
+    assert_eq!(got.iter().filter(|(_, n, _)| n == "nudge").count(), 4);
+}
+
+#[tokio::test]
+async fn a_change_a_pause_a_move_and_a_suspension_in_the_middle_of_a_day_fire_nothing_twice_and_lose_nothing() {
+    let local = Local::new().await;
+    let p = unique("schedmid");
+    ok(&tickctl(&local, &p, &["provision"]));
+    let (deps, queue) = sweep(&local, &p, None);
+    local.clock.set(ms("2026-12-01T10:00:00Z"));
+    let ids = ["changed", "paused", "moved", "suspended"];
+    let tenants: Vec<Tenant> = ids.iter().map(|id| Tenant::new(*id, "Europe/Berlin")).collect();
+    pulse_sweep::add_tenants(&deps, &tenants).await.unwrap();
+    let s = schedules(&deps);
+    for id in ids {
+        s.put(id, "Europe/Berlin", def("evening", "daily 18:00"), LATENESS_MS).await.unwrap();
+    }
+    // Every quarter-hour from the adding to the end of Thursday the 3rd; at noon Berlin on the
+    // 2nd (11:00Z) the changes, at noon on the 3rd the resumes.
+    let mut t = ms("2026-12-01T10:15:00Z");
+    while t < ms("2026-12-04T00:00:00Z") {
+        let at = jiff::Timestamp::from_millisecond(t).unwrap().to_string();
+        if at == "2026-12-02T11:00:00Z" {
+            local.clock.set(t);
+            assert_eq!(
+                s.put("changed", "Europe/Berlin", def("evening", "daily 20:00"), LATENESS_MS).await.unwrap(),
+                Changed::Changed
+            );
+            s.set_paused("paused", "evening", true, "Europe/Berlin").await.unwrap();
+            assert!(deps.tenants.move_zone("moved", "America/New_York").await.unwrap());
+            assert_eq!(s.retarget("moved", "America/New_York").await.unwrap(), 1);
+            assert!(deps.tenants.suspend("suspended").await.unwrap());
+        }
+        if at == "2026-12-03T11:00:00Z" {
+            local.clock.set(t);
+            s.set_paused("paused", "evening", false, "Europe/Berlin").await.unwrap();
+            assert!(deps.tenants.resume("suspended").await.unwrap());
+            s.retarget("suspended", "Europe/Berlin").await.unwrap();
+        }
+        tick(&local, &deps, &at).await;
+        t += 900_000;
+    }
+    let got = fires(&local, &queue).await;
+    let by: BTreeMap<&str, Vec<&str>> = ids
+        .iter()
+        .map(|id| (*id, got.iter().filter(|(t, _, _)| t == id).map(|(_, _, o)| o.as_str()).collect()))
+        .collect();
+    let first = "2026-12-01T18:00:00+01:00";
+    assert_eq!(
+        by["changed"],
+        [first, "2026-12-02T20:00:00+01:00", "2026-12-03T20:00:00+01:00"],
+        "20:00 from the change"
+    );
+    assert_eq!(by["paused"], [first, "2026-12-03T18:00:00+01:00"], "nothing while paused, nothing missed fired late");
+    assert_eq!(
+        by["moved"],
+        [first, "2026-12-02T18:00:00-05:00", "2026-12-03T18:00:00-05:00"],
+        "its local time kept in its new zone from the next occurrence"
+    );
+    assert_eq!(by["suspended"], [first, "2026-12-03T18:00:00+01:00"], "nothing while suspended");
+}
+
+#[tokio::test]
+async fn a_process_that_dies_before_or_after_its_fire_transaction_fires_each_occurrence_once() {
+    let local = Local::new().await;
+    for fault in [Fault::CrashBefore, Fault::CrashAfter] {
+        let p = unique("schedcrash");
+        ok(&tickctl(&local, &p, &["provision"]));
+        let (deps, queue) = sweep(&local, &p, None);
+        local.clock.set(ms("2026-12-01T10:00:00Z"));
+        pulse_sweep::add_tenants(&deps, &[Tenant::new("a", "Asia/Kolkata"), Tenant::new("b", "Asia/Kolkata")])
+            .await
+            .unwrap();
+        for id in ["a", "b"] {
+            schedules(&deps).put(id, "Asia/Kolkata", def("nudge", "daily 08:00"), LATENESS_MS).await.unwrap();
+        }
+        tick(&local, &deps, "2026-12-01T10:15:00Z").await;
+        tick(&local, &deps, "2026-12-01T10:30:00Z").await;
+        // Kolkata's midnight (18:30Z): the calendar's run for the 2nd, done before the fires.
+        tick(&local, &deps, "2026-12-01T18:30:00Z").await;
+        // 08:00 in Kolkata is 02:30Z: the tick's first transaction is the fires'.
+        let faults = Faults::new();
+        faults.plan(Planned { op: Some("TransactWriteItems"), nth: 1, fault });
+        let (crashing, _) = sweep(&local, &p, Some(&faults));
+        local.clock.set(ms("2026-12-02T02:30:00Z"));
+        let tk = Tick::parse(&Tick::envelope(ms("2026-12-02T02:30:00Z"), false)).unwrap();
+        assert!(
+            pulse_sweep::run(&crashing, &tk, &Unlimited, "w").await.is_err(),
+            "{fault:?}: the crash stops the tick"
+        );
+        assert!(faults.crashed());
+        // After: the first transaction's fires landed (`a` and `b` fall in different due shards,
+        // so it holds one of them); before: nothing did.
+        let landed = fires(&local, &queue).await.len();
+        assert_eq!(landed > 0, fault == Fault::CrashAfter, "{fault:?}: {landed} landed");
+        // The next process, a day later (the record left behind is owed two occurrences then, so
+        // fires that landed without their record's replacement would be queued again in a batch
+        // of another composition).
+        tick(&local, &deps, "2026-12-03T02:30:00Z").await;
+        let got = fires(&local, &queue).await;
+        assert_eq!(
+            got,
+            BTreeSet::from([
+                fire("a", "nudge", "2026-12-02T08:00:00+05:30"),
+                fire("a", "nudge", "2026-12-03T08:00:00+05:30"),
+                fire("b", "nudge", "2026-12-02T08:00:00+05:30"),
+                fire("b", "nudge", "2026-12-03T08:00:00+05:30"),
+            ]),
+            "{fault:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_by_name_and_writes_nothing() {
+    let local = Local::new().await;
+    let p = unique("schedbad");
+    ok(&tickctl(&local, &p, &["provision"]));
+    let (deps, _) = sweep(&local, &p, None);
+    local.clock.set(ms("2026-12-01T10:00:00Z"));
+    let s = schedules(&deps);
+    let long_ago = def("old", "at 2026-11-20T09:00");
+    let e = s.put("acme", "Europe/Berlin", long_ago, LATENESS_MS).await.unwrap_err().to_string();
+    assert!(e.contains("more than the lateness bound"), "{e}");
+    let e = s.put("acme", "Mars/Olympus", def("n", "daily 08:00"), LATENESS_MS).await.unwrap_err().to_string();
+    assert!(e.contains("Mars/Olympus"), "{e}");
+    let long = def("a-name-of-twenty-six-bytes", "daily 08:00");
+    let e = s.put(&"x".repeat(1_000), "UTC", long, LATENESS_MS).await.unwrap_err().to_string();
+    assert!(e.contains("longer than DynamoDB allows"), "{e}");
+    let e = s.set_paused("acme", "nope", true, "UTC").await.unwrap_err().to_string();
+    assert!(e.contains("no schedule `nope`"), "{e}");
+    assert!(s.list("acme").await.unwrap().is_empty());
+    let state = deps.marks.read_strong(&deps.cfg.job).await.unwrap();
+    assert_eq!((state.sched_next, state.sched_adds), (None, 0), "nothing written");
+}
