@@ -255,3 +255,48 @@ async fn bad_input_is_refused_by_name_and_writes_nothing() {
     let state = deps.marks.read_strong(&deps.cfg.job).await.unwrap();
     assert_eq!((state.sched_next, state.sched_adds), (None, 0), "nothing written");
 }
+
+/// `tickctl schedules next` over Chatham's autumn change (2027-04-04, 03:45 +13:45 becomes 02:45
+/// +12:45: 02:45 to 03:44 happen twice), then the sweep ticking every quarter-hour through the
+/// same window: it fires exactly the instants listed, each once.
+#[tokio::test]
+async fn schedules_next_lists_exactly_the_instants_the_sweep_then_fires() {
+    let local = Local::new().await;
+    let p = unique("schednext");
+    ok(&tickctl(&local, &p, &["provision"]));
+    ok(&tickctl(&local, &p, &["tenants", "add", "kiwi", "--zone", "Pacific/Chatham"]));
+    for (name, spec, fold) in
+        [("first", "daily 03:00", "first"), ("last", "daily 03:00", "last"), ("hourly", "cron 15 * * * *", "first")]
+    {
+        ok(&tickctl(&local, &p, &["schedules", "add", "kiwi", name, "--spec", spec, "--fold", fold]));
+    }
+    let listed = ok(&tickctl(&local, &p, &["schedules", "list", "kiwi"]));
+    assert_eq!(listed.lines().count(), 3, "{listed}");
+    let (from, until) = ("2027-04-03T12:00:00Z", "2027-04-05T00:00:00Z");
+    let out = ok(&tickctl(&local, &p, &["--json", "schedules", "next", "kiwi", "--count", "40", "--from", from]));
+    let coming: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    let mut want: BTreeSet<(String, String, String)> = coming
+        .iter()
+        .filter(|c| c["due"].as_str().unwrap() <= until)
+        .map(|c| fire("kiwi", c["name"].as_str().unwrap(), c["occurrence"].as_str().unwrap()))
+        .collect();
+    // The fold, as each policy reads it: 03:00 once at +13:45 (first) and once at +12:45 (last).
+    assert!(want.contains(&fire("kiwi", "first", "2027-04-04T03:00:00+13:45")), "{want:?}");
+    assert!(want.contains(&fire("kiwi", "last", "2027-04-04T03:00:00+12:45")), "{want:?}");
+    assert!(want.contains(&fire("kiwi", "hourly", "2027-04-04T03:15:00+13:45")));
+    assert!(!want.contains(&fire("kiwi", "hourly", "2027-04-04T03:15:00+12:45")), "a repeated time fires once");
+    let (deps, queue) = sweep(&local, &p, None);
+    let mut t = ms(from);
+    while t <= ms(until) {
+        tick(&local, &deps, &jiff::Timestamp::from_millisecond(t).unwrap().to_string()).await;
+        t += 900_000;
+    }
+    // The first tick caught up what came due before `from` (within the lateness bound): only
+    // what is due after it is what `next` lists.
+    let fired: BTreeSet<(String, String, String)> = fires(&local, &queue)
+        .await
+        .into_iter()
+        .filter(|(_, _, o)| o.parse::<jiff::Timestamp>().unwrap().as_millisecond() > ms(from))
+        .collect();
+    assert_eq!(fired, want);
+}

@@ -10,7 +10,7 @@ use tickctl::Function;
 #[command(
     name = "tickctl",
     version,
-    about = "Operate tickwork: tenants, provision, status, plan, pause/resume, dead letters, audit, cost, invoke",
+    about = "Operate tickwork: tenants, schedules, provision, status, plan, pause/resume, dead letters, audit, cost, invoke",
     long_about = "Operate tickwork. Endpoints and table names come from the same environment the Lambdas read \
                   (AWS_ENDPOINT_URL_DYNAMODB, TICKWORK_TABLE_PREFIX, ...), or from a file (--env-file, --stack). \
                   Exit codes: 0 ok, 1 failed, 2 bad usage, 3 audit found something."
@@ -36,6 +36,12 @@ pub enum Cmd {
     Tenants {
         #[command(subcommand)]
         action: TenantCmd,
+    },
+    /// Tenants' schedules (a local time, a cron in the tenant's zone, a one-off): add, list,
+    /// pause, resume, remove, next.
+    Schedules {
+        #[command(subcommand)]
+        action: SchedCmd,
     },
     /// Create every table (and the archive bucket when TICKWORK_ARCHIVE_BUCKET is set).
     Provision,
@@ -234,4 +240,50 @@ pub enum TenantCmd {
     },
     /// Remove a tenant (its queued work still runs; its archived history stays).
     Remove { id: String },
+}
+
+#[derive(Subcommand)]
+pub enum SchedCmd {
+    /// Add or change a tenant's schedule (idempotent by tenant and name: the same definition again
+    /// writes nothing; a changed one applies from its first occurrence after the change).
+    Add {
+        /// The tenant (it must exist: its zone governs).
+        tenant: String,
+        /// Unique for the tenant: 1 to 64 letters, digits, `-`, `_`, `.`, `:`.
+        name: String,
+        /// `daily HH:MM`, `weekly DAYS HH:MM` (mon,wed or mon-fri), `monthly DAY|last HH:MM`,
+        /// `cron M H DOM MON DOW` (in the tenant's zone), or `at YYYY-MM-DDTHH:MM` (local) /
+        /// `at <RFC 3339 instant>` (once).
+        #[arg(long)]
+        spec: String,
+        /// Minutes across which tenants sharing a local time are spread, at a stable offset each.
+        #[arg(long, default_value_t = 0)]
+        spread: u32,
+        /// A local time the spring change skips: fire when the gap ends (`shift`) or not (`skip`).
+        #[arg(long, default_value = "shift")]
+        gap: String,
+        /// A local time the autumn change repeats: fire at its `first` or `last` instant.
+        #[arg(long, default_value = "first")]
+        fold: String,
+    },
+    /// A tenant's schedules.
+    List { tenant: String },
+    /// Stop a schedule's fires; resuming owes only what comes after the resume.
+    Pause { tenant: String, name: String },
+    /// Fire a paused schedule again, from its next occurrence.
+    Resume { tenant: String, name: String },
+    /// Remove a schedule (a one-off not yet fired is cancelled).
+    Remove { tenant: String, name: String },
+    /// The coming fire instants of a tenant's schedules (or one), as the sweep decides them.
+    Next {
+        tenant: String,
+        /// Only this schedule.
+        name: Option<String>,
+        /// How many per schedule.
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        count: u32,
+        /// From this instant (RFC 3339); default now.
+        #[arg(long)]
+        from: Option<String>,
+    },
 }

@@ -60,6 +60,7 @@ async fn run(cli: Cli) -> Result<i32> {
     match cli.cmd {
         Cmd::Audit { .. } | Cmd::Cost(_) | Cmd::Completions { .. } => unreachable!("handled above"),
         Cmd::Tenants { action } => return cmd::tenants::run(&env, cli.json, action).await,
+        Cmd::Schedules { action } => return cmd::schedules::run(&env, cli.json, action).await,
         Cmd::Provision => {
             let made = tickctl::provision(&base, &env).await?;
             if cli.json {

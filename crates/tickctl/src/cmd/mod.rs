@@ -3,4 +3,5 @@
 pub mod audit;
 pub mod cost;
 pub mod dead_letters;
+pub mod schedules;
 pub mod tenants;

@@ -146,17 +146,23 @@ pub async fn run(env: &Env, as_json: bool, action: TenantCmd) -> Result<i32> {
             anyhow::ensure!(t.suspend(&id).await?, "no tenant `{id}`");
             one(&id, "suspended")
         }
+        // A suspended tenant's schedules fire nothing (the sweep reads the tenant); resumed or
+        // moved, they are owed from now (in its zone now); removed, they go with it.
         TenantCmd::Resume { id } => {
             anyhow::ensure!(t.resume(&id).await?, "no tenant `{id}`");
+            let zone = t.get(&id).await?.map(|x| x.zone).unwrap_or_default();
+            crate::cmd::schedules::store(env).await?.0.retarget(&id, &zone).await?;
             one(&id, "resumed")
         }
         TenantCmd::Move { id, zone } => {
             let zone = tickctl::tenants::canonical(tickwork::tenants::Tenant::new(id.as_str(), zone.trim()))?.zone;
             anyhow::ensure!(t.move_zone(&id, &zone).await?, "no tenant `{id}`");
+            crate::cmd::schedules::store(env).await?.0.retarget(&id, &zone).await?;
             one(&id, &format!("in {zone}"))
         }
         TenantCmd::Remove { id } => {
             anyhow::ensure!(t.remove(&id).await?, "no tenant `{id}`");
+            crate::cmd::schedules::store(env).await?.0.remove_all(&id).await?;
             one(&id, "removed")
         }
     }

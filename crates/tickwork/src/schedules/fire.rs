@@ -69,6 +69,31 @@ fn owed_since(s: &Schedule, tz: &jiff::tz::TimeZone) -> Result<Millis, SpecError
     })
 }
 
+/// The coming fires of `s` in `zone` after `from_ms`: `(occurrence, due instant)`, the first
+/// `count` — what the sweep fires when it keeps up (`tickctl schedules next`).
+pub fn upcoming(
+    s: &Schedule,
+    zone_name: &str,
+    from_ms: Millis,
+    count: usize,
+) -> Result<Vec<(Occurrence, Millis)>, SpecError> {
+    let tz = zone(zone_name).map_err(|e| SpecError(e.0))?;
+    let spread = spread_ms(&s.tenant, &s.def.name, s.def.spread_min);
+    if s.paused {
+        return Ok(Vec::new());
+    }
+    // Due after `from`: occurrences after `from - spread`, and none before the schedule is owed.
+    let mut after = owed_since(s, &tz)?.max(from_ms - spread);
+    let mut out = Vec::new();
+    while out.len() < count {
+        let Some(o) = next_after(&s.def.spec, &tz, s.def.dst, after)? else { break };
+        after = o.at_ms;
+        let due = o.at_ms + spread;
+        out.push((o, due));
+    }
+    Ok(out)
+}
+
 fn next_record(
     s: &Schedule,
     zone_name: &str,

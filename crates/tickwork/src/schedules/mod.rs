@@ -22,7 +22,7 @@ pub mod store;
 mod oracle_tests;
 
 pub use error::{ScheduleError, SpecError};
-pub use fire::{first_record, plan, FirePlan, TenantNow};
+pub use fire::{first_record, plan, upcoming, FirePlan, TenantNow};
 pub use occurrence::{between, catch_up, next_after, occurrence_key, resolve, spread_ms, Occurrence};
 pub use record::{DueRecord, Schedule, DUE_SHARDS};
 pub use spec::{Dst, Fold, Gap, MonthDay, ScheduleDef, Spec};

@@ -1,0 +1,153 @@
+//! `tickctl schedules …`: tenants' schedules on the command line, through the library's
+//! [`tickwork::schedules::Schedules`] as the sweep's configuration names it (its job, its control
+//! table, its lateness bound). The tenant is read first: it must exist, and its zone governs.
+
+use anyhow::Result;
+use tickwork::config::Env;
+use tickwork::schedules::{upcoming, Changed, Dst, ScheduleDef, Schedules, Spec};
+use tickwork_lambda::Base;
+
+use crate::cli::SchedCmd;
+use crate::render::{done, json};
+
+/// The schedules the deployed sweep fires, and its tenants.
+pub(crate) async fn store(env: &Env) -> Result<(Schedules, tickwork::tenants::Tenants)> {
+    use tickwork::env as vars;
+    let base = Base::from_env(env, "tickctl").await?;
+    let job = pulse_sweep::config::job(env)?;
+    let tenants = tickwork::tenants::Tenants::new(
+        base.db.clone(),
+        base.core.table_from(env, vars::TENANTS_TABLE, "tenants"),
+        tickwork::config::tenant_shards(env)?,
+    );
+    Ok((Schedules::new(base.db.clone(), &base.core.control_table, job, base.clock.clone()), tenants))
+}
+
+/// The tenant's zone, or an error naming the missing tenant.
+async fn zone_of(tenants: &tickwork::tenants::Tenants, id: &str) -> Result<String> {
+    match tenants.get(id).await? {
+        Some(t) => Ok(t.zone),
+        None => anyhow::bail!("no tenant `{id}` (add it first: tickctl tenants add {id} --zone <ZONE>)"),
+    }
+}
+
+/// One schedule as a listing shows it.
+#[derive(serde::Serialize)]
+struct Listed {
+    tenant: String,
+    name: String,
+    spec: String,
+    spread_min: u32,
+    gap: String,
+    fold: String,
+    paused: bool,
+}
+
+/// One coming fire.
+#[derive(serde::Serialize)]
+struct Coming {
+    name: String,
+    occurrence: String,
+    instant: String,
+    due: String,
+}
+
+pub async fn run(env: &Env, as_json: bool, action: SchedCmd) -> Result<i32> {
+    let (s, tenants) = store(env).await?;
+    let lateness = pulse_sweep::config::policy(env, std::time::Duration::from_secs(900))?.max_lateness_ms;
+    let said = |c: Changed| match c {
+        Changed::Added => "added",
+        Changed::Changed => "changed (owed from now)",
+        Changed::Unchanged => "unchanged",
+    };
+    match action {
+        SchedCmd::Add { tenant, name, spec, spread, gap, fold } => {
+            let spec: Spec = spec.parse()?;
+            let def = ScheduleDef::new(&name, spec, spread, Dst { gap: gap.parse()?, fold: fold.parse()? })?;
+            let zone = zone_of(&tenants, &tenant).await?;
+            let c = s.put(&tenant, &zone, def, lateness).await?;
+            done(as_json, said(c), &format!("{tenant}/{name}"))?;
+        }
+        SchedCmd::List { tenant } => {
+            let all: Vec<Listed> = s
+                .list(&tenant)
+                .await?
+                .into_iter()
+                .map(|x| Listed {
+                    tenant: x.tenant,
+                    name: x.def.name,
+                    spec: x.def.spec.to_string(),
+                    spread_min: x.def.spread_min,
+                    gap: x.def.dst.gap.to_string(),
+                    fold: x.def.dst.fold.to_string(),
+                    paused: x.paused,
+                })
+                .collect();
+            if as_json {
+                json(&all)?;
+            } else {
+                for l in &all {
+                    let state = if l.paused { "paused" } else { "active" };
+                    println!(
+                        "{:<24} {:<32} spread {:>4} min  gap {:<5} fold {:<5} {state}",
+                        l.name, l.spec, l.spread_min, l.gap, l.fold
+                    );
+                }
+                eprintln!("{} schedule(s)", all.len());
+            }
+        }
+        SchedCmd::Pause { tenant, name } => {
+            let zone = zone_of(&tenants, &tenant).await?;
+            let c = s.set_paused(&tenant, &name, true, &zone).await?;
+            done(
+                as_json,
+                if c == Changed::Unchanged { "already paused" } else { "paused" },
+                &format!("{tenant}/{name}"),
+            )?;
+        }
+        SchedCmd::Resume { tenant, name } => {
+            let zone = zone_of(&tenants, &tenant).await?;
+            let c = s.set_paused(&tenant, &name, false, &zone).await?;
+            done(as_json, if c == Changed::Unchanged { "not paused" } else { "resumed" }, &format!("{tenant}/{name}"))?;
+        }
+        SchedCmd::Remove { tenant, name } => {
+            anyhow::ensure!(s.remove(&tenant, &name).await?, "tenant `{tenant}` has no schedule `{name}`");
+            done(as_json, "removed", &format!("{tenant}/{name}"))?;
+        }
+        SchedCmd::Next { tenant, name, count, from } => {
+            let from_ms = match from {
+                Some(t) => {
+                    t.parse::<jiff::Timestamp>().map_err(|e| anyhow::anyhow!("--from `{t}`: {e}"))?.as_millisecond()
+                }
+                None => jiff::Timestamp::now().as_millisecond(),
+            };
+            let zone = zone_of(&tenants, &tenant).await?;
+            let mut all = s.list(&tenant).await?;
+            if let Some(n) = &name {
+                all.retain(|x| &x.def.name == n);
+                anyhow::ensure!(!all.is_empty(), "tenant `{tenant}` has no schedule `{n}`");
+            }
+            let mut coming = Vec::new();
+            for x in &all {
+                for (o, due) in upcoming(x, &zone, from_ms, count as usize)? {
+                    let at = |ms: i64| jiff::Timestamp::from_millisecond(ms).map(|t| t.to_string()).unwrap_or_default();
+                    coming.push(Coming {
+                        name: x.def.name.clone(),
+                        occurrence: o.key,
+                        instant: at(o.at_ms),
+                        due: at(due),
+                    });
+                }
+            }
+            coming.sort_by(|a, b| (&a.due, &a.name).cmp(&(&b.due, &b.name)));
+            if as_json {
+                json(&coming)?;
+            } else {
+                for c in &coming {
+                    println!("{:<24} {}  due {}", c.name, c.occurrence, c.due);
+                }
+            }
+        }
+    }
+    Ok(0)
+}
