@@ -275,7 +275,7 @@ async fn schedules_next_lists_exactly_the_instants_the_sweep_then_fires() {
     let (from, until) = ("2027-04-03T12:00:00Z", "2027-04-05T00:00:00Z");
     let out = ok(&tickctl(&local, &p, &["--json", "schedules", "next", "kiwi", "--count", "40", "--from", from]));
     let coming: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
-    let mut want: BTreeSet<(String, String, String)> = coming
+    let want: BTreeSet<(String, String, String)> = coming
         .iter()
         .filter(|c| c["due"].as_str().unwrap() <= until)
         .map(|c| fire("kiwi", c["name"].as_str().unwrap(), c["occurrence"].as_str().unwrap()))
