@@ -32,8 +32,7 @@ use tickwork::tenants::Tenant;
 use crate::deps::Deps;
 use crate::report::{PulseError, Report};
 
-/// Queue item kind of schedules' fires (and the first part of a fire's unit key).
-pub const SCHED_KIND: &str = "sched";
+pub use tickwork::schedules::SCHED_KIND;
 
 /// Due records read a page.
 const PAGE: i32 = 200;

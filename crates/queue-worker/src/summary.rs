@@ -6,6 +6,8 @@
 //!   write them.
 //! - `utc-daily` (the fan-out's default job) → [`UtcRollup`]: one row `utc#<UTC date>` per tenant
 //!   per UTC day (a rollup over a fixed, zone-free calendar, as billing and usage reports need).
+//! - `sched` (a schedule's fire, [`tickwork::schedules`]) → [`Nudge`]: one row
+//!   `sched#<name>#<occurrence>` per fire, its `written_at` the end of boundary-to-done.
 //!
 //! Both write with `attribute_not_exists`, so a job that runs twice (a crash after the write and
 //! before the finish) writes once.
@@ -39,7 +41,52 @@ pub fn registry(db: Db, table: &str, clock: SharedClock) -> Registry {
 /// [`registry`] with the fan-out's job under another kind (`TICKWORK_FANOUT_JOB`).
 pub fn registry_with_fanout_kind(db: Db, table: &str, clock: SharedClock, fanout_kind: &str) -> Registry {
     let w = Writer { db, table: table.to_string(), clock };
-    Registry::new().with("pulse", Arc::new(DailySummary(w.clone()))).with(fanout_kind, Arc::new(UtcRollup(w)))
+    Registry::new()
+        .with("pulse", Arc::new(DailySummary(w.clone())))
+        .with(tickwork::schedules::SCHED_KIND, Arc::new(Nudge(w.clone())))
+        .with(fanout_kind, Arc::new(UtcRollup(w)))
+}
+
+/// A fire's unit payload: the batch's `each` entry and the tenant.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Fire {
+    tenant: String,
+    name: String,
+    occurrence: String,
+}
+
+/// Records a schedule's fire (the nudge a real handler would send): one row per occurrence.
+#[derive(Debug)]
+pub struct Nudge(Writer);
+
+impl Nudge {
+    fn fire_of(job: &Job) -> Result<Fire, HandlerError> {
+        let f: Fire = serde_json::from_str(&job.payload)
+            .map_err(|e| HandlerError::Permanent(format!("payload of `{}` is not a fire: {e}", job.id)))?;
+        if job.tenant.as_deref() != Some(f.tenant.as_str()) {
+            return Err(HandlerError::Permanent(format!(
+                "payload tenant `{}` differs from the item's tenant {:?}: refusing to touch another tenant's rows",
+                f.tenant, job.tenant
+            )));
+        }
+        if f.occurrence.parse::<jiff::Timestamp>().is_err() {
+            return Err(HandlerError::Permanent(format!(
+                "`{}` is not an occurrence (a local instant with its offset)",
+                f.occurrence
+            )));
+        }
+        Ok(f)
+    }
+}
+
+impl Handler for Nudge {
+    fn handle<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Result<(), HandlerError>> {
+        Box::pin(async move {
+            let f = Self::fire_of(job)?;
+            self.0.write_once(&f.tenant, format!("sched#{}#{}", f.name, f.occurrence), job).await
+        })
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -167,6 +214,19 @@ mod tests {
         let j = job(r#"{"tenant":"t1","window":"2026-11-29","zone":"UTC"}"#, Some("t1"));
         assert!(DailySummary::day_of(&j).is_err(), "a UTC window is not a daily summary");
         assert_eq!(UtcRollup::window_of(&j).unwrap(), ("t1".into(), "2026-11-29".into()));
+    }
+
+    #[test]
+    fn a_fire_is_one_row_per_occurrence_and_a_bad_one_is_permanent() {
+        let j = job(r#"{"tenant":"t1","name":"nudge","occurrence":"2026-12-02T08:00:00+01:00"}"#, Some("t1"));
+        assert_eq!(Nudge::fire_of(&j).unwrap().occurrence, "2026-12-02T08:00:00+01:00");
+        for (p, t) in [
+            (r#"{"tenant":"t1","name":"nudge","occurrence":"tomorrow"}"#, Some("t1")),
+            (r#"{"tenant":"t2","name":"nudge","occurrence":"2026-12-02T08:00:00+01:00"}"#, Some("t1")),
+            (r#"{"tenant":"t1","grain":"day","period":"2026-11-29"}"#, Some("t1")),
+        ] {
+            assert!(matches!(Nudge::fire_of(&job(p, t)), Err(HandlerError::Permanent(_))), "{p}");
+        }
     }
 
     #[test]

@@ -8,9 +8,11 @@
 //!   stable spread, and the catch-up policy applied to fires;
 //! - [`record`]: how a schedule and its next fire are stored (the due index);
 //! - [`fire`]: what the sweep does with a due record (pure);
-//! - [`store`]: the reads and writes.
+//! - [`store`]: the reads and writes of schedules; `due`: the sweep's reads and writes of the due
+//!   index.
 
 pub mod cron;
+mod due;
 pub mod error;
 pub mod fire;
 pub mod occurrence;
@@ -24,6 +26,6 @@ mod oracle_tests;
 pub use error::{ScheduleError, SpecError};
 pub use fire::{first_record, plan, upcoming, FirePlan, TenantNow};
 pub use occurrence::{between, catch_up, next_after, occurrence_key, resolve, spread_ms, Occurrence};
-pub use record::{DueRecord, Schedule, DUE_SHARDS};
+pub use record::{DueRecord, Schedule, DUE_SHARDS, SCHED_KIND};
 pub use spec::{Dst, Fold, Gap, MonthDay, ScheduleDef, Spec};
 pub use store::{Changed, Schedules};

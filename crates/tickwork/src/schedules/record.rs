@@ -27,6 +27,10 @@ use crate::clock::Millis;
 use crate::item::Item;
 use crate::schema::{av_n, av_s, get_bool, get_i64, get_s, PK, SK};
 
+/// Queue item kind of schedules' fires, and the first part of a fire's unit key
+/// (`sched#<tenant>#<name>#<occurrence>`): the worker's handler for it is registered under this.
+pub const SCHED_KIND: &str = "sched";
+
 /// Partitions the due records spread over: a million fires in one minute are a million record
 /// writes, more than one partition takes (1,000 WCU/s) within the minute. Changing it would strand
 /// records under the old count, so it is a constant.

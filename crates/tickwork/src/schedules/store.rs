@@ -4,13 +4,11 @@
 //! lowering the state item's `sched_next` (so a crash between leaves at worst a tick that finds
 //! nothing, never a record no tick looks for).
 
-use std::collections::HashMap;
-
-use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, KeysAndAttributes, WriteRequest};
+use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, WriteRequest};
 
 use super::error::{ScheduleError, SpecError};
 use super::fire::first_record;
-use super::record::{def_pk, due_bound, due_pk, DueRecord, Schedule, DUE_SHARDS};
+use super::record::{def_pk, Schedule};
 use super::spec::ScheduleDef;
 use crate::clock::{Millis, SharedClock};
 use crate::db::Db;
@@ -33,14 +31,14 @@ pub enum Changed {
 /// The schedules of one job (the sweep that fires them).
 #[derive(Debug, Clone)]
 pub struct Schedules {
-    db: Db,
-    table: String,
-    job: String,
+    pub(super) db: Db,
+    pub(super) table: String,
+    pub(super) job: String,
     clock: SharedClock,
 }
 
 /// Rounds of unprocessed batch writes retried before giving up.
-const BATCH_ROUNDS: u32 = 8;
+pub(super) const BATCH_ROUNDS: u32 = 8;
 
 impl Schedules {
     /// The schedules `job` fires, in the control `table`.
@@ -263,201 +261,13 @@ impl Schedules {
             Err(e) => Err(e),
         }
     }
-
-    /// One page of shard `k`'s records due by `now_ms` (strongly consistent), from `start`; each
-    /// record with its raw key, or the key and what is wrong with it.
-    pub async fn due_page(
-        &self,
-        k: u32,
-        now_ms: Millis,
-        limit: i32,
-        start: Option<Item>,
-    ) -> Result<(Vec<Result<DueRecord, (Item, String)>>, Option<Item>), DbError> {
-        let page = self
-            .db
-            .query(
-                self.db
-                    .client()
-                    .query()
-                    .table_name(&self.table)
-                    .key_condition_expression("#pk = :pk AND #sk < :to")
-                    .expression_attribute_names("#pk", PK)
-                    .expression_attribute_names("#sk", SK)
-                    .expression_attribute_values(":pk", av_s(due_pk(&self.job, k)))
-                    .expression_attribute_values(":to", av_s(due_bound(now_ms)))
-                    .consistent_read(true)
-                    .limit(limit)
-                    .set_exclusive_start_key(start),
-            )
-            .await?;
-        let records = page
-            .items()
-            .iter()
-            .map(|i| {
-                DueRecord::from_item(i).map_err(|e| {
-                    let k: Item = [PK, SK].iter().filter_map(|a| Some((a.to_string(), i.get(*a)?.clone()))).collect();
-                    (k, e.to_string())
-                })
-            })
-            .collect();
-        Ok((records, page.last_evaluated_key().cloned()))
-    }
-
-    /// The definitions of `records`, by (tenant, name) (eventually consistent BatchGetItem, 100
-    /// keys a request, unprocessed keys retried).
-    pub async fn definitions(
-        &self,
-        records: &[&DueRecord],
-    ) -> Result<HashMap<(String, String), Result<Schedule, String>>, DbError> {
-        let mut out = HashMap::new();
-        let mut keys: Vec<Item> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for r in records {
-            if seen.insert((r.tenant.clone(), r.name.clone())) {
-                keys.push(key(def_pk(&self.job, &r.tenant), &r.name));
-            }
-        }
-        for chunk in keys.chunks(100) {
-            let mut pending = chunk.to_vec();
-            let mut rounds = 0;
-            while !pending.is_empty() {
-                let req = self.db.client().batch_get_item().request_items(
-                    &self.table,
-                    KeysAndAttributes::builder().set_keys(Some(pending.clone())).build().expect("keys"),
-                );
-                let res = self.db.batch_get(req).await?;
-                for item in res.responses().and_then(|r| r.get(&self.table)).cloned().unwrap_or_default() {
-                    let s = Schedule::from_item(&item).map_err(|e| e.to_string());
-                    let id = match &s {
-                        Ok(s) => (s.tenant.clone(), s.def.name.clone()),
-                        Err(_) => continue,
-                    };
-                    out.insert(id, s);
-                }
-                pending = res
-                    .unprocessed_keys()
-                    .and_then(|m| m.get(&self.table))
-                    .map(|k| k.keys().to_vec())
-                    .unwrap_or_default();
-                rounds += 1;
-                if rounds > BATCH_ROUNDS && !pending.is_empty() {
-                    return Err(DbError::Unprocessed {
-                        op: "BatchGetItem",
-                        table: self.table.clone(),
-                        left: pending.len(),
-                        rounds: BATCH_ROUNDS,
-                    });
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    /// The writes that replace fired records, for the sweep's transaction with the fires' queue
-    /// items (all or nothing: a fire is enqueued exactly when its record moves on): each
-    /// successor put, each fired record deleted (only if still there: another writer that moved
-    /// it cancels the transaction), each finished one-off's definition deleted.
-    pub fn replace_items(
-        &self,
-        next: &[DueRecord],
-        done: &[Item],
-        finished: &[(String, String)],
-    ) -> Vec<aws_sdk_dynamodb::types::TransactWriteItem> {
-        use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
-        // A successor can have the key of the record it replaces (a record recomputed to the same
-        // instant): it is put, not deleted, and a transaction may not name a key twice.
-        let put_keys: std::collections::HashSet<(String, String)> =
-            next.iter().map(|r| key_pair(&r.key(&self.job))).collect();
-        let mut out: Vec<TransactWriteItem> = next
-            .iter()
-            .map(|r| {
-                let put = Put::builder().table_name(&self.table).set_item(Some(r.to_item(&self.job))).build();
-                TransactWriteItem::builder().put(put.expect("put has table and item")).build()
-            })
-            .collect();
-        out.extend(done.iter().filter(|k| !put_keys.contains(&key_pair(k))).map(|k| {
-            let del = Delete::builder()
-                .table_name(&self.table)
-                .set_key(Some(k.clone()))
-                .condition_expression("attribute_exists(#pk)")
-                .expression_attribute_names("#pk", PK)
-                .build()
-                .expect("delete has table and key");
-            TransactWriteItem::builder().delete(del).build()
-        }));
-        out.extend(finished.iter().map(|(t, n)| {
-            let del = Delete::builder()
-                .table_name(&self.table)
-                .set_key(Some(key(def_pk(&self.job, t), n)))
-                .build()
-                .expect("delete has table and key");
-            TransactWriteItem::builder().delete(del).build()
-        }));
-        out
-    }
-
-    /// The earliest due instant of any record (one strongly consistent Query a shard, one item
-    /// each).
-    pub async fn earliest(&self) -> Result<Option<Millis>, DbError> {
-        let mut best: Option<Millis> = None;
-        for k in 0..DUE_SHARDS {
-            let page = self
-                .db
-                .query(
-                    self.db
-                        .client()
-                        .query()
-                        .table_name(&self.table)
-                        .key_condition_expression("#pk = :pk")
-                        .expression_attribute_names("#pk", PK)
-                        .expression_attribute_values(":pk", av_s(due_pk(&self.job, k)))
-                        .consistent_read(true)
-                        .limit(1),
-                )
-                .await?;
-            let first = page
-                .items()
-                .first()
-                .and_then(|i| crate::schema::get_s(i, SK))
-                .and_then(|sk| sk.split_once('#').and_then(|(ms, _)| ms.parse::<Millis>().ok()));
-            if let Some(f) = first {
-                best = Some(best.map_or(f, |b| b.min(f)));
-            }
-        }
-        Ok(best)
-    }
-
-    /// Sets `sched_next` to `next` (removes it when no record is left), unless an add came since
-    /// the state item was read (`adds_seen`): that add's own lowering stands, and the next tick
-    /// looks again.
-    pub async fn set_next(&self, next: Option<Millis>, adds_seen: i64) -> Result<bool, DbError> {
-        let req = self
-            .db
-            .client()
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(watermark_key(&self.job)))
-            .expression_attribute_names("#n", SCHED_NEXT)
-            .expression_attribute_names("#a", SCHED_ADDS)
-            .expression_attribute_values(":seen", av_n(adds_seen));
-        let req = match next {
-            Some(n) => req.update_expression("SET #n = :n").expression_attribute_values(":n", av_n(n)),
-            None => req.update_expression("REMOVE #n"),
-        };
-        let req = if adds_seen == 0 {
-            req.condition_expression("attribute_not_exists(#a) OR #a = :seen")
-        } else {
-            req.condition_expression("#a = :seen")
-        };
-        crate::error::condition_held(self.db.update(req).await)
-    }
 }
 
 fn delete(k: Item) -> WriteRequest {
     WriteRequest::builder().delete_request(DeleteRequest::builder().set_key(Some(k)).build().expect("key")).build()
 }
 
-fn key_pair(k: &Item) -> (String, String) {
+pub(super) fn key_pair(k: &Item) -> (String, String) {
     let s = |a: &str| k.get(a).and_then(|v: &AttributeValue| v.as_s().ok()).cloned().unwrap_or_default();
     (s(PK), s(SK))
 }
