@@ -55,6 +55,7 @@ mod queue;
 /// Throttling retries and the no-retry probe client.
 mod retry;
 mod schedules;
+mod schedules_dst;
 /// A boundary shared by concurrent shard workers, each shard under its own lease.
 mod shards;
 /// template.yaml declares exactly the tables the code creates.

@@ -244,6 +244,15 @@ async fn bad_input_is_refused_by_name_and_writes_nothing() {
     let long_ago = def("old", "at 2026-11-20T09:00");
     let e = s.put("acme", "Europe/Berlin", long_ago, LATENESS_MS).await.unwrap_err().to_string();
     assert!(e.contains("more than the lateness bound"), "{e}");
+    let in_the_gap = ScheduleDef::new(
+        "x",
+        "at 2027-03-28T02:30".parse().unwrap(),
+        0,
+        Dst { gap: tickwork::schedules::Gap::Skip, ..Dst::default() },
+    )
+    .unwrap();
+    let e = s.put("acme", "Europe/Berlin", in_the_gap, LATENESS_MS).await.unwrap_err().to_string();
+    assert!(e.contains("does not exist in Europe/Berlin"), "{e}");
     let e = s.put("acme", "Mars/Olympus", def("n", "daily 08:00"), LATENESS_MS).await.unwrap_err().to_string();
     assert!(e.contains("Mars/Olympus"), "{e}");
     let long = def("a-name-of-twenty-six-bytes", "daily 08:00");

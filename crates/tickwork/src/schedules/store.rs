@@ -101,17 +101,23 @@ impl Schedules {
         check_keys(&self.job, tenant, &def.name)?;
         if def.spec.one_off() {
             let tz = crate::calendar::zone(zone).map_err(|e| SpecError(e.0))?;
-            let far_back = now - max_lateness_ms - 1;
-            match super::occurrence::next_after(&def.spec, &tz, def.dst, far_back)? {
-                Some(_) => {}
-                None => {
+            if let super::spec::Spec::AtLocal(dt) = &def.spec {
+                if super::occurrence::resolve(&tz, *dt, def.dst)?.is_none() {
                     return Err(SpecError(format!(
-                        "`{}` is more than the lateness bound ({} h) in the past: it would never fire",
-                        def.spec,
-                        max_lateness_ms / 3_600_000
+                        "`{}`: that local time does not exist in {zone} (a DST change skips it) and the gap policy is skip: it would never fire",
+                        def.spec
                     ))
-                    .into())
+                    .into());
                 }
+            }
+            let far_back = now - max_lateness_ms - 1;
+            if super::occurrence::next_after(&def.spec, &tz, def.dst, far_back)?.is_none() {
+                return Err(SpecError(format!(
+                    "`{}` is more than the lateness bound ({} h) in the past: it would never fire",
+                    def.spec,
+                    max_lateness_ms / 3_600_000
+                ))
+                .into());
             }
         }
         let old = self.get(tenant, &def.name).await?;
