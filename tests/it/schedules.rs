@@ -309,3 +309,71 @@ async fn schedules_next_lists_exactly_the_instants_the_sweep_then_fires() {
         .collect();
     assert_eq!(fired, want);
 }
+
+/// Schedules none of which is due within the day (`TICKWORK_IDLE_SCHEDULES` of them: 5,000 in
+/// `make test`): every tick of the day is one read. Imported through the library's bulk path.
+#[tokio::test]
+async fn many_schedules_none_due_today_cost_one_read_a_tick_all_day() {
+    let n: usize = std::env::var("TICKWORK_IDLE_SCHEDULES").ok().and_then(|v| v.parse().ok()).unwrap_or(5_000);
+    let local = Local::new().await;
+    let p = unique("schedidle");
+    ok(&tickctl(&local, &p, &["provision"]));
+    let (deps, _) = sweep(&local, &p, None);
+    local.clock.set(ms("2026-12-01T00:00:00Z"));
+    let zones = ["Europe/Berlin", "America/New_York", "Asia/Tokyo", "Australia/Lord_Howe", "Pacific/Chatham"];
+    let rows: Vec<(String, String, ScheduleDef)> = (0..n)
+        .map(|i| (format!("t{i:06}"), zones[i % zones.len()].to_string(), def("report", "monthly 15 08:00")))
+        .collect();
+    let started = std::time::Instant::now();
+    let r = schedules(&deps).put_many(rows, LATENESS_MS).await.unwrap();
+    assert_eq!(r.added, n as u64);
+    eprintln!("{n} schedules imported in {:.1} s", started.elapsed().as_secs_f64());
+    let state = deps.marks.read_strong(&deps.cfg.job).await.unwrap();
+    // The earliest: Chatham's 08:00 on the 15th (+13:45).
+    assert_eq!(state.sched_next, Some(ms("2026-12-14T18:15:00Z")));
+    let before = deps.db.meter().read_write_requests();
+    let mut t = ms("2026-12-02T00:00:00Z");
+    while t < ms("2026-12-03T00:00:00Z") {
+        tick(&local, &deps, &jiff::Timestamp::from_millisecond(t).unwrap().to_string()).await;
+        t += 900_000;
+    }
+    let after = deps.db.meter().read_write_requests();
+    assert_eq!((after.0 - before.0, after.1 - before.1), (96, 0), "{n} schedules, a day of ticks: one read each");
+}
+
+/// `tickctl schedules import`: good rows added (again: unchanged), bad rows and rows naming no
+/// tenant reported by line, exit 1; `remove` cancels a one-off before it fires.
+#[tokio::test]
+async fn an_import_adds_the_good_rows_reports_the_bad_ones_and_a_one_off_can_be_cancelled() {
+    let local = Local::new().await;
+    let p = unique("schedimp");
+    ok(&tickctl(&local, &p, &["provision"]));
+    ok(&tickctl(&local, &p, &["tenants", "add", "acme", "--zone", "Europe/Berlin"]));
+    let file = std::env::temp_dir().join(format!("{p}.csv"));
+    std::fs::write(
+        &file,
+        "tenant,name,spec,spread\nacme,nudge,daily 08:00,30\nacme,call,at 2099-01-01T09:00,\nghost,nudge,daily 08:00,\nacme,bad,daily 25:00,\n",
+    )
+    .unwrap();
+    let out = tickctl(&local, &p, &["schedules", "import", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(text.contains("added 2, changed 0, unchanged 0"), "{text}");
+    assert!(
+        text.contains("line 4: no tenant `ghost`") && text.contains("line 5: `25:00` is not a local time"),
+        "{text}"
+    );
+    let again = tickctl(&local, &p, &["schedules", "import", file.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("added 0, changed 0, unchanged 2"));
+    ok(&tickctl(&local, &p, &["schedules", "remove", "acme", "call"]));
+    let listed = ok(&tickctl(&local, &p, &["--json", "schedules", "list", "acme"]));
+    let names: Vec<String> = serde_json::from_str::<Vec<serde_json::Value>>(&listed)
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["nudge"]);
+    let e = tickctl(&local, &p, &["schedules", "remove", "acme", "call"]);
+    assert!(String::from_utf8_lossy(&e.stderr).contains("has no schedule `call`"));
+    std::fs::remove_file(file).ok();
+}

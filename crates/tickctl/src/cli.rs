@@ -266,6 +266,10 @@ pub enum SchedCmd {
         #[arg(long, default_value = "first")]
         fold: String,
     },
+    /// Add schedules from a CSV file (header: tenant,name,spec[,spread,gap,fold]), or `-` for
+    /// standard input; idempotent; bad rows are reported with their line and reason, the rest
+    /// added. Exit 1 when a row was refused.
+    Import { file: String },
     /// A tenant's schedules.
     List { tenant: String },
     /// Stop a schedule's fires; resuming owes only what comes after the resume.

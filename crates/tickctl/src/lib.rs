@@ -9,6 +9,7 @@ pub mod cost;
 pub mod delivery;
 pub mod deployed;
 pub mod plan;
+pub mod schedule_rows;
 pub mod status;
 pub mod tenants;
 

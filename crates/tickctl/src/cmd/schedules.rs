@@ -68,6 +68,50 @@ pub async fn run(env: &Env, as_json: bool, action: SchedCmd) -> Result<i32> {
             let c = s.put(&tenant, &zone, def, lateness).await?;
             done(as_json, said(c), &format!("{tenant}/{name}"))?;
         }
+        SchedCmd::Import { file } => {
+            let text = if file == "-" {
+                let mut v = Vec::new();
+                std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut v)?;
+                v
+            } else {
+                std::fs::read(&file).map_err(|e| anyhow::anyhow!("reading {file}: {e}"))?
+            };
+            let rows = tickctl::schedule_rows::parse(&text)?;
+            let mut refused: Vec<(u64, String)> = Vec::new();
+            let mut zones: std::collections::HashMap<String, Option<String>> = Default::default();
+            let mut good = Vec::new();
+            for (line, row) in rows {
+                match row {
+                    Err(e) => refused.push((line, e)),
+                    Ok((tenant, def)) => {
+                        if !zones.contains_key(&tenant) {
+                            let z = tenants.get(&tenant).await?.map(|t| t.zone);
+                            zones.insert(tenant.clone(), z);
+                        }
+                        match zones[&tenant].clone() {
+                            Some(zone) => match s.check_row(&tenant, &zone, &def, lateness) {
+                                Ok(()) => good.push((tenant, zone, def)),
+                                Err(e) => refused.push((line, e.0)),
+                            },
+                            None => refused.push((line, format!("no tenant `{tenant}`"))),
+                        }
+                    }
+                }
+            }
+            let r = s.put_many(good, lateness).await?;
+            if as_json {
+                json(&serde_json::json!({ "imported": r, "refused": refused }))?;
+            } else {
+                println!("added {}, changed {}, unchanged {}", r.added, r.changed, r.unchanged);
+                for (line, e) in &refused {
+                    println!("line {line}: {e}");
+                }
+            }
+            if !refused.is_empty() {
+                eprintln!("tickctl: {} row(s) refused (each listed with its reason)", refused.len());
+                return Ok(1);
+            }
+        }
         SchedCmd::List { tenant } => {
             let all: Vec<Listed> = s
                 .list(&tenant)

@@ -15,6 +15,7 @@ pub mod cron;
 mod due;
 pub mod error;
 pub mod fire;
+pub mod import;
 pub mod occurrence;
 pub mod record;
 pub mod spec;
@@ -25,6 +26,7 @@ mod oracle_tests;
 
 pub use error::{ScheduleError, SpecError};
 pub use fire::{first_record, plan, upcoming, FirePlan, TenantNow};
+pub use import::Imported;
 pub use occurrence::{between, catch_up, next_after, occurrence_key, resolve, spread_ms, Occurrence};
 pub use record::{DueRecord, Schedule, DUE_SHARDS, SCHED_KIND};
 pub use spec::{Dst, Fold, Gap, MonthDay, ScheduleDef, Spec};

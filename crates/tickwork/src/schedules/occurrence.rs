@@ -85,8 +85,14 @@ fn millis(ts: Timestamp) -> Millis {
 /// spec with nothing within [`HORIZON_DAYS`]).
 pub fn next_after(spec: &Spec, tz: &TimeZone, dst: Dst, after_ms: Millis) -> Result<Option<Occurrence>, SpecError> {
     let after = Timestamp::from_millisecond(after_ms).map_err(|e| SpecError(format!("instant {after_ms}: {e}")))?;
-    if let Spec::AtInstant(ts) = spec {
-        return Ok((*ts > after).then(|| Occurrence { at_ms: millis(*ts), key: occurrence_key(*ts, tz) }));
+    // A one-off is one instant, however far ahead (the day-by-day search below looks nine years).
+    let once = match spec {
+        Spec::AtInstant(ts) => Some(Some(*ts)),
+        Spec::AtLocal(dt) => Some(resolve(tz, *dt, dst)?),
+        _ => None,
+    };
+    if let Some(at) = once {
+        return Ok(at.filter(|ts| *ts > after).map(|ts| Occurrence { at_ms: millis(ts), key: occurrence_key(ts, tz) }));
     }
     // A day early: a nominal time of yesterday can name an instant after `after` across a change.
     let start = after.to_zoned(tz.clone()).date().yesterday().map_err(|e| SpecError(e.to_string()))?;
@@ -104,11 +110,6 @@ pub fn next_after(spec: &Spec, tz: &TimeZone, dst: Dst, after_ms: Millis) -> Res
         // first instant found settles it.
         if let Some(b) = best {
             if d > b.to_zoned(tz.clone()).date() {
-                break;
-            }
-        }
-        if let Spec::AtLocal(dt) = spec {
-            if d > dt.date() {
                 break;
             }
         }
@@ -286,6 +287,9 @@ mod tests {
         let o = next_after(&at, &tz, Dst::default(), ms("2026-12-01T00:00:00Z")).unwrap().unwrap();
         assert_eq!((o.at_ms, o.key.as_str()), (ms("2026-12-24T03:30:00Z"), "2026-12-24T09:00:00+05:30"));
         assert_eq!(next_after(&at, &tz, Dst::default(), o.at_ms).unwrap(), None, "once");
+        let far: Spec = "at 2099-01-01T09:00".parse().unwrap();
+        let o = next_after(&far, &tz, Dst::default(), ms("2026-12-01T00:00:00Z")).unwrap().unwrap();
+        assert_eq!(o.key, "2099-01-01T09:00:00+05:30", "a one-off is found however far ahead");
         let at: Spec = "at 2026-12-24T08:00:00Z".parse().unwrap();
         let o = next_after(&at, &tz, Dst::default(), ms("2026-12-01T00:00:00Z")).unwrap().unwrap();
         assert_eq!(o.key, "2026-12-24T13:30:00+05:30");

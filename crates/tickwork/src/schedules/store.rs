@@ -96,30 +96,8 @@ impl Schedules {
         def: ScheduleDef,
         max_lateness_ms: Millis,
     ) -> Result<Changed, ScheduleError> {
+        self.check(tenant, zone, &def, max_lateness_ms)?;
         let now = self.clock.now_ms();
-        crate::calendar::zone(zone).map_err(|e| SpecError(e.0))?;
-        check_keys(&self.job, tenant, &def.name)?;
-        if def.spec.one_off() {
-            let tz = crate::calendar::zone(zone).map_err(|e| SpecError(e.0))?;
-            if let super::spec::Spec::AtLocal(dt) = &def.spec {
-                if super::occurrence::resolve(&tz, *dt, def.dst)?.is_none() {
-                    return Err(SpecError(format!(
-                        "`{}`: that local time does not exist in {zone} (a DST change skips it) and the gap policy is skip: it would never fire",
-                        def.spec
-                    ))
-                    .into());
-                }
-            }
-            let far_back = now - max_lateness_ms - 1;
-            if super::occurrence::next_after(&def.spec, &tz, def.dst, far_back)?.is_none() {
-                return Err(SpecError(format!(
-                    "`{}` is more than the lateness bound ({} h) in the past: it would never fire",
-                    def.spec,
-                    max_lateness_ms / 3_600_000
-                ))
-                .into());
-            }
-        }
         let old = self.get(tenant, &def.name).await?;
         if let Some(o) = &old {
             if !o.paused && o.same_def(&def) {
@@ -135,6 +113,57 @@ impl Schedules {
         };
         self.write(&s, old.as_ref(), Some(zone)).await?;
         Ok(if old.is_some() { Changed::Changed } else { Changed::Added })
+    }
+
+    /// What every add checks before writing: the zone, the keys' lengths, and that a one-off
+    /// can fire (its local time exists under its gap policy; it is within the lateness bound).
+    pub(super) fn check(
+        &self,
+        tenant: &str,
+        zone: &str,
+        def: &ScheduleDef,
+        max_lateness_ms: Millis,
+    ) -> Result<(), SpecError> {
+        let now = self.clock.now_ms();
+        crate::calendar::zone(zone).map_err(|e| SpecError(e.0))?;
+        check_keys(&self.job, tenant, &def.name)?;
+        if def.spec.one_off() {
+            let tz = crate::calendar::zone(zone).map_err(|e| SpecError(e.0))?;
+            if let super::spec::Spec::AtLocal(dt) = &def.spec {
+                if super::occurrence::resolve(&tz, *dt, def.dst)?.is_none() {
+                    return Err(SpecError(format!(
+                        "`{}`: that local time does not exist in {zone} (a DST change skips it) and the gap policy is skip: it would never fire",
+                        def.spec
+                    ))
+                    );
+                }
+            }
+            let far_back = now - max_lateness_ms - 1;
+            if super::occurrence::next_after(&def.spec, &tz, def.dst, far_back)?.is_none() {
+                return Err(SpecError(format!(
+                    "`{}` is more than the lateness bound ({} h) in the past: it would never fire",
+                    def.spec,
+                    max_lateness_ms / 3_600_000
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Schedules::check`] for a caller that sorts rows before a [`Schedules::put_many`].
+    pub fn check_row(
+        &self,
+        tenant: &str,
+        zone: &str,
+        def: &ScheduleDef,
+        max_lateness_ms: Millis,
+    ) -> Result<(), SpecError> {
+        self.check(tenant, zone, def, max_lateness_ms)
+    }
+
+    /// Now, by the store's clock.
+    pub(super) fn clock_now(&self) -> Millis {
+        self.clock.now_ms()
     }
 
     /// Pauses (`true`) or resumes a schedule; a resumed one is owed from now, in `zone`.
@@ -237,7 +266,7 @@ impl Schedules {
     }
 
     /// Lowers the state item's `sched_next` to `due_ms` (never raises it), and counts the add.
-    async fn note_next(&self, due_ms: Millis) -> Result<(), DbError> {
+    pub(super) async fn note_next(&self, due_ms: Millis) -> Result<(), DbError> {
         let lower = self
             .db
             .client()
