@@ -13,7 +13,7 @@ const MODELLED: (usize, usize) = (1_000, 4_000);
 
 pub fn run(svg: &str) -> Result<()> {
     println!(
-        "== The bill: US dollars a month per service (prices in crates/tickctl/src/bill.rs; tickwork modelled at {} and {} tenants, each service a straight line through them) ==",
+        "== The bill: US dollars a month per service (prices in crates/cost/src/bill/prices.rs; tickwork modelled at {} and {} tenants, each service a straight line through them) ==",
         MODELLED.0, MODELLED.1
     );
     let rows = at_scales(&CostInput::deployed(MODELLED.0), MODELLED, &SCALES, &Stack::default(), &Prices::default())?;

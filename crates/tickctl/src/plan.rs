@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::cost;
+use tickwork_cost::cost;
 
 /// The grains whose period ends when local day `d` begins: the day always, the week on a Monday,
 /// the month on the 1st, the quarter and year on their first days.
