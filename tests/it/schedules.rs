@@ -377,3 +377,58 @@ async fn an_import_adds_the_good_rows_reports_the_bad_ones_and_a_one_off_can_be_
     assert!(String::from_utf8_lossy(&e.stderr).contains("has no schedule `call`"));
     std::fs::remove_file(file).ok();
 }
+
+/// The cost model's fire tick (`tickwork_cost::schedules::fire_tick`) against the live one: 200
+/// schedules due at 08:00 Berlin, every request and unit by table and operation.
+#[tokio::test]
+async fn the_schedules_cost_model_predicts_a_live_fire_tick() {
+    let local = Local::new().await;
+    let p = unique("schedcost");
+    ok(&tickctl(&local, &p, &["provision"]));
+    let (deps, _) = sweep(&local, &p, None);
+    local.clock.set(ms("2026-12-01T00:00:00Z"));
+    let ids: Vec<String> = (0..200).map(|i| format!("t{i:06}")).collect();
+    let tenants: Vec<Tenant> = ids.iter().map(|id| Tenant::new(id.as_str(), "Europe/Berlin")).collect();
+    pulse_sweep::add_tenants(&deps, &tenants).await.unwrap();
+    let rows = ids.iter().map(|id| (id.clone(), "Europe/Berlin".to_string(), def("nudge", "daily 08:00"))).collect();
+    schedules(&deps).put_many(rows, LATENESS_MS).await.unwrap();
+    // The zone's run and the woken tenants' visit first: the 07:00Z tick fires and does nothing else.
+    for at in ["2026-12-01T00:15:00Z", "2026-12-01T00:30:00Z", "2026-12-01T06:45:00Z"] {
+        tick(&local, &deps, at).await;
+    }
+    let before = deps.db.meter().snapshot();
+    let r = tick(&local, &deps, "2026-12-01T07:00:00Z").await;
+    assert_eq!(r.fires, 200);
+    let mut live: BTreeMap<(String, String), (u64, f64)> = BTreeMap::new();
+    for (k, v) in deps.db.meter().snapshot() {
+        let b = before.get(&k).cloned().unwrap_or_default();
+        let logical = k.table.rsplit('-').next().unwrap().to_string();
+        if k.index.is_some() || v.requests == b.requests && v.rcu == b.rcu && v.wcu == b.wcu {
+            continue;
+        }
+        let e = live.entry((logical, k.op.clone())).or_default();
+        e.0 += v.requests - b.requests;
+        e.1 += (v.rcu - b.rcu) + (v.wcu - b.wcu);
+    }
+    let due: Vec<tickwork_cost::schedules::Due> = ids
+        .iter()
+        .map(|id| tickwork_cost::schedules::Due {
+            tenant: id.clone(),
+            name: "nudge".into(),
+            occurrence: "2026-12-01T08:00:00+01:00".into(),
+        })
+        .collect();
+    let calls =
+        tickwork_cost::schedules::fire_tick(&due, &deps.cfg.job, &QueueConfig::default(), ms("2026-12-01T07:00:00Z"))
+            .unwrap();
+    let mut model: BTreeMap<(String, String), (u64, f64)> = BTreeMap::new();
+    for c in calls {
+        let e = model.entry((c.table.to_string(), c.op.to_string())).or_default();
+        e.0 += c.n;
+        e.1 += c.units * c.n.max(1) as f64;
+    }
+    assert_eq!(model, live, "model (left) against the live tick (right)");
+    let requests: u64 = model.values().map(|(n, _)| n).sum();
+    let units: f64 = model.values().map(|(_, u)| u).sum();
+    eprintln!("200 fires: {requests} requests, {units} units");
+}

@@ -14,3 +14,4 @@ pub mod bill;
 pub mod boundary;
 pub mod cost;
 pub mod delivery;
+pub mod schedules;

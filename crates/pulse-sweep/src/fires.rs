@@ -35,10 +35,10 @@ use crate::report::{PulseError, Report};
 pub use tickwork::schedules::SCHED_KIND;
 
 /// Due records read a page.
-const PAGE: i32 = 200;
+pub const FIRE_PAGE: i32 = 200;
 
 /// A batch entry for one fire (the unit key's parts: name, then occurrence).
-fn entry(name: &str, occurrence: &str) -> Map<String, Value> {
+pub fn entry(name: &str, occurrence: &str) -> Map<String, Value> {
     Map::from_iter([
         ("name".to_string(), Value::String(name.to_string())),
         ("occurrence".to_string(), Value::String(occurrence.to_string())),
@@ -70,7 +70,7 @@ pub(crate) async fn fire_due(
             if budget.exhausted() {
                 return Ok(FireEnd::Stopped);
             }
-            let (page, next) = deps.schedules.due_page(k, now_ms, PAGE, start).await?;
+            let (page, next) = deps.schedules.due_page(k, now_ms, FIRE_PAGE, start).await?;
             if !fire_page(deps, fence, now_ms, page, report).await? {
                 return Ok(FireEnd::LeaseLost);
             }
@@ -158,7 +158,7 @@ async fn fire_page(
             }
         }
     }
-    for chunk in planned.chunks(CHUNK) {
+    for chunk in planned.chunks(FIRE_CHUNK) {
         if !write_chunk(deps, fence, now_ms, chunk, report).await? {
             return Ok(false);
         }
@@ -174,7 +174,7 @@ struct Planned {
 
 /// Records replaced in one transaction: two writes each (the successor, the delete) beside the
 /// fires' batch items and the fence, well inside a transaction's 100 items.
-const CHUNK: usize = 40;
+pub const FIRE_CHUNK: usize = 40;
 
 /// One transaction: the chunk's fires as batch items, its records replaced, fenced. `false` when
 /// the lease moved on.

@@ -174,6 +174,10 @@ pub struct CostArgs {
     /// batching window and Lambda's start).
     #[arg(long, default_value = "6s")]
     pub signal_latency: String,
+    /// Price schedules instead: one daily schedule per tenant, the units a fire costs (tenants
+    /// sharing a spec or not), and the month beside one EventBridge Scheduler schedule per tenant.
+    #[arg(long)]
+    pub schedules: bool,
 }
 
 /// A `--price` refused at parsing: a usage error (exit 2) naming the known prices.

@@ -35,6 +35,13 @@ pub fn run(env: &Env, as_json: bool, a: &CostArgs) -> Result<i32> {
         prices.set(p)?;
     }
     let stack = tickctl::bill::Stack { dashboard: a.dashboard, ..Default::default() };
+    if a.schedules {
+        // A tick firing 10,000 schedules at once gives the per-fire cost of a large tick.
+        let job = pulse_sweep::config::job(env)?;
+        let s = tickctl::schedules::month(input.tenants as u64, 10_000, &job, &prices)?;
+        render::print_schedules(as_json, &s)?;
+        return Ok(0);
+    }
     let boundary = boundary(env, a, &input, &prices)?;
     if input.tenants > cost::FULL_MODEL_MAX {
         // Replaying every tenant's every tick would take minutes at this scale: the model runs in

@@ -277,3 +277,24 @@ pub fn print_scaled(
     print_boundary(false, b);
     Ok(0)
 }
+
+/// `tickctl cost --schedules`.
+pub fn print_schedules(as_json: bool, s: &tickctl::schedules::SchedulesCost) -> anyhow::Result<()> {
+    if as_json {
+        return super::json(s);
+    }
+    println!(
+        "schedules: one daily schedule for each of {} tenants (modelled from a tick firing {} at once)",
+        s.tenants, s.fires
+    );
+    println!(
+        "  a fire: {:.2} requests, {:.2} read units, {:.2} write units (the same whether tenants share a spec or not:",
+        s.requests_per_fire, s.rcu_per_fire, s.wcu_per_fire
+    );
+    println!("  each fire is its own due record; firing a shared (zone, spec) as a group is not built yet)");
+    println!(
+        "  a month: ${:.2} of DynamoDB units, beside ${:.2} for one EventBridge Scheduler schedule per tenant",
+        s.month_usd, s.scheduler_month_usd
+    );
+    Ok(())
+}

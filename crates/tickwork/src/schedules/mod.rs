@@ -28,6 +28,6 @@ pub use error::{ScheduleError, SpecError};
 pub use fire::{first_record, plan, upcoming, FirePlan, TenantNow};
 pub use import::Imported;
 pub use occurrence::{between, catch_up, next_after, occurrence_key, resolve, spread_ms, Occurrence};
-pub use record::{DueRecord, Schedule, DUE_SHARDS, SCHED_KIND};
+pub use record::{due_shard, DueRecord, Schedule, DUE_SHARDS, SCHED_KIND};
 pub use spec::{Dst, Fold, Gap, MonthDay, ScheduleDef, Spec};
 pub use store::{Changed, Schedules};

@@ -1,0 +1,196 @@
+//! What schedules cost: one fire tick's requests and units replayed through the sweep's own rules
+//! (`pulse_sweep`'s fires: pages of [`pulse_sweep::FIRE_PAGE`] due records, transactions of
+//! [`pulse_sweep::FIRE_CHUNK`]), with the items the code builds sized by DynamoDB's rules, and the
+//! month's bill of a daily schedule per tenant beside one EventBridge Scheduler schedule each.
+//!
+//! Every fire today is its own due record, so a fire costs the same whether tenants share a spec
+//! or not: tenants sharing a (zone, spec) are not yet fired as a group.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use serde::Serialize;
+use tickwork::batch::Batch;
+use tickwork::capacity::{self, Consistency};
+use tickwork::queue::{enqueue_item, NewItem, QueueConfig};
+use tickwork::schedules::{due_shard, DueRecord, SCHED_KIND};
+
+use crate::bill::{scheduler_per_tenant, Prices, Stack};
+use crate::cost::calls::{table, Calls, READ_EC, READ_STRONG, TXN_SMALL, WRITE};
+
+/// One schedule due at the tick: its tenant, name and occurrence.
+#[derive(Debug, Clone)]
+pub struct Due {
+    /// Tenant id.
+    pub tenant: String,
+    /// Schedule name.
+    pub name: String,
+    /// The occurrence key it fires (`2026-12-01T08:00:00+01:00`).
+    pub occurrence: String,
+}
+
+fn record(d: &Due, due_ms: i64) -> DueRecord {
+    DueRecord {
+        due_ms,
+        tenant: d.tenant.clone(),
+        name: d.name.clone(),
+        ver: 1,
+        zone: "Europe/Berlin".into(),
+        after_ms: due_ms,
+    }
+}
+
+/// The calls of a tick at which `due` fire (each its own record, its tenant active, one fire each),
+/// for the sweep's `job` and queue settings, after the tick's state read and lease.
+pub fn fire_tick(due: &[Due], job: &str, queue: &QueueConfig, now_ms: i64) -> Result<Vec<Calls>> {
+    let mut v = crate::cost::tick_calls(true);
+    let mut by_shard: BTreeMap<u32, Vec<&Due>> = BTreeMap::new();
+    for d in due {
+        by_shard.entry(due_shard(&d.tenant, &d.name)).or_default().push(d);
+    }
+    let page = pulse_sweep::FIRE_PAGE as usize;
+    for k in 0..tickwork::schedules::DUE_SHARDS {
+        let shard = by_shard.get(&k).map(Vec::as_slice).unwrap_or(&[]);
+        // Pages to the end: a full page returns a cursor, and the next one is read (empty).
+        let mut pages: Vec<&[&Due]> = shard.chunks(page).collect();
+        if shard.len() % page == 0 {
+            pages.push(&[]);
+        }
+        for p in pages {
+            let sizes = p.iter().map(|d| capacity::item_size(&record(d, now_ms).to_item(job)));
+            v.push(Calls {
+                table: table::CONTROL,
+                op: "Query",
+                n: 1,
+                units: capacity::query_units(sizes, Consistency::Strong),
+            });
+            if p.is_empty() {
+                continue;
+            }
+            // Definitions: 100 keys a BatchGetItem, each a small item read eventually consistently.
+            for c in p.chunks(100) {
+                v.push(Calls { table: table::CONTROL, op: "BatchGetItem", n: 1, units: READ_EC * c.len() as f64 });
+            }
+            // Tenants: one strongly consistent GetItem each.
+            v.push(Calls { table: table::TENANTS, op: "GetItem", n: p.len() as u64, units: READ_STRONG });
+            for chunk in p.chunks(pulse_sweep::FIRE_CHUNK) {
+                let mut batch = Batch::new(Default::default());
+                for d in chunk {
+                    batch.add(vec![pulse_sweep::fire_entry(&d.name, &d.occurrence)], [d.tenant.clone()]);
+                }
+                // The fence's check, and per record the successor's put and the fired one's delete.
+                let control: f64 = TXN_SMALL
+                    + chunk
+                        .iter()
+                        .map(|d| {
+                            let put = capacity::write_units(
+                                None,
+                                Some(capacity::item_size(&record(d, now_ms + 86_400_000).to_item(job))),
+                            );
+                            capacity::transactional(put) + TXN_SMALL
+                        })
+                        .sum::<f64>();
+                v.push(Calls { table: table::CONTROL, op: "TransactWriteItems", n: 1, units: control });
+                for b in batch.split() {
+                    let item = NewItem {
+                        id: format!("{SCHED_KIND}#{}", b.fingerprint(SCHED_KIND)),
+                        kind: SCHED_KIND.into(),
+                        payload: b.to_payload(),
+                        tenant: None,
+                        due_ms: now_ms,
+                    };
+                    let w = enqueue_item("queue", queue, &item, now_ms)?;
+                    let size = w.put().map(|p| capacity::item_size(p.item())).unwrap_or(0);
+                    // Written in the same transaction: billed on the control table's request.
+                    v.push(Calls {
+                        table: table::QUEUE,
+                        op: "TransactWriteItems",
+                        n: 0,
+                        units: capacity::transactional(capacity::write_units(None, Some(size))),
+                    });
+                }
+            }
+        }
+    }
+    // The earliest record left, a shard at a time, and `sched_next` set.
+    v.push(Calls {
+        table: table::CONTROL,
+        op: "Query",
+        n: u64::from(tickwork::schedules::DUE_SHARDS),
+        units: READ_STRONG,
+    });
+    v.push(Calls { table: table::CONTROL, op: "UpdateItem", n: 1, units: WRITE });
+    Ok(v)
+}
+
+/// A fire's cost, and a month of one daily schedule per tenant beside the Scheduler.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SchedulesCost {
+    /// Tenants, each with one daily schedule.
+    pub tenants: u64,
+    /// Fires in the modelled tick.
+    pub fires: u64,
+    /// Requests a fire.
+    pub requests_per_fire: f64,
+    /// Read units a fire.
+    pub rcu_per_fire: f64,
+    /// Write units a fire (tenants sharing a spec or not: the same today).
+    pub wcu_per_fire: f64,
+    /// A month of fires, DynamoDB, US dollars.
+    pub month_usd: f64,
+    /// One EventBridge Scheduler schedule per tenant instead, a month, US dollars.
+    pub scheduler_month_usd: f64,
+}
+
+/// The units of `calls`: requests, read units, write units.
+pub fn totals(calls: &[Calls]) -> (u64, f64, f64) {
+    calls.iter().fold((0, 0.0, 0.0), |(n, r, w), c| {
+        let units = c.units * c.n.max(1) as f64;
+        if tickwork::meter::is_read(c.op) {
+            (n + c.n, r + units, w)
+        } else {
+            (n + c.n, r, w + units)
+        }
+    })
+}
+
+/// One daily schedule for each of `tenants`, modelled from a tick firing `sample` of them at once
+/// (the per-fire cost of a large tick), priced for 30 days.
+pub fn month(tenants: u64, sample: u64, job: &str, prices: &Prices) -> Result<SchedulesCost> {
+    let due: Vec<Due> = (0..sample)
+        .map(|i| Due {
+            tenant: format!("tenant-{i:07}"),
+            name: "nudge".into(),
+            occurrence: "2026-12-01T08:00:00+01:00".into(),
+        })
+        .collect();
+    let calls = fire_tick(&due, job, &QueueConfig::default(), 1_796_108_400_000)?;
+    let (n, r, w) = totals(&calls);
+    let f = sample.max(1) as f64;
+    let fires_month = tenants as f64 * 30.0;
+    let sched = scheduler_per_tenant(tenants as usize, &Stack::default(), prices);
+    Ok(SchedulesCost {
+        tenants,
+        fires: sample,
+        requests_per_fire: n as f64 / f,
+        rcu_per_fire: r / f,
+        wcu_per_fire: w / f,
+        month_usd: prices.units_usd(r / f * fires_month, w / f * fires_month),
+        scheduler_month_usd: sched.total(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fire_costs_about_four_write_units_and_a_million_daily_fires_cost_more_than_the_scheduler() {
+        let c = month(1_000_000, 10_000, "pulse-sweep", &Prices::default()).unwrap();
+        assert!((4.0..4.5).contains(&c.wcu_per_fire), "{c:?}");
+        assert!((1.4..1.7).contains(&c.rcu_per_fire), "{c:?}");
+        // 30 million fires: 30 M × ~4.1 WCU at $0.625/M is about $78, beside the Scheduler's
+        // 16 million paid invocations at $1/M plus their Lambda requests.
+        assert!(c.month_usd > c.scheduler_month_usd, "{c:?}");
+    }
+}
