@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use tickwork::budget::Unlimited;
+use tickwork::calendar::{CatchUp, Policy};
 use tickwork::config::Env;
 use tickwork::queue::QueueConfig;
 use tickwork::retry::RetryPolicy;
@@ -18,8 +19,8 @@ use tickwork_tests::{ms, unique, Local};
 
 use crate::binary::{ok, tickctl};
 
-/// The lateness bound the sweep's default policy has (a one-off older is refused).
-const LATENESS_MS: i64 = 2 * 86_400_000;
+/// The catch-up rules adds are checked against (a one-off the sweep would pass over is refused).
+const POLICY: Policy = Policy { catch_up: CatchUp::All, max_lateness_ms: 2 * 86_400_000, interval_ms: 900_000 };
 
 fn sweep(local: &Local, prefix: &str, faults: Option<&Faults>) -> (pulse_sweep::Deps, String) {
     let tables = pulse_sweep::Tables {
@@ -72,14 +73,14 @@ async fn each_occurrence_fires_once_at_the_first_tick_after_it_and_an_idle_tick_
     local.clock.set(ms("2026-12-01T14:00:00Z"));
     pulse_sweep::add_tenants(&deps, &[Tenant::new("acme", "Europe/Berlin")]).await.unwrap();
     let s = schedules(&deps);
-    assert_eq!(s.put("acme", "Europe/Berlin", def("nudge", "daily 08:00"), LATENESS_MS).await.unwrap(), Changed::Added);
+    assert_eq!(s.put("acme", "Europe/Berlin", def("nudge", "daily 08:00"), &POLICY).await.unwrap(), Changed::Added);
     assert_eq!(
-        s.put("acme", "Europe/Berlin", def("nudge", "daily 08:00"), LATENESS_MS).await.unwrap(),
+        s.put("acme", "Europe/Berlin", def("nudge", "daily 08:00"), &POLICY).await.unwrap(),
         Changed::Unchanged,
         "the same definition again writes nothing"
     );
-    s.put("acme", "Europe/Berlin", def("standup", "cron 30 9 * * 1-5"), LATENESS_MS).await.unwrap();
-    s.put("acme", "Europe/Berlin", def("call", "at 2026-12-02T12:00"), LATENESS_MS).await.unwrap();
+    s.put("acme", "Europe/Berlin", def("standup", "cron 30 9 * * 1-5"), &POLICY).await.unwrap();
+    s.put("acme", "Europe/Berlin", def("call", "at 2026-12-02T12:00"), &POLICY).await.unwrap();
     // The ticks that run the new zone and visit the new tenant, then an idle one: one read,
     // whatever the schedules.
     tick(&local, &deps, "2026-12-01T14:15:00Z").await;
@@ -94,7 +95,8 @@ async fn each_occurrence_fires_once_at_the_first_tick_after_it_and_an_idle_tick_
     assert_eq!(fires(&local, &queue).await, BTreeSet::new(), "none before its instant");
     let r = tick(&local, &deps, "2026-12-02T07:00:00Z").await;
     assert_eq!(r.fires, 1);
-    assert_eq!(fires(&local, &queue).await, BTreeSet::from([fire("acme", "nudge", "2026-12-02T08:00:00+01:00")]));
+    let acme: BTreeSet<_> = fires(&local, &queue).await.into_iter().filter(|f| f.0 == "acme").collect();
+    assert_eq!(acme, BTreeSet::from([fire("acme", "nudge", "2026-12-02T08:00:00+01:00")]));
     // A duplicate event at the same instant, and a late one: nothing more.
     tick(&local, &deps, "2026-12-02T07:00:00Z").await;
     tick(&local, &deps, "2026-12-02T07:15:00Z").await;
@@ -135,7 +137,7 @@ async fn a_change_a_pause_a_move_and_a_suspension_in_the_middle_of_a_day_fire_no
     pulse_sweep::add_tenants(&deps, &tenants).await.unwrap();
     let s = schedules(&deps);
     for id in ids {
-        s.put(id, "Europe/Berlin", def("evening", "daily 18:00"), LATENESS_MS).await.unwrap();
+        s.put(id, "Europe/Berlin", def("evening", "daily 18:00"), &POLICY).await.unwrap();
     }
     // Every quarter-hour from the adding to the end of Thursday the 3rd; at noon Berlin on the
     // 2nd (11:00Z) the changes, at noon on the 3rd the resumes.
@@ -145,7 +147,7 @@ async fn a_change_a_pause_a_move_and_a_suspension_in_the_middle_of_a_day_fire_no
         if at == "2026-12-02T11:00:00Z" {
             local.clock.set(t);
             assert_eq!(
-                s.put("changed", "Europe/Berlin", def("evening", "daily 20:00"), LATENESS_MS).await.unwrap(),
+                s.put("changed", "Europe/Berlin", def("evening", "daily 20:00"), &POLICY).await.unwrap(),
                 Changed::Changed
             );
             s.set_paused("paused", "evening", true, "Europe/Berlin").await.unwrap();
@@ -194,7 +196,7 @@ async fn a_process_that_dies_before_or_after_its_fire_transaction_fires_each_occ
             .await
             .unwrap();
         for id in ["a", "b"] {
-            schedules(&deps).put(id, "Asia/Kolkata", def("nudge", "daily 08:00"), LATENESS_MS).await.unwrap();
+            schedules(&deps).put(id, "Asia/Kolkata", def("nudge", "daily 08:00"), &POLICY).await.unwrap();
         }
         tick(&local, &deps, "2026-12-01T10:15:00Z").await;
         tick(&local, &deps, "2026-12-01T10:30:00Z").await;
@@ -242,8 +244,8 @@ async fn bad_input_is_refused_by_name_and_writes_nothing() {
     local.clock.set(ms("2026-12-01T10:00:00Z"));
     let s = schedules(&deps);
     let long_ago = def("old", "at 2026-11-20T09:00");
-    let e = s.put("acme", "Europe/Berlin", long_ago, LATENESS_MS).await.unwrap_err().to_string();
-    assert!(e.contains("more than the lateness bound"), "{e}");
+    let e = s.put("acme", "Europe/Berlin", long_ago, &POLICY).await.unwrap_err().to_string();
+    assert!(e.contains("too far in the past"), "{e}");
     let in_the_gap = ScheduleDef::new(
         "x",
         "at 2027-03-28T02:30".parse().unwrap(),
@@ -251,12 +253,12 @@ async fn bad_input_is_refused_by_name_and_writes_nothing() {
         Dst { gap: tickwork::schedules::Gap::Skip, ..Dst::default() },
     )
     .unwrap();
-    let e = s.put("acme", "Europe/Berlin", in_the_gap, LATENESS_MS).await.unwrap_err().to_string();
+    let e = s.put("acme", "Europe/Berlin", in_the_gap, &POLICY).await.unwrap_err().to_string();
     assert!(e.contains("does not exist in Europe/Berlin"), "{e}");
-    let e = s.put("acme", "Mars/Olympus", def("n", "daily 08:00"), LATENESS_MS).await.unwrap_err().to_string();
+    let e = s.put("acme", "Mars/Olympus", def("n", "daily 08:00"), &POLICY).await.unwrap_err().to_string();
     assert!(e.contains("Mars/Olympus"), "{e}");
     let long = def("a-name-of-twenty-six-bytes", "daily 08:00");
-    let e = s.put(&"x".repeat(1_000), "UTC", long, LATENESS_MS).await.unwrap_err().to_string();
+    let e = s.put(&"x".repeat(1_000), "UTC", long, &POLICY).await.unwrap_err().to_string();
     assert!(e.contains("longer than DynamoDB allows"), "{e}");
     let e = s.set_paused("acme", "nope", true, "UTC").await.unwrap_err().to_string();
     assert!(e.contains("no schedule `nope`"), "{e}");
@@ -325,7 +327,7 @@ async fn many_schedules_none_due_today_cost_one_read_a_tick_all_day() {
         .map(|i| (format!("t{i:06}"), zones[i % zones.len()].to_string(), def("report", "monthly 15 08:00")))
         .collect();
     let started = std::time::Instant::now();
-    let r = schedules(&deps).put_many(rows, LATENESS_MS).await.unwrap();
+    let r = schedules(&deps).put_many(rows, &POLICY).await.unwrap();
     assert_eq!(r.added, n as u64);
     eprintln!("{n} schedules imported in {:.1} s", started.elapsed().as_secs_f64());
     let state = deps.marks.read_strong(&deps.cfg.job).await.unwrap();
@@ -391,7 +393,7 @@ async fn the_schedules_cost_model_predicts_a_live_fire_tick() {
     let tenants: Vec<Tenant> = ids.iter().map(|id| Tenant::new(id.as_str(), "Europe/Berlin")).collect();
     pulse_sweep::add_tenants(&deps, &tenants).await.unwrap();
     let rows = ids.iter().map(|id| (id.clone(), "Europe/Berlin".to_string(), def("nudge", "daily 08:00"))).collect();
-    schedules(&deps).put_many(rows, LATENESS_MS).await.unwrap();
+    schedules(&deps).put_many(rows, &POLICY).await.unwrap();
     // The zone's run and the woken tenants' visit first: the 07:00Z tick fires and does nothing else.
     for at in ["2026-12-01T00:15:00Z", "2026-12-01T00:30:00Z", "2026-12-01T06:45:00Z"] {
         tick(&local, &deps, at).await;
@@ -431,4 +433,52 @@ async fn the_schedules_cost_model_predicts_a_live_fire_tick() {
     let requests: u64 = model.values().map(|(n, _)| n).sum();
     let units: f64 = model.values().map(|(_, u)| u).sum();
     eprintln!("200 fires: {requests} requests, {units} units");
+}
+
+/// Review findings, each a test: a schedule removed and added again under its name does not take
+/// its former record for its own (it fired the new time twice: once from each record); a record
+/// whose tenant's zone no longer reads is set an hour aside, and the ticks between are idle.
+#[tokio::test]
+async fn a_schedule_added_again_ignores_its_former_record_and_a_bad_one_is_set_aside_for_an_hour() {
+    let local = Local::new().await;
+    let p = unique("schedagain");
+    ok(&tickctl(&local, &p, &["provision"]));
+    let (deps, queue) = sweep(&local, &p, None);
+    local.clock.set(ms("2026-12-01T10:00:00Z"));
+    pulse_sweep::add_tenants(&deps, &[Tenant::new("acme", "Europe/Berlin")]).await.unwrap();
+    let s = schedules(&deps);
+    s.put("acme", "Europe/Berlin", def("nudge", "daily 09:00"), &POLICY).await.unwrap();
+    // Beside it in its due shard, a London tenant's 08:00 (08:00Z, the former record's time): the
+    // 08:00Z chunk holds both, so a fire repeated there would be queued in a batch of its own
+    // composition, not found as already queued.
+    pulse_sweep::add_tenants(&deps, &[Tenant::new("beta", "Europe/London")]).await.unwrap();
+    let shard = tickwork::schedules::due_shard("acme", "nudge");
+    let name = (0..).map(|i| format!("n{i}")).find(|n| tickwork::schedules::due_shard("beta", n) == shard).unwrap();
+    s.put("beta", "Europe/London", def(&name, "daily 08:00"), &POLICY).await.unwrap();
+    tick(&local, &deps, "2026-12-01T10:15:00Z").await;
+    tick(&local, &deps, "2026-12-01T10:30:00Z").await;
+    local.clock.set(ms("2026-12-01T19:00:00Z"));
+    assert!(s.remove("acme", "nudge").await.unwrap());
+    s.put("acme", "Europe/Berlin", def("nudge", "daily 08:00"), &POLICY).await.unwrap();
+    for at in ["2026-12-01T23:15:00Z", "2026-12-02T07:00:00Z", "2026-12-02T08:00:00Z", "2026-12-02T08:15:00Z"] {
+        tick(&local, &deps, at).await;
+    }
+    let acme: BTreeSet<_> = fires(&local, &queue).await.into_iter().filter(|f| f.0 == "acme").collect();
+    assert_eq!(acme, BTreeSet::from([fire("acme", "nudge", "2026-12-02T08:00:00+01:00")]));
+    // A tenant whose stored zone no longer reads (written around the library's checks).
+    let mut bad = tickwork::tenants::Tenant::new("odd", "UTC").to_item(8);
+    bad.insert("zone".into(), tickwork::schema::av_s("Mars/Olympus"));
+    local.db.client().put_item().table_name(format!("{p}-tenants")).set_item(Some(bad)).send().await.unwrap();
+    local.clock.set(ms("2026-12-02T08:20:00Z"));
+    s.put("odd", "UTC", def("ping", "daily 08:30"), &POLICY).await.unwrap();
+    let r = tick(&local, &deps, "2026-12-02T08:30:00Z").await;
+    assert_eq!((r.fires, r.failed_tenants), (0, 1), "isolated, counted");
+    let state = deps.marks.read_strong(&deps.cfg.job).await.unwrap();
+    assert_eq!(state.sched_next, Some(ms("2026-12-02T09:30:00Z")), "set an hour aside");
+    let before = deps.db.meter().read_write_requests();
+    tick(&local, &deps, "2026-12-02T08:45:00Z").await;
+    tick(&local, &deps, "2026-12-02T09:00:00Z").await;
+    let after = deps.db.meter().read_write_requests();
+    assert_eq!((after.0 - before.0, after.1 - before.1), (2, 0), "the ticks between are idle");
+    assert_eq!(tick(&local, &deps, "2026-12-02T09:30:00Z").await.failed_tenants, 1, "tried again, reported again");
 }

@@ -22,6 +22,13 @@ use crate::binary::{ok, tickctl};
 
 const QUARTER: i64 = 900_000;
 
+/// The catch-up rules the adds are checked against.
+const POLICY: tickwork::calendar::Policy = tickwork::calendar::Policy {
+    catch_up: tickwork::calendar::CatchUp::All,
+    max_lateness_ms: 2 * 86_400_000,
+    interval_ms: QUARTER,
+};
+
 fn deps(local: &Local, prefix: &str, faults: Option<&Faults>) -> pulse_sweep::Deps {
     let tables = pulse_sweep::Tables {
         control: format!("{prefix}-control"),
@@ -100,7 +107,7 @@ async fn every_occurrence_across_dst_changes_in_odd_zones_is_handed_over_once_de
         let day = tickwork::calendar::local_date(start + 40 * 3_600_000, &tz).unwrap();
         for (name, spec, dst) in specs(day) {
             let def = ScheduleDef::new(&name, spec.parse().unwrap(), 0, dst).unwrap();
-            live.schedules.put("t", w.zone, def, 2 * 86_400_000).await.unwrap();
+            live.schedules.put("t", w.zone, def, &POLICY).await.unwrap();
         }
         let mut rng = fastrand::Rng::with_seed(w.seed);
         // An outage of three hours somewhere in the window: no tick at all.

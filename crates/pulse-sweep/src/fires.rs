@@ -13,8 +13,9 @@
 //!    moves on, so a crash anywhere repeats nothing and loses nothing (a batch write beside a
 //!    plain put would re-fire after a crash, into a batch of another composition at a later tick).
 //!
-//! A record that cannot be read, or whose tenant cannot be, is isolated: counted as a failed unit,
-//! left in place, the rest of the page fired. When every due record is done, `sched_next` becomes
+//! A record whose tenant or definition cannot be read, or that cannot be planned (a zone the tz
+//! database does not know), is isolated: counted as a failed unit, set an hour ahead in the same
+//! transaction, the rest of the page fired. A record that does not read at all is left in place. When every due record is done, `sched_next` becomes
 //! the earliest record left, unless a schedule was added since the state item was read.
 
 use std::collections::HashMap;
@@ -134,16 +135,15 @@ async fn fire_page(
     }
     let mut planned: Vec<Planned> = Vec::new();
     for r in &records {
+        let isolate = |why: String| Planned { rec: r.clone(), plan: Action::Isolate(why), ver: 0 };
         if let Some(e) = unreadable.get(r.tenant.as_str()) {
-            tracing::warn!(tenant = %r.tenant, schedule = %r.name, error = %e, "tenant unreadable: its schedule is isolated");
-            report.failed_tenants += 1;
+            planned.push(isolate(format!("tenant unreadable: {e}")));
             continue;
         }
         let def = match defs.get(&(r.tenant.clone(), r.name.clone())) {
             Some(Ok(s)) => Some(s),
             Some(Err(e)) => {
-                tracing::warn!(tenant = %r.tenant, schedule = %r.name, error = %e, "definition unreadable: isolated");
-                report.failed_tenants += 1;
+                planned.push(isolate(format!("definition unreadable: {e}")));
                 continue;
             }
             None => None,
@@ -151,11 +151,8 @@ async fn fire_page(
         let t = tenants.get(r.tenant.as_str()).and_then(|t| t.as_ref());
         let now = t.map(|t| TenantNow { zone: &t.zone, active: t.active });
         match plan(r, def, now, now_ms, &deps.cfg.policy) {
-            Ok(p) => planned.push(Planned { rec: r.clone(), plan: p }),
-            Err(e) => {
-                tracing::warn!(tenant = %r.tenant, schedule = %r.name, error = %e, "schedule cannot be planned: isolated");
-                report.failed_tenants += 1;
-            }
+            Ok(p) => planned.push(Planned { rec: r.clone(), plan: Action::Plan(p), ver: def.map_or(0, |d| d.ver) }),
+            Err(e) => planned.push(isolate(format!("cannot be planned: {e}"))),
         }
     }
     for chunk in planned.chunks(FIRE_CHUNK) {
@@ -169,8 +166,25 @@ async fn fire_page(
 /// A record and what to do with it.
 struct Planned {
     rec: DueRecord,
-    plan: FirePlan,
+    plan: Action,
+    /// The definition's `ver` it was planned with.
+    ver: u64,
 }
+
+/// Fire (or drop) as planned, or set the record aside.
+enum Action {
+    Plan(FirePlan),
+    /// Its tenant or definition cannot be read, or it cannot be planned: counted as a failed
+    /// unit and looked at again in [`ISOLATED_RETRY_MS`] (not at every tick, which would keep
+    /// `sched_next` in the past and cost every idle tick a query).
+    Isolate(String),
+}
+
+/// How long a record set aside waits before it is tried again.
+pub const ISOLATED_RETRY_MS: i64 = 3_600_000;
+
+/// A transaction's items at most (DynamoDB's TransactWriteItems limit).
+const MAX_TRANSACTION_ITEMS: usize = 100;
 
 /// Records replaced in one transaction: two writes each (the successor, the delete) beside the
 /// fires' batch items and the fence, well inside a transaction's 100 items.
@@ -190,13 +204,19 @@ async fn write_chunk(
     let mut next = Vec::new();
     let mut done = Vec::new();
     let mut finished = Vec::new();
-    for Planned { rec: r, plan } in chunk {
+    let mut isolated = 0u64;
+    for Planned { rec: r, plan, ver } in chunk {
         match plan {
-            FirePlan::Drop { why } => {
+            Action::Isolate(why) => {
+                tracing::warn!(tenant = %r.tenant, schedule = %r.name, why = %why, "schedule isolated: tried again in an hour");
+                isolated += 1;
+                next.push(DueRecord { due_ms: now_ms + ISOLATED_RETRY_MS, ..r.clone() });
+            }
+            Action::Plan(FirePlan::Drop { why }) => {
                 tracing::info!(tenant = %r.tenant, schedule = %r.name, why, "due record dropped unfired");
                 dropped += 1;
             }
-            FirePlan::Fire { fire, skipped: s, next: successor, finished: over } => {
+            Action::Plan(FirePlan::Fire { fire, skipped: s, next: successor, finished: over }) => {
                 for o in fire {
                     batch.add(vec![entry(&r.name, &o.key)], [r.tenant.clone()]);
                 }
@@ -204,7 +224,7 @@ async fn write_chunk(
                 skipped += u64::from(*s);
                 next.extend(successor.clone());
                 if *over {
-                    finished.push((r.tenant.clone(), r.name.clone()));
+                    finished.push((r.tenant.clone(), r.name.clone(), *ver));
                 }
             }
         }
@@ -222,6 +242,12 @@ async fn write_chunk(
         queued.push(enqueue_item(&deps.tables.queue, &deps.queue_cfg, &item, now_ms)?);
     }
     let replace = deps.schedules.replace_items(&next, &done, &finished);
+    // Many fires (a backlog caught up) make many batch items: halves, each its own transaction.
+    if queued.len() + replace.len() + 1 > MAX_TRANSACTION_ITEMS && chunk.len() > 1 {
+        let (a, b) = chunk.split_at(chunk.len() / 2);
+        return Ok(Box::pin(write_chunk(deps, fence, now_ms, a, report)).await?
+            && Box::pin(write_chunk(deps, fence, now_ms, b, report)).await?);
+    }
     // A batch item already there holds exactly these units (its id is their digest): they are
     // queued, and the records move on without it. Anything else that fails leaves the chunk.
     for _ in 0..2 {
@@ -232,6 +258,7 @@ async fn write_chunk(
                 report.fires += fired;
                 report.fires_skipped += skipped;
                 report.schedules_dropped += dropped;
+                report.failed_tenants += isolated;
                 return Ok(true);
             }
             Fenced::Stale => return Ok(false),

@@ -54,7 +54,8 @@ struct Coming {
 
 pub async fn run(env: &Env, as_json: bool, action: SchedCmd) -> Result<i32> {
     let (s, tenants) = store(env).await?;
-    let lateness = pulse_sweep::config::policy(env, std::time::Duration::from_secs(900))?.max_lateness_ms;
+    let policy = pulse_sweep::config::policy(env, std::time::Duration::from_secs(900))?;
+    let lateness = &policy;
     let said = |c: Changed| match c {
         Changed::Added => "added",
         Changed::Changed => "changed (owed from now)",

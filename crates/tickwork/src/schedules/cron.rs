@@ -7,8 +7,8 @@
 //! tickwork's policies must see each nominal time before it is resolved.
 //!
 //! Fields: `*`, a value, `a-b`, `*/n`, `a-b/n`, `a/n`, and lists of those; months `JAN`–`DEC`,
-//! days `SUN`–`SAT` (0 and 7 both Sunday). When both day fields are restricted, a day matches
-//! either (Vixie cron's rule, which POSIX states too).
+//! days `SUN`–`SAT` (0 and 7 both Sunday). When neither day field begins with `*`, a day matches
+//! either; when one does (`*`, `*/2`), it must match both (Vixie cron's DOM_STAR/DOW_STAR rule).
 
 use jiff::civil::{Date, DateTime};
 
@@ -22,9 +22,9 @@ pub struct Cron {
     days: u32,
     months: u16,
     weekdays: u8,
-    /// The day-of-month field was `*` (or `*/1`): only the weekday field restricts days.
+    /// The day-of-month field begins with `*` (`*`, `*/2`): Vixie cron's DOM_STAR.
     any_day: bool,
-    /// The day-of-week field was `*`.
+    /// The day-of-week field begins with `*`: DOW_STAR.
     any_weekday: bool,
     text: String,
 }
@@ -96,7 +96,7 @@ impl Field {
                 v += step;
             }
         }
-        Ok((bits, text == "*" || text == "*/1"))
+        Ok((bits, text.starts_with('*')))
     }
 }
 
@@ -152,11 +152,11 @@ impl Cron {
         let wd = d.weekday().to_sunday_zero_offset() as u8;
         let by_dom = self.dom(d.day());
         let by_dow = self.weekdays & (1 << wd) != 0;
-        match (self.any_day, self.any_weekday) {
-            (true, true) => true,
-            (true, false) => by_dow,
-            (false, true) => by_dom,
-            (false, false) => by_dom || by_dow,
+        // Vixie cron: either field starred, a day must match both; neither, either.
+        if self.any_day || self.any_weekday {
+            by_dom && by_dow
+        } else {
+            by_dom || by_dow
         }
     }
 
@@ -241,6 +241,11 @@ mod tests {
         // Day of month restricted alone: weekdays do not widen it.
         let c = Cron::parse("0 8 1 * *").unwrap();
         assert!(!c.matches_date(date(2026, 12, 7)));
+        // A starred field with a step still asks for both: odd days that are Mondays.
+        let c = Cron::parse("0 9 */2 * 1").unwrap();
+        assert!(c.matches_date(date(2026, 12, 7)), "the 7th, a Monday");
+        assert!(!c.matches_date(date(2026, 12, 14)), "a Monday, an even day");
+        assert!(!c.matches_date(date(2026, 12, 9)), "an odd day, a Wednesday");
     }
 
     #[test]

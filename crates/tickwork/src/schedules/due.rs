@@ -71,18 +71,25 @@ impl Schedules {
             let mut pending = chunk.to_vec();
             let mut rounds = 0;
             while !pending.is_empty() {
+                // Strongly consistent: a definition read a moment stale (just added, changed or
+                // resumed) would drop its new record as another's.
                 let req = self.db.client().batch_get_item().request_items(
                     &self.table,
-                    KeysAndAttributes::builder().set_keys(Some(pending.clone())).build().expect("keys"),
+                    KeysAndAttributes::builder()
+                        .set_keys(Some(pending.clone()))
+                        .consistent_read(true)
+                        .build()
+                        .expect("keys"),
                 );
                 let res = self.db.batch_get(req).await?;
                 for item in res.responses().and_then(|r| r.get(&self.table)).cloned().unwrap_or_default() {
+                    // Named by its key, so that one that does not read is isolated, not taken
+                    // for a schedule removed.
+                    let prefix = def_pk(&self.job, "");
+                    let tenant = crate::schema::get_s(&item, PK).and_then(|p| p.strip_prefix(prefix.as_str()));
+                    let (Some(tenant), Some(name)) = (tenant, crate::schema::get_s(&item, SK)) else { continue };
                     let s = Schedule::from_item(&item).map_err(|e| e.to_string());
-                    let id = match &s {
-                        Ok(s) => (s.tenant.clone(), s.def.name.clone()),
-                        Err(_) => continue,
-                    };
-                    out.insert(id, s);
+                    out.insert((tenant.to_string(), name.to_string()), s);
                 }
                 pending = res
                     .unprocessed_keys()
@@ -106,18 +113,20 @@ impl Schedules {
     /// The writes that replace fired records, for the sweep's transaction with the fires' queue
     /// items (all or nothing: a fire is enqueued exactly when its record moves on): each
     /// successor put, each fired record deleted (only if still there: another writer that moved
-    /// it cancels the transaction), each finished one-off's definition deleted.
+    /// it cancels the transaction), each finished one-off's definition deleted (only if still the
+    /// version fired: a one-off added again under its name meanwhile stays).
     pub fn replace_items(
         &self,
         next: &[DueRecord],
         done: &[Item],
-        finished: &[(String, String)],
+        finished: &[(String, String, u64)],
     ) -> Vec<aws_sdk_dynamodb::types::TransactWriteItem> {
         use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
         // A successor can have the key of the record it replaces (a record recomputed to the same
-        // instant): it is put, not deleted, and a transaction may not name a key twice.
-        let put_keys: std::collections::HashSet<(String, String)> =
-            next.iter().map(|r| key_pair(&r.key(&self.job))).collect();
+        // instant): it is put, not deleted, and a transaction may not name a key twice (nor two
+        // successors one key).
+        let mut put_keys = std::collections::HashSet::new();
+        let next: Vec<&DueRecord> = next.iter().filter(|r| put_keys.insert(key_pair(&r.key(&self.job)))).collect();
         let mut out: Vec<TransactWriteItem> = next
             .iter()
             .map(|r| {
@@ -135,10 +144,13 @@ impl Schedules {
                 .expect("delete has table and key");
             TransactWriteItem::builder().delete(del).build()
         }));
-        out.extend(finished.iter().map(|(t, n)| {
+        out.extend(finished.iter().map(|(t, n, ver)| {
             let del = Delete::builder()
                 .table_name(&self.table)
                 .set_key(Some(key(def_pk(&self.job, t), n)))
+                .condition_expression("attribute_not_exists(#ver) OR #ver = :ver")
+                .expression_attribute_names("#ver", "ver")
+                .expression_attribute_values(":ver", av_n(*ver))
                 .build()
                 .expect("delete has table and key");
             TransactWriteItem::builder().delete(del).build()

@@ -12,12 +12,15 @@
 //! - The next record: the first occurrence after what was handled. A one-off that has fired (or
 //!   was passed over) has none, and its definition goes too: it leaves nothing behind.
 
-use crate::calendar::{zone, Policy};
+use crate::calendar::{zone, CatchUp, Policy};
 use crate::clock::Millis;
 
 use super::occurrence::{between, catch_up, next_after, spread_ms, Occurrence};
 use super::record::{DueRecord, Schedule};
 use super::spec::SpecError;
+
+/// Fires one record hands over at one tick at most (a backlog under `all` continues at the next).
+pub const MAX_FIRES_PER_RECORD: usize = 500;
 
 /// Where a schedule's tenant stands, as the sweep read it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,10 +131,17 @@ pub fn plan(
     let spread = spread_ms(&s.tenant, &s.def.name, s.def.spread_min);
     let owed_from = rec.after_ms.max(owed_since(s, &tz)?);
     let until = now_ms - spread;
-    let missed: Vec<Occurrence> = between(&s.def.spec, &tz, s.def.dst, owed_from, until)?;
+    let mut missed: Vec<Occurrence> = between(&s.def.spec, &tz, s.def.dst, owed_from, until)?;
+    // A long backlog of a frequent spec under `all` goes out a slice a tick, oldest first: one
+    // record's fires stay within a transaction's items and bytes, and the successor is due at
+    // once for the next slice.
+    let mut handled = owed_from.max(until);
+    if policy.catch_up == CatchUp::All && missed.len() > MAX_FIRES_PER_RECORD {
+        missed.truncate(MAX_FIRES_PER_RECORD);
+        handled = missed.last().map_or(handled, |o| o.at_ms);
+    }
     let (fire, skipped) =
         if t.active { catch_up(&missed, spread, now_ms, policy) } else { (Vec::new(), missed.len() as u32) };
-    let handled = owed_from.max(until);
     let next = next_record(s, t.zone, &tz, handled)?;
     let finished = next.is_none() && s.def.spec.one_off();
     Ok(FirePlan::Fire { fire, skipped, next, finished })
@@ -140,7 +150,6 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calendar::CatchUp;
     use crate::schedules::spec::{Dst, ScheduleDef};
 
     fn ms(s: &str) -> Millis {
@@ -231,6 +240,25 @@ mod tests {
             FirePlan::Fire { fire, next, finished, .. } => {
                 assert_eq!(fire.len(), 1);
                 assert_eq!((next, finished), (None, true));
+            }
+            d => panic!("{d:?}"),
+        }
+    }
+
+    #[test]
+    fn a_long_backlog_of_a_frequent_spec_goes_out_a_slice_a_tick() {
+        let s = sched("cron * * * * *", "2026-12-01T00:00:00Z");
+        let r = first_record(&s, "Europe/Berlin").unwrap().unwrap();
+        // Twelve hours of minutes (720) due at once: 500 now, the successor due at once.
+        match plan(&r, Some(&s), Some(BERLIN), ms("2026-12-01T12:00:00Z"), &POLICY).unwrap() {
+            FirePlan::Fire { fire, skipped, next, .. } => {
+                assert_eq!((fire.len(), skipped), (MAX_FIRES_PER_RECORD, 0));
+                let n = next.unwrap();
+                assert_eq!(n.due_ms, fire.last().unwrap().at_ms + 60_000, "the next minute, long past");
+                match plan(&n, Some(&s), Some(BERLIN), ms("2026-12-01T12:15:00Z"), &POLICY).unwrap() {
+                    FirePlan::Fire { fire: rest, .. } => assert_eq!(rest.len(), 720 + 15 - 500),
+                    d => panic!("{d:?}"),
+                }
             }
             d => panic!("{d:?}"),
         }

@@ -11,6 +11,7 @@
 //! - [`store`]: the reads and writes of schedules; `due`: the sweep's reads and writes of the due
 //!   index.
 
+mod commit;
 pub mod cron;
 mod due;
 pub mod error;
@@ -30,4 +31,4 @@ pub use import::Imported;
 pub use occurrence::{between, catch_up, next_after, occurrence_key, resolve, spread_ms, Occurrence};
 pub use record::{due_shard, DueRecord, Schedule, DUE_SHARDS, SCHED_KIND};
 pub use spec::{Dst, Fold, Gap, MonthDay, ScheduleDef, Spec};
-pub use store::{Changed, Schedules};
+pub use store::{Changed, Schedules, ONE_OFF_MARGIN_MS};

@@ -86,14 +86,15 @@ pub fn due_shard(tenant: &str, name: &str) -> u32 {
     u32::from_be_bytes(d[..4].try_into().expect("4 bytes")) % DUE_SHARDS
 }
 
-/// A due record's sort key: due instant first, so "due by now" is a key condition.
+/// A due record's sort key: due instant first, so "due by now" is a key condition. Fifteen digits:
+/// every instant up to the year 9999 (the latest a one-off can name) sorts by its value.
 pub fn due_sk(due_ms: Millis, tenant: &str, name: &str) -> String {
-    format!("{:013}#{tenant}#{name}", due_ms.max(0))
+    format!("{:015}#{tenant}#{name}", due_ms.max(0))
 }
 
 /// The exclusive upper bound of the sort keys due at or before `now_ms`.
 pub fn due_bound(now_ms: Millis) -> String {
-    format!("{:013}", now_ms.max(0) + 1)
+    format!("{:015}", now_ms.max(0) + 1)
 }
 
 const SPEC: &str = "spec";
@@ -213,6 +214,9 @@ mod tests {
         assert!(sk.as_str() < due_bound(r.due_ms).as_str());
         assert!(sk.as_str() >= due_bound(r.due_ms - 1).as_str());
         assert!(due_sk(999, "z", "z") < due_sk(1_000, "a", "a"), "zero-padded: the instant decides");
+        // A one-off in 2300 (14 digits of milliseconds) sorts after today's records.
+        let y2300 = "2300-01-01T00:00:00Z".parse::<jiff::Timestamp>().unwrap().as_millisecond();
+        assert!(due_sk(y2300, "a", "a") > due_sk(r.due_ms, "z", "z"));
         // Spread over every shard.
         let shards: std::collections::BTreeSet<u32> = (0..100).map(|i| due_shard(&format!("t{i}"), "n")).collect();
         assert_eq!(shards.len() as u32, DUE_SHARDS);

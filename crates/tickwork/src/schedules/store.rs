@@ -6,16 +6,16 @@
 
 use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, WriteRequest};
 
+use super::commit::{commit, Committed};
 use super::error::{ScheduleError, SpecError};
 use super::fire::first_record;
-use super::record::{def_pk, Schedule};
+use super::record::{def_pk, DueRecord, Schedule};
 use super::spec::ScheduleDef;
+use crate::calendar::{CatchUp, Policy};
 use crate::clock::{Millis, SharedClock};
 use crate::db::Db;
-use crate::error::DbError;
 use crate::item::Item;
 use crate::schema::{av_n, av_s, key, put_new_item, PK, SK};
-use crate::watermark::{watermark_key, SCHED_ADDS, SCHED_NEXT};
 
 /// What a change did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,43 +87,32 @@ impl Schedules {
     }
 
     /// Adds or changes `tenant`'s schedule `def`, owed from now, computed in `zone` (the
-    /// tenant's). The same definition again writes nothing. A one-off whose instant passed more
-    /// than `max_lateness_ms` ago is refused (it could never fire).
+    /// tenant's: the caller reads it, and adds the tenant first). The same definition again
+    /// writes nothing (a paused one stays paused; a changed one keeps its pause). A one-off that
+    /// `policy` would pass over is refused (it could never fire).
     pub async fn put(
         &self,
         tenant: &str,
         zone: &str,
         def: ScheduleDef,
-        max_lateness_ms: Millis,
+        policy: &Policy,
     ) -> Result<Changed, ScheduleError> {
-        self.check(tenant, zone, &def, max_lateness_ms)?;
+        self.check(tenant, zone, &def, policy)?;
         let now = self.clock.now_ms();
         let old = self.get(tenant, &def.name).await?;
-        if let Some(o) = &old {
-            if !o.paused && o.same_def(&def) {
-                return Ok(Changed::Unchanged);
-            }
+        if old.as_ref().is_some_and(|o| o.same_def(&def)) {
+            return Ok(Changed::Unchanged);
         }
-        let s = Schedule {
-            tenant: tenant.to_string(),
-            def,
-            paused: false,
-            ver: old.as_ref().map_or(1, |o| o.ver + 1),
-            since_ms: now,
-        };
-        self.write(&s, old.as_ref(), Some(zone)).await?;
+        let paused = old.as_ref().is_some_and(|o| o.paused);
+        let s = Schedule { tenant: tenant.to_string(), def, paused, ver: next_ver(old.as_ref(), now), since_ms: now };
+        self.write(&s, old.as_ref(), (!paused).then_some(zone)).await?;
         Ok(if old.is_some() { Changed::Changed } else { Changed::Added })
     }
 
     /// What every add checks before writing: the zone, the keys' lengths, and that a one-off
-    /// can fire (its local time exists under its gap policy; it is within the lateness bound).
-    pub(super) fn check(
-        &self,
-        tenant: &str,
-        zone: &str,
-        def: &ScheduleDef,
-        max_lateness_ms: Millis,
-    ) -> Result<(), SpecError> {
+    /// can fire (its local time exists under its gap policy; the sweep's catch-up would not pass
+    /// it over, with [`ONE_OFF_MARGIN_MS`] to spare for the tick that reaches it).
+    pub(super) fn check(&self, tenant: &str, zone: &str, def: &ScheduleDef, policy: &Policy) -> Result<(), SpecError> {
         let now = self.clock.now_ms();
         crate::calendar::zone(zone).map_err(|e| SpecError(e.0))?;
         check_keys(&self.job, tenant, &def.name)?;
@@ -138,12 +127,19 @@ impl Schedules {
                     );
                 }
             }
-            let far_back = now - max_lateness_ms - 1;
+            // Passed over beyond the lateness bound, and under `skip` beyond one tick.
+            let bound = match policy.catch_up {
+                CatchUp::Skip => policy.interval_ms.min(policy.max_lateness_ms),
+                _ => policy.max_lateness_ms,
+            };
+            let far_back = now - bound + ONE_OFF_MARGIN_MS;
             if super::occurrence::next_after(&def.spec, &tz, def.dst, far_back)?.is_none() {
                 return Err(SpecError(format!(
-                    "`{}` is more than the lateness bound ({} h) in the past: it would never fire",
+                    "`{}` is too far in the past for the sweep's catch-up ({:?}, {} min less a margin of {} min): it would never fire",
                     def.spec,
-                    max_lateness_ms / 3_600_000
+                    policy.catch_up,
+                    bound / 60_000,
+                    ONE_OFF_MARGIN_MS / 60_000
                 )));
             }
         }
@@ -151,14 +147,8 @@ impl Schedules {
     }
 
     /// [`Schedules::check`] for a caller that sorts rows before a [`Schedules::put_many`].
-    pub fn check_row(
-        &self,
-        tenant: &str,
-        zone: &str,
-        def: &ScheduleDef,
-        max_lateness_ms: Millis,
-    ) -> Result<(), SpecError> {
-        self.check(tenant, zone, def, max_lateness_ms)
+    pub fn check_row(&self, tenant: &str, zone: &str, def: &ScheduleDef, policy: &Policy) -> Result<(), SpecError> {
+        self.check(tenant, zone, def, policy)
     }
 
     /// Now, by the store's clock.
@@ -181,22 +171,29 @@ impl Schedules {
         if old.paused == paused {
             return Ok(Changed::Unchanged);
         }
-        let s = Schedule { paused, ver: old.ver + 1, since_ms: self.clock.now_ms(), ..old.clone() };
+        let now = self.clock.now_ms();
+        let s = Schedule { paused, ver: next_ver(Some(&old), now), since_ms: now, ..old.clone() };
         self.write(&s, Some(&old), (!paused).then_some(zone)).await?;
         Ok(Changed::Changed)
     }
 
     /// Every active schedule of `tenant` owed from now in `zone`: after a tenant is moved or
-    /// resumed (its records written before are stale from here on and fire nothing).
+    /// resumed (its records written before are stale from here on and fire nothing). A schedule
+    /// changed or removed meanwhile (the sweep finishing a one-off) is passed over: its own
+    /// change wrote what it needs.
     pub async fn retarget(&self, tenant: &str, zone: &str) -> Result<u32, ScheduleError> {
         let mut n = 0;
         for old in self.list(tenant).await? {
             if old.paused {
                 continue;
             }
-            let s = Schedule { ver: old.ver + 1, since_ms: self.clock.now_ms(), ..old.clone() };
-            self.write(&s, Some(&old), Some(zone)).await?;
-            n += 1;
+            let now = self.clock.now_ms();
+            let s = Schedule { ver: next_ver(Some(&old), now), since_ms: now, ..old.clone() };
+            match self.write(&s, Some(&old), Some(zone)).await {
+                Ok(()) => n += 1,
+                Err(ScheduleError::Raced { .. }) => {}
+                Err(e) => return Err(e),
+            }
         }
         Ok(n)
     }
@@ -223,16 +220,13 @@ impl Schedules {
         Ok(all.len() as u32)
     }
 
-    /// The definition (conditional on the version read) and its first record, in one
-    /// transaction, after `sched_next` is lowered to the record's due time.
+    /// The definition (conditional on the version read) and its first record, committed with the
+    /// state item ([`super::commit`]).
     async fn write(&self, s: &Schedule, old: Option<&Schedule>, zone: Option<&str>) -> Result<(), ScheduleError> {
         let record = match zone {
             Some(z) => first_record(s, z)?,
             None => None,
         };
-        if let Some(r) = &record {
-            self.note_next(r.due_ms).await?;
-        }
         let def_put = match old {
             None => put_new_item(&self.table, s.to_item(&self.job)),
             Some(o) => {
@@ -249,54 +243,36 @@ impl Schedules {
         };
         let mut items = vec![def_put];
         if let Some(r) = &record {
-            let put = aws_sdk_dynamodb::types::Put::builder()
-                .table_name(&self.table)
-                .set_item(Some(r.to_item(&self.job)))
-                .build()
-                .expect("put has table and item");
-            items.push(aws_sdk_dynamodb::types::TransactWriteItem::builder().put(put).build());
+            items.push(record_put(&self.table, &self.job, r));
         }
-        match self.db.transact_write(items).await {
-            Ok(_) => Ok(()),
-            Err(DbError::TransactionCanceled { .. }) | Err(DbError::ConditionFailed { .. }) => {
+        match commit(&self.db, &self.table, &self.job, items, record.as_ref().map(|r| r.due_ms)).await? {
+            Committed::Written => Ok(()),
+            Committed::ConditionFailed(_) => {
                 Err(ScheduleError::Raced { tenant: s.tenant.clone(), name: s.def.name.clone() })
             }
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// Lowers the state item's `sched_next` to `due_ms` (never raises it), and counts the add.
-    pub(super) async fn note_next(&self, due_ms: Millis) -> Result<(), DbError> {
-        let lower = self
-            .db
-            .client()
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(watermark_key(&self.job)))
-            .update_expression("SET #n = :d ADD #a :one")
-            .condition_expression("attribute_not_exists(#n) OR #n > :d")
-            .expression_attribute_names("#n", SCHED_NEXT)
-            .expression_attribute_names("#a", SCHED_ADDS)
-            .expression_attribute_values(":d", av_n(due_ms))
-            .expression_attribute_values(":one", av_n(1));
-        match self.db.update(lower).await {
-            Ok(_) => Ok(()),
-            Err(DbError::ConditionFailed { .. }) => {
-                let count = self
-                    .db
-                    .client()
-                    .update_item()
-                    .table_name(&self.table)
-                    .set_key(Some(watermark_key(&self.job)))
-                    .update_expression("ADD #a :one")
-                    .expression_attribute_names("#a", SCHED_ADDS)
-                    .expression_attribute_values(":one", av_n(1));
-                self.db.update(count).await.map(|_| ())
-            }
-            Err(e) => Err(e),
         }
     }
 }
+
+/// A due record's put, for a transaction.
+pub(super) fn record_put(table: &str, job: &str, r: &DueRecord) -> aws_sdk_dynamodb::types::TransactWriteItem {
+    let put = aws_sdk_dynamodb::types::Put::builder()
+        .table_name(table)
+        .set_item(Some(r.to_item(job)))
+        .build()
+        .expect("put has table and item");
+    aws_sdk_dynamodb::types::TransactWriteItem::builder().put(put).build()
+}
+
+/// A changed definition's `ver`: above the old one and at least the change's instant, so that a
+/// schedule removed and added again never matches a record of its former self.
+pub(super) fn next_ver(old: Option<&Schedule>, now_ms: Millis) -> u64 {
+    let now = now_ms.max(0) as u64;
+    old.map_or(now, |o| (o.ver + 1).max(now))
+}
+
+/// A one-off accepted this far inside the catch-up bound still reaches a tick before it passes.
+pub const ONE_OFF_MARGIN_MS: Millis = 30 * 60_000;
 
 fn delete(k: Item) -> WriteRequest {
     WriteRequest::builder().delete_request(DeleteRequest::builder().set_key(Some(k)).build().expect("key")).build()
