@@ -354,9 +354,15 @@ enum Res {
     Function {
         suffix: String,
     },
+    /// A Scheduler schedule of the stack (default group), by its name's suffix (`-sweep-wake`).
+    Schedule {
+        suffix: String,
+    },
 }
 
 const FUNCTION_ARN: &str = "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${AWS::StackName}";
+const SCHEDULE_ARN: &str =
+    "arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/default/${AWS::StackName}";
 
 fn resource(v: &Value) -> Res {
     let (tag, inner) = untag(v);
@@ -364,6 +370,7 @@ fn resource(v: &Value) -> Res {
     match tag.as_str() {
         "!GetAtt" => Res::Table { logical: s.trim_end_matches(".Arn").to_string(), index: None },
         "!Sub" if s.starts_with(FUNCTION_ARN) => Res::Function { suffix: s[FUNCTION_ARN.len()..].to_string() },
+        "!Sub" if s.starts_with(SCHEDULE_ARN) => Res::Schedule { suffix: s[SCHEDULE_ARN.len()..].to_string() },
         "!Sub" => {
             let (arn, rest) = s.strip_prefix("${").and_then(|r| r.split_once(".Arn}")).expect("${X.Arn}...");
             if let Some(index) = rest.strip_prefix("/index/") {
@@ -503,6 +510,11 @@ fn asked_with(a: &Access, logical: &dyn Fn(&str) -> String, bucket_ok: &dyn Fn(&
             Asked { logical: "ArchiveBucket".into(), object_key: Some(key.clone()), ..base }
         }
         Resource::Function { name } => Asked { logical: format!("function:{name}"), ..base },
+        Resource::Schedule { name } => Asked { logical: format!("schedule:{name}"), ..base },
+        // A role of the stack, by its name's suffix (`<stack>-WakeRole`), as a `!GetAtt X.Arn`.
+        Resource::Role { arn } => {
+            Asked { logical: arn.rsplit(['/', '-']).next().unwrap_or_default().to_string(), ..base }
+        }
         Resource::Bucket { .. } => panic!("{}: the functions never list a bucket", a.action),
     }
 }
@@ -517,6 +529,7 @@ fn allows(st: &Statement, action: &str, a: &Asked) -> bool {
             bucket == &a.logical && a.object_key.as_deref().is_some_and(|k| k.starts_with(prefix.as_str()))
         }
         Res::Function { suffix } => a.logical.strip_prefix("function:").is_some_and(|n| n.ends_with(suffix.as_str())),
+        Res::Schedule { suffix } => a.logical.strip_prefix("schedule:").is_some_and(|n| n.ends_with(suffix.as_str())),
     });
     let cond_ok = match (&st.leading_keys, &a.leading_key) {
         (None, _) => true,

@@ -482,3 +482,87 @@ async fn a_schedule_added_again_ignores_its_former_record_and_a_bad_one_is_set_a
     assert_eq!((after.0 - before.0, after.1 - before.1), (2, 0), "the ticks between are idle");
     assert_eq!(tick(&local, &deps, "2026-12-02T09:30:00Z").await.failed_tenants, 1, "tried again, reported again");
 }
+
+/// The sweep wakes itself at a schedule's instant: a tick that fires sets the one-time Scheduler
+/// schedule (as the template declares it) for the next record due before the next tick, lets its
+/// lease go, and the wake's invocation (the Scheduler shape, at that instant) fires it; an idle
+/// tick that finds a record due before the next tick sets the wake once.
+#[tokio::test]
+async fn the_sweep_wakes_at_a_schedules_instant_between_ticks() {
+    use aws_sdk_scheduler::types::{FlexibleTimeWindow, FlexibleTimeWindowMode, ScheduleState, Target};
+    let local = Local::new().await;
+    let p = unique("schedwake");
+    ok(&tickctl(&local, &p, &["provision"]));
+    // The template's quarter-hour schedule (the code's default interval is a minute).
+    let env = Env::from_pairs([("TICKWORK_PULSE_INTERVAL_SECS", "900"), ("TICKWORK_PULSE_LEASE_SECS", "840")]);
+    let cfg = pulse_sweep::PulseConfig::from_env(&env, std::time::Duration::from_secs(1)).unwrap();
+    let tables = pulse_sweep::Tables {
+        control: format!("{p}-control"),
+        tenants: format!("{p}-tenants"),
+        queue: format!("{p}-queue"),
+    };
+    let db = local.db_with(None, None, &RetryPolicy::default());
+    let mut deps = pulse_sweep::Deps::new(db, local.clock(), cfg, tables, 8, QueueConfig::default());
+    let queue = format!("{p}-queue");
+    let mut b = aws_sdk_scheduler::config::Builder::from(&local.sdk);
+    if let Some(r) = tickwork::iam::suite_recorder() {
+        b = b.interceptor(r.map(pulse_sweep::wake::scheduler_accesses));
+    }
+    let scheduler = aws_sdk_scheduler::Client::from_conf(b.build());
+    // The template's schedule: disabled, far ahead, until the sweep sets it.
+    let cfg = pulse_sweep::wake::WakeConfig {
+        schedule: format!("{p}-sweep-wake"),
+        target_arn: format!("arn:aws:lambda:us-east-1:123456789012:function:{p}-pulse-sweep"),
+        role_arn: format!("arn:aws:iam::123456789012:role/{p}-WakeRole"),
+    };
+    scheduler
+        .create_schedule()
+        .name(&cfg.schedule)
+        .schedule_expression("at(2099-01-01T00:00:00)")
+        .flexible_time_window(FlexibleTimeWindow::builder().mode(FlexibleTimeWindowMode::Off).build().unwrap())
+        .target(Target::builder().arn(&cfg.target_arn).role_arn(&cfg.role_arn).build().unwrap())
+        .state(ScheduleState::Disabled)
+        .send()
+        .await
+        .unwrap();
+    deps.waker = Some(std::sync::Arc::new(pulse_sweep::wake::SchedulerWaker::new(scheduler.clone(), cfg.clone())));
+    local.clock.set(ms("2026-12-01T10:00:00Z"));
+    pulse_sweep::add_tenants(&deps, &[Tenant::new("acme", "Europe/Berlin")]).await.unwrap();
+    let s = schedules(&deps);
+    s.put("acme", "Europe/Berlin", def("early", "daily 08:00"), &POLICY).await.unwrap();
+    s.put("acme", "Europe/Berlin", def("later", "daily 08:05"), &POLICY).await.unwrap();
+    for at in ["2026-12-01T10:15:00Z", "2026-12-01T10:30:00Z", "2026-12-01T23:00:00Z"] {
+        tick(&local, &deps, at).await;
+    }
+    // 07:00Z fires 08:00 Berlin and sets the wake for 08:05 (07:05Z).
+    let r = tick(&local, &deps, "2026-12-02T07:00:00Z").await;
+    assert_eq!(r.fires, 1);
+    let got = scheduler.get_schedule().name(&cfg.schedule).send().await.unwrap();
+    assert_eq!(got.schedule_expression(), Some("at(2026-12-02T07:05:00)"));
+    assert_eq!(got.state(), Some(&ScheduleState::Enabled));
+    let t = got.target().unwrap();
+    assert_eq!((t.arn(), t.role_arn()), (cfg.target_arn.as_str(), cfg.role_arn.as_str()));
+    // The wake's invocation, as Scheduler sends it: the lease was let go, and 08:05 fires.
+    local.clock.set(ms("2026-12-02T07:05:01Z"));
+    let event = serde_json::json!({"scheduled-time": "2026-12-02T07:05:00Z", "execution-id": "wake-1"});
+    // Another invocation (its own owner): it takes the lease only if the tick let it go.
+    let r = pulse_sweep::run(&deps, &Tick::parse(&event).unwrap(), &Unlimited, "wake-invocation").await.unwrap();
+    assert_eq!(r.fires, 1, "{r:?}");
+    let got = fires(&local, &queue).await;
+    assert!(got.contains(&fire("acme", "later", "2026-12-02T08:05:00+01:00")), "{got:?}");
+    // A schedule added for 07:40Z: the 07:15 tick sets the wake once, the 07:30 tick reads only.
+    local.clock.set(ms("2026-12-02T07:10:00Z"));
+    s.put("acme", "Europe/Berlin", def("soon", "daily 08:40"), &POLICY).await.unwrap();
+    let before = deps.db.meter().read_write_requests();
+    tick(&local, &deps, "2026-12-02T07:15:00Z").await;
+    let mid = deps.db.meter().read_write_requests();
+    assert_eq!((mid.0 - before.0, mid.1 - before.1), (1, 0), "07:15: 07:40 is not before the next tick (07:30)");
+    tick(&local, &deps, "2026-12-02T07:30:00Z").await;
+    let after = deps.db.meter().read_write_requests();
+    assert_eq!((after.0 - mid.0, after.1 - mid.1), (1, 1), "07:30: the state read, the wake recorded");
+    let got = scheduler.get_schedule().name(&cfg.schedule).send().await.unwrap();
+    assert_eq!(got.schedule_expression(), Some("at(2026-12-02T07:40:00)"));
+    tick(&local, &deps, "2026-12-02T07:35:00Z").await;
+    let last = deps.db.meter().read_write_requests();
+    assert_eq!((last.0 - after.0, last.1 - after.1), (1, 0), "set once");
+}

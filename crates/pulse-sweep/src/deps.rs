@@ -60,6 +60,9 @@ pub struct Deps {
     /// Starts helper invocations at a boundary ([`helpers`]; shared mode only). `None`: the
     /// leader pages every shard itself (outside Lambda, and in tests that drive the workers).
     pub helpers: Option<std::sync::Arc<dyn helpers::Helpers>>,
+    /// Wakes the sweep at a schedule's instant ([`crate::wake`]). `None`: schedules fire at the
+    /// tick.
+    pub waker: Option<std::sync::Arc<dyn crate::wake::Waker>>,
 }
 
 impl Deps {
@@ -100,8 +103,17 @@ impl Deps {
             .then(|| helpers::LambdaHelpers::from_sdk(&base.sdk))
             .flatten()
             .map(|h| std::sync::Arc::new(h) as std::sync::Arc<dyn helpers::Helpers>);
+        let waker = crate::wake::WakeConfig::from_env(env)?.map(|w| {
+            let mut b = aws_sdk_scheduler::config::Builder::from(&base.sdk);
+            if let Some(r) = tickwork::iam::suite_recorder() {
+                b = b.interceptor(r.map(crate::wake::scheduler_accesses));
+            }
+            let client = aws_sdk_scheduler::Client::from_conf(b.build());
+            std::sync::Arc::new(crate::wake::SchedulerWaker::new(client, w)) as std::sync::Arc<dyn crate::wake::Waker>
+        });
         let mut d = Self::new(base.db, base.clock, cfg, tables, shards, QueueConfig::from_env(env)?);
         d.helpers = helpers;
+        d.waker = waker;
         d.core.namespace = base.core.metrics_namespace.clone();
         Ok(d)
     }
@@ -152,6 +164,7 @@ impl Deps {
             queue_cfg,
             clock,
             helpers: None,
+            waker: None,
         }
     }
 }

@@ -48,8 +48,8 @@ pub fn entry(name: &str, occurrence: &str) -> Map<String, Value> {
 
 /// How firing ended.
 pub(crate) enum FireEnd {
-    /// Every due record done; `sched_next` set.
-    Done,
+    /// Every due record done; `sched_next` set to this (the earliest record left).
+    Done(Option<i64>),
     /// The budget stopped it (the next tick goes on: `sched_next` is left as it was).
     Stopped,
     /// The lease moved on.
@@ -85,7 +85,7 @@ pub(crate) async fn fire_due(
     // Records isolated as failed are still there and due: the earliest is one of them, and the
     // next tick reads them again (and reports them again) until an operator mends them.
     deps.schedules.set_next(earliest, adds_seen).await?;
-    Ok(FireEnd::Done)
+    Ok(FireEnd::Done(earliest))
 }
 
 /// One page: `false` when the lease moved on.

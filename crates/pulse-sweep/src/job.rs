@@ -9,7 +9,7 @@ use tickwork_lambda::{JobCore, LeasedJob, Tick};
 use crate::deps::Deps;
 use crate::due::{due_groups, Due};
 use crate::report::{PulseError, Report};
-use crate::{fires, shared, sweep};
+use crate::{fires, shared, sweep, wake};
 use tickwork_lambda::Outcome;
 
 impl LeasedJob for Deps {
@@ -23,6 +23,15 @@ impl LeasedJob for Deps {
 
     async fn due(&self, state: &WatermarkState, tick: &Tick) -> Result<(Report, Option<Due>), PulseError> {
         let due = due_groups(state, tick.time_ms);
+        // A schedule due before the next tick, no wake set for it: set one (an idle tick with
+        // nothing due before the next stays one read).
+        if !tick.dry_run && !state.paused {
+            if let Some(at) =
+                wake::wake_at(state.sched_next, state.sched_wake, tick.time_ms, self.cfg.policy.interval_ms)
+            {
+                self.wake(at).await;
+            }
+        }
         let report =
             Report { groups_due: due.groups.len() as u32, unknown_zones: due.unknown.clone(), ..Default::default() };
         Ok((report, (!due.is_empty()).then_some(due)))
@@ -54,7 +63,17 @@ impl LeasedJob for Deps {
         // Schedules after the groups, under the same lease (a lost lease: the next leader fires).
         if let (Some(adds_seen), false) = (plan.schedules, report.outcome == Outcome::LostLease) {
             match fires::fire_due(self, &fence, tick.time_ms, adds_seen, budget, &mut report).await? {
-                fires::FireEnd::Done => {}
+                fires::FireEnd::Done(earliest) => {
+                    if let Some(at) = wake::wake_at(earliest, None, tick.time_ms, self.cfg.policy.interval_ms) {
+                        // The wake comes before this lease would lapse: it is let go, or the
+                        // wake would find it held and fire nothing.
+                        if self.wake(at).await {
+                            if let Err(e) = self.leases.release(lease).await {
+                                tracing::warn!(error = %e, "lease release before a wake failed; the wake may find it held");
+                            }
+                        }
+                    }
+                }
                 fires::FireEnd::Stopped => report.outcome = Outcome::Partial,
                 fires::FireEnd::LeaseLost => report.outcome = Outcome::LostLease,
             }
@@ -71,5 +90,26 @@ impl LeasedJob for Deps {
         owner: &str,
     ) -> Result<Report, PulseError> {
         shared::help(self, tick, &plan, owner, budget, report).await
+    }
+}
+
+impl Deps {
+    /// Sets the wake for `at` and records it; `false` (logged) when there is no waker or it
+    /// could not be set: the next tick fires what the wake would have.
+    async fn wake(&self, at: tickwork::clock::Millis) -> bool {
+        let Some(w) = &self.waker else { return false };
+        match w.arm(at).await {
+            Ok(()) => {
+                if let Err(e) = self.schedules.note_wake(at).await {
+                    tracing::warn!(error = %e, "wake set, not recorded: the next tick sets it again");
+                }
+                tracing::info!(at, "wake set for a schedule due before the next tick");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "wake not set: the schedule fires at the next tick");
+                false
+            }
+        }
     }
 }

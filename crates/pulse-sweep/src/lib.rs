@@ -33,7 +33,8 @@
 //! - [`pulse`] a pulse's identity and the pure step from a tenant's position to what it is owed;
 //! - `sweep` the enumeration (one loop for the leader, the shard workers and the dry run); `flush`
 //!   what a run writes and when;
-//! - `fires` schedules' fires, beside the groups' runs ([`tickwork::schedules`]);
+//! - `fires` schedules' fires, beside the groups' runs ([`tickwork::schedules`]); [`wake`] the
+//!   one-time schedule that wakes the sweep at a schedule's instant;
 //! - `shared` a boundary shared by shard workers (the lease per shard, the watermark last);
 //!   [`helpers`] how the leader starts them;
 //! - this file: the entry points.
@@ -49,6 +50,7 @@ pub mod pulse;
 pub mod report;
 mod shared;
 mod sweep;
+pub mod wake;
 
 use serde_json::Value;
 use tickwork::budget::Budget;

@@ -123,6 +123,12 @@ vars! {
         "woken tenants read at once (1..=256)";
     PULSE_SHARD_WORKERS = "TICKWORK_PULSE_SHARD_WORKERS", "1", "pulse-sweep",
         "invocations a boundary's shards are paged by at once (1..=64; at most 96 tenant shards): above 1 the leader starts helpers, each shard under a lease of its own";
+    WAKE_SCHEDULE = "TICKWORK_WAKE_SCHEDULE", "(unset)", "pulse-sweep",
+        "the one-time EventBridge Scheduler schedule the sweep sets to wake itself at a schedule's instant before the next tick (unset: schedules fire at the tick)";
+    WAKE_TARGET_ARN = "TICKWORK_WAKE_TARGET_ARN", "(unset)", "pulse-sweep",
+        "the sweep function's ARN, the wake's target (with TICKWORK_WAKE_SCHEDULE)";
+    WAKE_ROLE_ARN = "TICKWORK_WAKE_ROLE_ARN", "(unset)", "pulse-sweep",
+        "the role EventBridge Scheduler assumes to invoke the sweep (with TICKWORK_WAKE_SCHEDULE)";
     FANOUT_JOB = "TICKWORK_FANOUT_JOB", "utc-daily", "tenant-fanout",
         "the job fanned out per tenant per UTC day (its queue item kind)";
     FANOUT_INTERVAL_SECS = "TICKWORK_FANOUT_INTERVAL_SECS", "300", "tenant-fanout",

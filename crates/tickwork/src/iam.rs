@@ -91,6 +91,16 @@ pub enum Resource {
         /// Its name.
         name: String,
     },
+    /// An EventBridge Scheduler schedule (in the default group).
+    Schedule {
+        /// Its name.
+        name: String,
+    },
+    /// An IAM role passed to a service.
+    Role {
+        /// Its ARN.
+        arn: String,
+    },
 }
 
 /// The variable naming the suite log's directory (unset: no suite log).

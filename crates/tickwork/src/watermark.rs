@@ -49,6 +49,8 @@ pub const RUN_PREFIX: &str = "run:";
 pub const SCHED_NEXT: &str = "sched_next";
 /// State item attribute: [`WatermarkState::sched_adds`].
 pub const SCHED_ADDS: &str = "sched_adds";
+/// State item attribute: [`WatermarkState::sched_wake`].
+pub const SCHED_WAKE: &str = "sched_wake";
 pub use crate::wake::{Waiting, Woken, WAKE_PREFIX, WOKEN_PREFIX};
 
 /// The watermark item's key.
@@ -79,6 +81,8 @@ pub struct WatermarkState {
     /// Schedules added or changed, counted: the sweep lowers [`WatermarkState::sched_next`] only
     /// if no add came between its read and its write.
     pub sched_adds: i64,
+    /// The instant the sweep last set its wake for (`pulse_sweep::wake`).
+    pub sched_wake: Option<i64>,
 }
 
 impl WatermarkState {
@@ -186,6 +190,7 @@ impl Watermarks {
                 .unwrap_or(0),
             sched_next: get_i64(item, SCHED_NEXT),
             sched_adds: get_i64(item, SCHED_ADDS).unwrap_or(0),
+            sched_wake: get_i64(item, SCHED_WAKE),
         })
     }
 

@@ -11,7 +11,7 @@ use crate::clock::Millis;
 use crate::error::DbError;
 use crate::item::Item;
 use crate::schema::{av_n, av_s, key, PK, SK};
-use crate::watermark::{watermark_key, SCHED_ADDS, SCHED_NEXT};
+use crate::watermark::{watermark_key, SCHED_ADDS, SCHED_NEXT, SCHED_WAKE};
 
 impl Schedules {
     /// One page of shard `k`'s records due by `now_ms` (strongly consistent), from `start`; each
@@ -187,6 +187,20 @@ impl Schedules {
             }
         }
         Ok(best)
+    }
+
+    /// Records the instant the sweep set its wake for (unconditional: the last one set stands).
+    pub async fn note_wake(&self, at_ms: Millis) -> Result<(), DbError> {
+        let req = self
+            .db
+            .client()
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(watermark_key(&self.job)))
+            .update_expression("SET #w = :w")
+            .expression_attribute_names("#w", SCHED_WAKE)
+            .expression_attribute_values(":w", av_n(at_ms));
+        self.db.update(req).await.map(|_| ())
     }
 
     /// Sets `sched_next` to `next` (removes it when no record is left), unless an add came since
