@@ -56,6 +56,24 @@ async fn fires(local: &Local, queue: &str) -> BTreeSet<(String, String, String)>
     out
 }
 
+/// Drains `queue` with the worker's shipped handlers (none failing) and returns the sort keys of
+/// the rows the `sched` handler wrote.
+async fn handled(local: &Local, queue: &str) -> BTreeSet<String> {
+    let qdb = local.fresh_db();
+    qdb.register_gsis(queue, tickwork::queue::queue_table().gsi_shapes());
+    let q = tickwork::queue::Queue::new(qdb.clone(), queue, QueueConfig::default(), local.clock());
+    let summaries = local.table(&queue_worker::summary::summaries_table()).await;
+    let handlers = queue_worker::summary::registry(qdb, &summaries, local.clock());
+    let r = queue_worker::drain(&q, &handlers, "w", &Unlimited, &queue_worker::WorkerConfig::default()).await.unwrap();
+    assert_eq!((r.units_failed, r.dead_lettered), (0, 0), "{r:?}");
+    tickwork_sim::scan_all(&local.db, &summaries)
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|i| tickwork::schema::get_s(i, "sk").filter(|k| k.starts_with("sched#")).map(str::to_string))
+        .collect()
+}
+
 fn fire(t: &str, name: &str, occ: &str) -> (String, String, String) {
     (t.to_string(), name.to_string(), occ.to_string())
 }
@@ -123,6 +141,10 @@ async fn each_occurrence_fires_once_at_the_first_tick_after_it_and_an_idle_tick_
     assert!(!got.iter().any(|(_, n, o)| n == "standup" && o.starts_with("2026-12-05")));
     // Three days of nudges caught up (the 3rd, 4th and 5th), each once.
     assert_eq!(got.iter().filter(|(_, n, _)| n == "nudge").count(), 4);
+    // The worker's shipped `sched` handler: one row a fire, its effect written once.
+    let rows = Box::pin(handled(&local, &queue)).await;
+    let want: BTreeSet<String> = got.iter().map(|(_, n, o)| format!("sched#{n}#{o}")).collect();
+    assert_eq!(rows, want);
 }
 
 #[tokio::test]
