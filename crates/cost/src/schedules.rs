@@ -112,14 +112,15 @@ pub fn fire_tick(due: &[Due], job: &str, queue: &QueueConfig, now_ms: i64) -> Re
             }
         }
     }
-    // The earliest record left, a shard at a time, and `sched_next` set.
+    // The earliest record left, a shard at a time, `sched_next` set, and the lease let go (a tick
+    // that fires lets it go as it ends).
     v.push(Calls {
         table: table::CONTROL,
         op: "Query",
         n: u64::from(tickwork::schedules::DUE_SHARDS),
         units: READ_STRONG,
     });
-    v.push(Calls { table: table::CONTROL, op: "UpdateItem", n: 1, units: WRITE });
+    v.push(Calls { table: table::CONTROL, op: "UpdateItem", n: 2, units: WRITE });
     Ok(v)
 }
 

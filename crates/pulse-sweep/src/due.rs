@@ -65,6 +65,8 @@ pub struct Due {
     /// A schedule is due (the state item's `sched_next` is at or before the tick): with the
     /// count of schedule adds the state item showed ([`tickwork::watermark::WatermarkState::sched_adds`]).
     pub schedules: Option<i64>,
+    /// This tick set the sweep's wake ([`crate::wake`]): it lets its lease go as it ends.
+    pub wake_set: bool,
 }
 
 impl Due {
@@ -137,7 +139,7 @@ mod tests {
         };
         assert_eq!(
             due_groups(&s, t),
-            Due { groups: vec![want.clone()], wake: vec![], unknown: vec![], schedules: None }
+            Due { groups: vec![want.clone()], wake: vec![], unknown: vec![], schedules: None, wake_set: false }
         );
         s.groups.insert("Nowhere/Atlantis".into());
         let d = due_groups(&s, t);

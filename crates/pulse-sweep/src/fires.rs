@@ -186,6 +186,9 @@ pub const ISOLATED_RETRY_MS: i64 = 3_600_000;
 /// A transaction's items at most (DynamoDB's TransactWriteItems limit).
 const MAX_TRANSACTION_ITEMS: usize = 100;
 
+/// A transaction's bytes, kept below DynamoDB's 4 MB aggregate with room for keys and the fence.
+const MAX_TRANSACTION_BYTES: usize = 3_500_000;
+
 /// Records replaced in one transaction: two writes each (the successor, the delete) beside the
 /// fires' batch items and the fence, well inside a transaction's 100 items.
 pub const FIRE_CHUNK: usize = 40;
@@ -242,8 +245,14 @@ async fn write_chunk(
         queued.push(enqueue_item(&deps.tables.queue, &deps.queue_cfg, &item, now_ms)?);
     }
     let replace = deps.schedules.replace_items(&next, &done, &finished);
-    // Many fires (a backlog caught up) make many batch items: halves, each its own transaction.
-    if queued.len() + replace.len() + 1 > MAX_TRANSACTION_ITEMS && chunk.len() > 1 {
+    // Many fires (a backlog caught up) make many batch items: halves, each its own transaction,
+    // within a transaction's items and bytes.
+    let bytes: usize = queued
+        .iter()
+        .chain(replace.iter())
+        .filter_map(|w| w.put().map(|p| tickwork::capacity::item_size(p.item())))
+        .sum();
+    if (queued.len() + replace.len() + 1 > MAX_TRANSACTION_ITEMS || bytes > MAX_TRANSACTION_BYTES) && chunk.len() > 1 {
         let (a, b) = chunk.split_at(chunk.len() / 2);
         return Ok(Box::pin(write_chunk(deps, fence, now_ms, a, report)).await?
             && Box::pin(write_chunk(deps, fence, now_ms, b, report)).await?);
@@ -273,5 +282,6 @@ async fn write_chunk(
             }
         }
     }
+    tracing::warn!("a chunk whose fires were found queued twice could not be written: left to the next tick");
     Ok(true)
 }

@@ -22,14 +22,14 @@ impl LeasedJob for Deps {
     }
 
     async fn due(&self, state: &WatermarkState, tick: &Tick) -> Result<(Report, Option<Due>), PulseError> {
-        let due = due_groups(state, tick.time_ms);
+        let mut due = due_groups(state, tick.time_ms);
         // A schedule due before the next tick, no wake set for it: set one (an idle tick with
         // nothing due before the next stays one read).
-        if !tick.dry_run && !state.paused {
+        if !tick.dry_run && !state.paused && !tick.helper {
             if let Some(at) =
                 wake::wake_at(state.sched_next, state.sched_wake, tick.time_ms, self.cfg.policy.interval_ms)
             {
-                self.wake(at).await;
+                due.wake_set = self.wake(at).await;
             }
         }
         let report =
@@ -61,21 +61,29 @@ impl LeasedJob for Deps {
             sweep::sweep(self, tick, sweep::Mode::Live(&fence), &plan, budget, report).await?
         };
         // Schedules after the groups, under the same lease (a lost lease: the next leader fires).
+        let mut let_go = plan.wake_set;
         if let (Some(adds_seen), false) = (plan.schedules, report.outcome == Outcome::LostLease) {
             match fires::fire_due(self, &fence, tick.time_ms, adds_seen, budget, &mut report).await? {
                 fires::FireEnd::Done(earliest) => {
                     if let Some(at) = wake::wake_at(earliest, None, tick.time_ms, self.cfg.policy.interval_ms) {
-                        // The wake comes before this lease would lapse: it is let go, or the
-                        // wake would find it held and fire nothing.
-                        if self.wake(at).await {
-                            if let Err(e) = self.leases.release(lease).await {
-                                tracing::warn!(error = %e, "lease release before a wake failed; the wake may find it held");
-                            }
-                        }
+                        self.wake(at).await;
                     }
+                    let_go = true;
                 }
-                fires::FireEnd::Stopped => report.outcome = Outcome::Partial,
+                fires::FireEnd::Stopped => {
+                    report.outcome = Outcome::Partial;
+                    let_go = true;
+                }
                 fires::FireEnd::LeaseLost => report.outcome = Outcome::LostLease,
+            }
+        }
+        // A tick that fired schedules (a wake is one) or set a wake lets its lease go as it ends:
+        // kept, the lease would outlast the wake it set (which would find it held and fire
+        // nothing), or hold the next quarter-hour tick off. What it wrote is fenced or
+        // conditional, so a tick that takes the lease after it repeats nothing.
+        if let_go && report.outcome != Outcome::LostLease {
+            if let Err(e) = self.leases.release(lease).await {
+                tracing::warn!(error = %e, "lease release after schedules failed; it lapses on its own");
             }
         }
         Ok(report)

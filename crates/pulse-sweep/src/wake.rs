@@ -104,12 +104,18 @@ impl SchedulerWaker {
 
 impl Waker for SchedulerWaker {
     fn arm(&self, at_ms: Millis) -> BoxFuture<'_, Result<(), String>> {
-        use aws_sdk_scheduler::types::{FlexibleTimeWindow, FlexibleTimeWindowMode, ScheduleState, Target};
+        use aws_sdk_scheduler::types::{
+            FlexibleTimeWindow, FlexibleTimeWindowMode, RetryPolicy, ScheduleState, Target,
+        };
         Box::pin(async move {
             let target = Target::builder()
                 .arn(&self.cfg.target_arn)
                 .role_arn(&self.cfg.role_arn)
                 .input(WAKE_INPUT)
+                // As the template declares it (an update replaces the whole target).
+                .retry_policy(
+                    RetryPolicy::builder().maximum_event_age_in_seconds(300).maximum_retry_attempts(2).build(),
+                )
                 .build()
                 .map_err(|e| e.to_string())?;
             let window =

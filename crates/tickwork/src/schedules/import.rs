@@ -1,7 +1,8 @@
 //! Many schedules at once (`tickctl schedules import`, an application's migration): each new
 //! schedule's definition and first due record written together, 49 schedules a transaction with
-//! the state item's `sched_next` lowered to the earliest of them ([`super::commit`]). A million schedules are 20,000
-//! requests, not the four a schedule [`Schedules::put`] makes.
+//! the state item's `sched_next` lowered to the earliest of them ([`super::commit`]). A million
+//! schedules are about 41,000 requests (a read of the state item and a transaction a chunk), not
+//! the three a schedule [`Schedules::put`] makes.
 //!
 //! A schedule that already exists is not overwritten here: its chunk's transaction is cancelled
 //! by it, and that chunk is written one schedule at a time through [`Schedules::put`] (same

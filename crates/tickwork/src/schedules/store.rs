@@ -1,8 +1,7 @@
 //! Schedules in the control table ([`super::record`] says which items): add, change, pause,
-//! resume, remove, retarget to a tenant's new zone, and the sweep's reads and writes of the due
-//! index. Every change writes the definition and its first due record in one transaction, after
-//! lowering the state item's `sched_next` (so a crash between leaves at worst a tick that finds
-//! nothing, never a record no tick looks for).
+//! resume, remove, retarget to a tenant's new zone. Every change writes the definition and its
+//! first due record in one transaction with the state item's `sched_next` ([`super::commit`]), so
+//! no sweep can move `sched_next` past a record it has not seen, whatever crashes between.
 
 use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, WriteRequest};
 
