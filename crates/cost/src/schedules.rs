@@ -12,8 +12,8 @@ use anyhow::Result;
 use serde::Serialize;
 use tickwork::batch::Batch;
 use tickwork::capacity::{self, Consistency};
-use tickwork::queue::{enqueue_item, NewItem, QueueConfig};
-use tickwork::schedules::{due_shard, DueRecord, SCHED_KIND};
+use tickwork::queue::{enqueue_item, QueueConfig};
+use tickwork::schedules::{due_shard, DueRecord};
 
 use crate::bill::{scheduler_per_tenant, Prices, Stack};
 use crate::cost::calls::{table, Calls, READ_STRONG, TXN_SMALL, WRITE};
@@ -91,14 +91,7 @@ pub fn fire_tick(due: &[Due], job: &str, queue: &QueueConfig, now_ms: i64) -> Re
                         })
                         .sum::<f64>();
                 v.push(Calls { table: table::CONTROL, op: "TransactWriteItems", n: 1, units: control });
-                for b in batch.split() {
-                    let item = NewItem {
-                        id: format!("{SCHED_KIND}#{}", b.fingerprint(SCHED_KIND)),
-                        kind: SCHED_KIND.into(),
-                        payload: b.to_payload(),
-                        tenant: None,
-                        due_ms: now_ms,
-                    };
+                for item in pulse_sweep::fire_items(batch, now_ms) {
                     let w = enqueue_item("queue", queue, &item, now_ms)?;
                     let size = w.put().map(|p| capacity::item_size(p.item())).unwrap_or(0);
                     // Written in the same transaction: billed on the control table's request.

@@ -38,6 +38,23 @@ pub use tickwork::schedules::SCHED_KIND;
 /// Due records read a page.
 pub const FIRE_PAGE: i32 = 200;
 
+/// The queue items of a chunk's fires: the batch split to the queue's limits, each item named by
+/// the digest of its units' keys (the same units, the same item). The sweep writes these, and
+/// the cost model sizes them.
+pub fn fire_items(batch: Batch, now_ms: i64) -> Vec<NewItem> {
+    batch
+        .split()
+        .into_iter()
+        .map(|b| NewItem {
+            id: format!("{SCHED_KIND}#{}", b.fingerprint(SCHED_KIND)),
+            kind: SCHED_KIND.into(),
+            payload: b.to_payload(),
+            tenant: None,
+            due_ms: now_ms,
+        })
+        .collect()
+}
+
 /// A batch entry for one fire (the unit key's parts: name, then occurrence).
 pub fn entry(name: &str, occurrence: &str) -> Map<String, Value> {
     Map::from_iter([
@@ -234,14 +251,7 @@ async fn write_chunk(
         done.push(r.key(deps.schedules.job()));
     }
     let mut queued = Vec::new();
-    for b in batch.split() {
-        let item = NewItem {
-            id: format!("{SCHED_KIND}#{}", b.fingerprint(SCHED_KIND)),
-            kind: SCHED_KIND.into(),
-            payload: b.to_payload(),
-            tenant: None,
-            due_ms: now_ms,
-        };
+    for item in fire_items(batch, now_ms) {
         queued.push(enqueue_item(&deps.tables.queue, &deps.queue_cfg, &item, now_ms)?);
     }
     let replace = deps.schedules.replace_items(&next, &done, &finished);

@@ -61,7 +61,7 @@ pub use config::ROLE;
 pub use config::{PulseConfig, MAX_LATENESS_LIMIT, MAX_SHARED_SHARDS};
 pub use deps::{add_tenants, Deps, Tables};
 pub use due::{due_groups, group_due, Due, DueGroup, WakeGroup};
-pub use fires::{entry as fire_entry, FIRE_CHUNK, FIRE_PAGE, SCHED_KIND};
+pub use fires::{entry as fire_entry, fire_items, FIRE_CHUNK, FIRE_PAGE, SCHED_KIND};
 pub use flush::FlushCounts;
 pub use pulse::{pulse_id, PULSE_KIND};
 pub use report::{Outcome, PulseError, Report};

@@ -10,7 +10,7 @@ use super::store::{key_pair, Schedules, BATCH_ROUNDS};
 use crate::clock::Millis;
 use crate::error::DbError;
 use crate::item::Item;
-use crate::schema::{av_n, av_s, key, PK, SK};
+use crate::schema::{av_n, key, PK, SK};
 use crate::watermark::{watermark_key, SCHED_ADDS, SCHED_NEXT, SCHED_WAKE};
 
 impl Schedules {
@@ -23,23 +23,7 @@ impl Schedules {
         limit: i32,
         start: Option<Item>,
     ) -> Result<(Vec<Result<DueRecord, (Item, String)>>, Option<Item>), DbError> {
-        let page = self
-            .db
-            .query(
-                self.db
-                    .client()
-                    .query()
-                    .table_name(&self.table)
-                    .key_condition_expression("#pk = :pk AND #sk < :to")
-                    .expression_attribute_names("#pk", PK)
-                    .expression_attribute_names("#sk", SK)
-                    .expression_attribute_values(":pk", av_s(due_pk(&self.job, k)))
-                    .expression_attribute_values(":to", av_s(due_bound(now_ms)))
-                    .consistent_read(true)
-                    .limit(limit)
-                    .set_exclusive_start_key(start),
-            )
-            .await?;
+        let page = self.partition(due_pk(&self.job, k), Some(due_bound(now_ms)), Some(limit), start).await?;
         let records = page
             .items()
             .iter()
@@ -163,20 +147,7 @@ impl Schedules {
     pub async fn earliest(&self) -> Result<Option<Millis>, DbError> {
         let mut best: Option<Millis> = None;
         for k in 0..DUE_SHARDS {
-            let page = self
-                .db
-                .query(
-                    self.db
-                        .client()
-                        .query()
-                        .table_name(&self.table)
-                        .key_condition_expression("#pk = :pk")
-                        .expression_attribute_names("#pk", PK)
-                        .expression_attribute_values(":pk", av_s(due_pk(&self.job, k)))
-                        .consistent_read(true)
-                        .limit(1),
-                )
-                .await?;
+            let page = self.partition(due_pk(&self.job, k), None, Some(1), None).await?;
             let first = page
                 .items()
                 .first()

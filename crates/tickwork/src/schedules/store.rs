@@ -13,6 +13,7 @@ use super::spec::ScheduleDef;
 use crate::calendar::{CatchUp, Policy};
 use crate::clock::{Millis, SharedClock};
 use crate::db::Db;
+use crate::error::DbError;
 use crate::item::Item;
 use crate::schema::{av_n, av_s, key, put_new_item, PK, SK};
 
@@ -50,6 +51,35 @@ impl Schedules {
         &self.job
     }
 
+    /// One strongly consistent page of partition `pk` (sort keys below `below` when given), from
+    /// `start`: the one read of the control table's schedule partitions.
+    pub(super) async fn partition(
+        &self,
+        pk: String,
+        below: Option<String>,
+        limit: Option<i32>,
+        start: Option<Item>,
+    ) -> Result<aws_sdk_dynamodb::operation::query::QueryOutput, DbError> {
+        let mut q = self
+            .db
+            .client()
+            .query()
+            .table_name(&self.table)
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_values(":pk", av_s(pk))
+            .consistent_read(true)
+            .set_limit(limit)
+            .set_exclusive_start_key(start);
+        q = match below {
+            Some(b) => q
+                .key_condition_expression("#pk = :pk AND #sk < :to")
+                .expression_attribute_names("#sk", SK)
+                .expression_attribute_values(":to", av_s(b)),
+            None => q.key_condition_expression("#pk = :pk"),
+        };
+        self.db.query(q).await
+    }
+
     /// One schedule, read strongly consistently.
     pub async fn get(&self, tenant: &str, name: &str) -> Result<Option<Schedule>, ScheduleError> {
         let item = self.db.get_strong(&self.table, key(def_pk(&self.job, tenant), name)).await?;
@@ -61,20 +91,7 @@ impl Schedules {
         let mut out = Vec::new();
         let mut start: Option<Item> = None;
         loop {
-            let page = self
-                .db
-                .query(
-                    self.db
-                        .client()
-                        .query()
-                        .table_name(&self.table)
-                        .key_condition_expression("#pk = :pk")
-                        .expression_attribute_names("#pk", PK)
-                        .expression_attribute_values(":pk", av_s(def_pk(&self.job, tenant)))
-                        .consistent_read(true)
-                        .set_exclusive_start_key(start.take()),
-                )
-                .await?;
+            let page = self.partition(def_pk(&self.job, tenant), None, None, start.take()).await?;
             for item in page.items() {
                 out.push(Schedule::from_item(item)?);
             }
