@@ -70,11 +70,13 @@ pub fn wake_at(next: Option<Millis>, armed: Option<Millis>, now_ms: Millis, inte
     (next > now_ms && next < next_tick && armed != Some(next)).then_some(next)
 }
 
-/// The schedule expression for a wake at `at_ms`: the next whole second, in UTC (a one-time
-/// schedule names a second; rounding down would wake before the record is due).
+/// The schedule expression for a wake at `at_ms`: the whole minute at or after it, in UTC.
+/// Scheduler invokes "with 60 second precision" (a schedule for 1:00 runs between 1:00:00 and
+/// 1:00:59; EventBridge Scheduler User Guide, "Schedule types"): a wake for a second within a
+/// minute could run before it.
 pub fn at_expression(at_ms: Millis) -> String {
-    let secs = at_ms.div_euclid(1000) + i64::from(at_ms.rem_euclid(1000) > 0);
-    let t = jiff::Timestamp::from_second(secs).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    let mins = at_ms.div_euclid(60_000) + i64::from(at_ms.rem_euclid(60_000) > 0);
+    let t = jiff::Timestamp::from_second(mins * 60).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
     format!("at({})", t.strftime("%Y-%m-%dT%H:%M:%S"))
 }
 
@@ -182,10 +184,10 @@ mod tests {
     }
 
     #[test]
-    fn the_expression_rounds_up_to_the_second_in_utc() {
+    fn the_expression_rounds_up_to_the_minute_in_utc() {
         let t = "2026-12-02T07:00:00Z".parse::<jiff::Timestamp>().unwrap().as_millisecond();
         assert_eq!(at_expression(t), "at(2026-12-02T07:00:00)");
-        assert_eq!(at_expression(t + 1), "at(2026-12-02T07:00:01)");
+        assert_eq!(at_expression(t + 1), "at(2026-12-02T07:01:00)");
     }
 
     #[test]

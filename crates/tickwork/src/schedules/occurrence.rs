@@ -156,9 +156,10 @@ pub fn between(
         .collect())
 }
 
-/// The stable spread of `(tenant, name)`: whole seconds in `[0, spread_min)` minutes, from a
-/// digest, so the same tenant fires at the same offset every day and the zone's 08:00 is spread
-/// evenly without being random.
+/// The stable spread of `(tenant, name)`: whole minutes in `[0, spread_min)`, from a digest, so
+/// the same tenant fires at the same offset every day and the zone's 08:00 is spread evenly
+/// without being random. Whole minutes: the sweep's wake, like EventBridge Scheduler, has a
+/// minute's precision, and a due instant on the minute is never woken for early.
 pub fn spread_ms(tenant: &str, name: &str, spread_min: u32) -> Millis {
     if spread_min == 0 {
         return 0;
@@ -166,7 +167,7 @@ pub fn spread_ms(tenant: &str, name: &str, spread_min: u32) -> Millis {
     let digest =
         Sha256::new().chain_update(tenant.as_bytes()).chain_update(b"#").chain_update(name.as_bytes()).finalize();
     let n = u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"));
-    (n % (spread_min as u64 * 60)) as Millis * 1_000
+    (n % spread_min as u64) as Millis * 60_000
 }
 
 /// Which of the occurrences missed by `now_ms` fire (each due at its instant plus `spread`), and
@@ -300,7 +301,7 @@ mod tests {
         assert_eq!(spread_ms("acme", "nudge", 0), 0);
         assert_eq!(spread_ms("acme", "nudge", 30), spread_ms("acme", "nudge", 30));
         let offsets: Vec<Millis> = (0..1_000).map(|i| spread_ms(&format!("t{i}"), "nudge", 30)).collect();
-        assert!(offsets.iter().all(|o| (0..1_800_000).contains(o) && o % 1_000 == 0));
+        assert!(offsets.iter().all(|o| (0..1_800_000).contains(o) && o % 60_000 == 0));
         // Every 5-minute slice of the 30 holds some (1,000 draws into 6 slices).
         for slice in 0..6 {
             let n = offsets.iter().filter(|o| **o / 300_000 == slice).count();
