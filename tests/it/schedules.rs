@@ -590,3 +590,45 @@ async fn the_sweep_wakes_at_a_schedules_instant_between_ticks() {
     let last = deps.db.meter().read_write_requests();
     assert_eq!((last.0 - after.0, last.1 - after.1), (1, 0), "set once");
 }
+
+/// The `sched_next` protocol under an interleaving the local server never makes on its own: a
+/// schedule added while a firing tick is between its read of the earliest record and its write of
+/// `sched_next`. The add is counted in its own transaction, so the tick's write is refused and
+/// the add's lowering stands: the new schedule fires on time, not a day late.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_added_while_a_tick_sets_sched_next_is_not_passed_over() {
+    let local = Local::new().await;
+    let p = unique("schedrace");
+    ok(&tickctl(&local, &p, &["provision"]));
+    let (admin, queue) = sweep(&local, &p, None);
+    local.clock.set(ms("2026-12-01T10:00:00Z"));
+    pulse_sweep::add_tenants(&admin, &[Tenant::new("acme", "Europe/Berlin")]).await.unwrap();
+    admin.schedules.put("acme", "Europe/Berlin", def("early", "daily 08:00"), &POLICY).await.unwrap();
+    for at in ["2026-12-01T10:15:00Z", "2026-12-01T10:30:00Z", "2026-12-01T23:00:00Z"] {
+        tick(&local, &admin, at).await;
+    }
+    // The firing tick's UpdateItems: the lease, then `sched_next`; the second stalls.
+    let stall = Faults::new();
+    stall.plan(Planned { op: Some("UpdateItem"), nth: 2, fault: Fault::Stall });
+    let (racing, _) = sweep(&local, &p, Some(&stall));
+    local.clock.set(ms("2026-12-02T07:00:00Z"));
+    let t = Tick::parse(&Tick::envelope(ms("2026-12-02T07:00:00Z"), false)).unwrap();
+    let run = tokio::spawn(async move { pulse_sweep::run(&racing, &t, &Unlimited, "racing").await });
+    while !stall.is_stalled() {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    // The tick found tomorrow's 08:00 the earliest; meanwhile 08:30 today is added.
+    admin.schedules.put("acme", "Europe/Berlin", def("later", "daily 08:30"), &POLICY).await.unwrap();
+    stall.release();
+    assert_eq!(run.await.unwrap().unwrap().fires, 1);
+    let state = admin.marks.read_strong(&admin.cfg.job).await.unwrap();
+    assert!(
+        state.sched_next.is_some_and(|n| n <= ms("2026-12-02T07:30:00Z")),
+        "sched_next {:?} passes over the schedule added meanwhile",
+        state.sched_next
+    );
+    for at in ["2026-12-02T07:15:00Z", "2026-12-02T07:30:00Z"] {
+        tick(&local, &admin, at).await;
+    }
+    assert!(fires(&local, &queue).await.contains(&fire("acme", "later", "2026-12-02T08:30:00+01:00")));
+}
