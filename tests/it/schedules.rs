@@ -387,6 +387,9 @@ async fn an_import_adds_the_good_rows_reports_the_bad_ones_and_a_one_off_can_be_
         text.contains("line 4: no tenant `ghost`") && text.contains("line 5: `25:00` is not a local time"),
         "{text}"
     );
+    // `status` says when the sweep's next schedule is due (and that no wake is set yet).
+    let st = ok(&tickctl(&local, &p, &["status"]));
+    assert!(st.contains("schedules: next due") && st.contains("wake set for -"), "{st}");
     let again = tickctl(&local, &p, &["schedules", "import", file.to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&again.stdout).contains("added 0, changed 0, unchanged 2"));
     ok(&tickctl(&local, &p, &["schedules", "remove", "acme", "call"]));

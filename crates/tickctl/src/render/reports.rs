@@ -23,6 +23,11 @@ pub fn print_status(s: &tickctl::Status) {
                 unmarked.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
             ));
         }
+        // The sweep's schedules: when the earliest due record is, and the wake set for it.
+        if let Some(n) = j.watermark.sched_next {
+            let wake = j.watermark.sched_wake.map(time).unwrap_or_else(|| "-".into());
+            marks.push(format!("schedules: next due {}, wake set for {wake}", time(n)));
+        }
         t.add_row(vec![j.job.clone(), holder, token, exp, paused, marks.join("\n")]);
     }
     println!("{t}");
