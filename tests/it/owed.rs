@@ -5,8 +5,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use tickwork::budget::Unlimited;
-use tickwork::config::Env;
-use tickwork::queue::QueueConfig;
 use tickwork::tenants::Tenant;
 use tickwork_lambda::Tick;
 use tickwork_sim::queued_units;
@@ -15,14 +13,7 @@ use tickwork_tests::{ms, unique, Local};
 use crate::binary::{ok, tickctl};
 
 fn sweep(local: &Local, prefix: &str) -> (pulse_sweep::Deps, String) {
-    let tables = pulse_sweep::Tables {
-        control: format!("{prefix}-control"),
-        tenants: format!("{prefix}-tenants"),
-        queue: format!("{prefix}-queue"),
-    };
-    let queue = tables.queue.clone();
-    let cfg = pulse_sweep::PulseConfig::from_env(&Env::from_pairs([]), std::time::Duration::from_secs(1)).unwrap();
-    (pulse_sweep::Deps::new(local.fresh_db(), local.clock(), cfg, tables, 8, QueueConfig::default()), queue)
+    (local.stack_sweep(prefix, &[], None), format!("{prefix}-queue"))
 }
 
 async fn tick(local: &Local, deps: &pulse_sweep::Deps, at_ms: i64) {

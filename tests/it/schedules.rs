@@ -7,9 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tickwork::budget::Unlimited;
 use tickwork::calendar::{CatchUp, Policy};
-use tickwork::config::Env;
 use tickwork::queue::QueueConfig;
-use tickwork::retry::RetryPolicy;
 use tickwork::schedules::{Changed, Dst, ScheduleDef, Schedules};
 use tickwork::tenants::Tenant;
 use tickwork_lambda::Tick;
@@ -23,16 +21,7 @@ use crate::binary::{ok, tickctl};
 const POLICY: Policy = Policy { catch_up: CatchUp::All, max_lateness_ms: 2 * 86_400_000, interval_ms: 900_000 };
 
 fn sweep(local: &Local, prefix: &str, faults: Option<&Faults>) -> (pulse_sweep::Deps, String) {
-    let tables = pulse_sweep::Tables {
-        control: format!("{prefix}-control"),
-        tenants: format!("{prefix}-tenants"),
-        queue: format!("{prefix}-queue"),
-    };
-    let queue = tables.queue.clone();
-    let cfg = pulse_sweep::PulseConfig::from_env(&Env::from_pairs([]), std::time::Duration::from_secs(1)).unwrap();
-    // Through the IAM suite log: the sweep's calls are held against its policy.
-    let db = local.db_with(faults, None, &RetryPolicy::default());
-    (pulse_sweep::Deps::new(db, local.clock(), cfg, tables, 8, QueueConfig::default()), queue)
+    (local.stack_sweep(prefix, &[], faults), format!("{prefix}-queue"))
 }
 
 async fn tick(local: &Local, deps: &pulse_sweep::Deps, at: &str) -> pulse_sweep::Report {
@@ -519,15 +508,8 @@ async fn the_sweep_wakes_at_a_schedules_instant_between_ticks() {
     let p = unique("schedwake");
     ok(&tickctl(&local, &p, &["provision"]));
     // The template's quarter-hour schedule (the code's default interval is a minute).
-    let env = Env::from_pairs([("TICKWORK_PULSE_INTERVAL_SECS", "900"), ("TICKWORK_PULSE_LEASE_SECS", "840")]);
-    let cfg = pulse_sweep::PulseConfig::from_env(&env, std::time::Duration::from_secs(1)).unwrap();
-    let tables = pulse_sweep::Tables {
-        control: format!("{p}-control"),
-        tenants: format!("{p}-tenants"),
-        queue: format!("{p}-queue"),
-    };
-    let db = local.db_with(None, None, &RetryPolicy::default());
-    let mut deps = pulse_sweep::Deps::new(db, local.clock(), cfg, tables, 8, QueueConfig::default());
+    let env = [("TICKWORK_PULSE_INTERVAL_SECS", "900"), ("TICKWORK_PULSE_LEASE_SECS", "840")];
+    let mut deps = local.stack_sweep(&p, &env, None);
     let queue = format!("{p}-queue");
     let mut b = aws_sdk_scheduler::config::Builder::from(&local.sdk);
     if let Some(r) = tickwork::iam::suite_recorder() {

@@ -8,9 +8,6 @@
 use std::collections::BTreeMap;
 
 use tickwork::budget::Unlimited;
-use tickwork::config::Env;
-use tickwork::queue::QueueConfig;
-use tickwork::retry::RetryPolicy;
 use tickwork::schedules::{between, Dst, Fold, Gap, ScheduleDef};
 use tickwork::tenants::Tenant;
 use tickwork_lambda::Tick;
@@ -30,14 +27,7 @@ const POLICY: tickwork::calendar::Policy = tickwork::calendar::Policy {
 };
 
 fn deps(local: &Local, prefix: &str, faults: Option<&Faults>) -> pulse_sweep::Deps {
-    let tables = pulse_sweep::Tables {
-        control: format!("{prefix}-control"),
-        tenants: format!("{prefix}-tenants"),
-        queue: format!("{prefix}-queue"),
-    };
-    let cfg = pulse_sweep::PulseConfig::from_env(&Env::from_pairs([]), std::time::Duration::from_secs(1)).unwrap();
-    let db = local.db_with(faults, None, &RetryPolicy::default());
-    pulse_sweep::Deps::new(db, local.clock(), cfg, tables, 8, QueueConfig::default())
+    local.stack_sweep(prefix, &[], faults)
 }
 
 /// The schedules every tenant of a window gets: midnights, 02:xx in and around the changes,

@@ -212,6 +212,26 @@ impl Local {
 
     /// The pulse sweep's three tables, each new (the sweep's tests, the shard workers', the
     /// example job's).
+    /// The pulse sweep of the stack `prefix` (the tables `tickctl provision` made there:
+    /// `<prefix>-control`, `-tenants`, `-queue`), with `env` over the code's defaults, its calls
+    /// through `faults` when given, and held against its policy by the IAM suite log.
+    pub fn stack_sweep(
+        &self,
+        prefix: &str,
+        env: &[(&str, &str)],
+        faults: Option<&faults::Faults>,
+    ) -> pulse_sweep::Deps {
+        let tables = pulse_sweep::Tables {
+            control: format!("{prefix}-control"),
+            tenants: format!("{prefix}-tenants"),
+            queue: format!("{prefix}-queue"),
+        };
+        let env = tickwork::config::Env::from_pairs(env.iter().copied());
+        let cfg = pulse_sweep::PulseConfig::from_env(&env, std::time::Duration::from_secs(1)).expect("sweep settings");
+        let db = self.db_with(faults, None, &RetryPolicy::default());
+        pulse_sweep::Deps::new(db, self.clock(), cfg, tables, 8, tickwork::queue::QueueConfig::default())
+    }
+
     pub async fn sweep_tables(&self) -> pulse_sweep::Tables {
         pulse_sweep::Tables {
             control: self.control().await,

@@ -22,15 +22,15 @@ use std::collections::HashMap;
 
 use futures::future::BoxFuture;
 use futures::stream::{self, StreamExt};
-use serde_json::{Map, Value};
 use tickwork::batch::Batch;
 use tickwork::budget::Budget;
 use tickwork::lease::{fenced_write, Fence, Fenced};
 use tickwork::queue::{enqueue_item, NewItem};
-use tickwork::schedules::{plan, DueRecord, FirePlan, TenantNow, DUE_SHARDS};
+use tickwork::schedules::{DueRecord, FirePlan, DUE_SHARDS};
 use tickwork::tenants::Tenant;
 
 use crate::deps::Deps;
+use crate::fire_plan::{chunk_plan, plan_records, Action, ChunkPlan, Planned};
 use crate::report::{PulseError, Report};
 
 pub use tickwork::schedules::SCHED_KIND;
@@ -53,14 +53,6 @@ pub fn fire_items(batch: Batch, now_ms: i64) -> Vec<NewItem> {
             due_ms: now_ms,
         })
         .collect()
-}
-
-/// A batch entry for one fire (the unit key's parts: name, then occurrence).
-pub fn entry(name: &str, occurrence: &str) -> Map<String, Value> {
-    Map::from_iter([
-        ("name".to_string(), Value::String(name.to_string())),
-        ("occurrence".to_string(), Value::String(occurrence.to_string())),
-    ])
 }
 
 /// How firing ended.
@@ -88,7 +80,8 @@ pub(crate) async fn fire_due(
             if budget.exhausted() {
                 return Ok(FireEnd::Stopped);
             }
-            let (page, next) = deps.schedules.due_page(k, now_ms, FIRE_PAGE, start).await?;
+            let (page, next) =
+                deps.schedules.due_page(k, now_ms, FIRE_PAGE, start.as_ref()).await.map_err(page_error)?;
             if !fire_page(deps, fence, now_ms, page, report).await? {
                 return Ok(FireEnd::LeaseLost);
             }
@@ -150,28 +143,7 @@ async fn fire_page(
             Err(e) => return Err(e.into()),
         }
     }
-    let mut planned: Vec<Planned> = Vec::new();
-    for r in &records {
-        let isolate = |why: String| Planned { rec: r.clone(), plan: Action::Isolate(why), ver: 0 };
-        if let Some(e) = unreadable.get(r.tenant.as_str()) {
-            planned.push(isolate(format!("tenant unreadable: {e}")));
-            continue;
-        }
-        let def = match defs.get(&(r.tenant.clone(), r.name.clone())) {
-            Some(Ok(s)) => Some(s),
-            Some(Err(e)) => {
-                planned.push(isolate(format!("definition unreadable: {e}")));
-                continue;
-            }
-            None => None,
-        };
-        let t = tenants.get(r.tenant.as_str()).and_then(|t| t.as_ref());
-        let now = t.map(|t| TenantNow { zone: &t.zone, active: t.active });
-        match plan(r, def, now, now_ms, &deps.cfg.policy) {
-            Ok(p) => planned.push(Planned { rec: r.clone(), plan: Action::Plan(p), ver: def.map_or(0, |d| d.ver) }),
-            Err(e) => planned.push(isolate(format!("cannot be planned: {e}"))),
-        }
-    }
+    let planned = plan_records(&records, &defs, &tenants, &unreadable, now_ms, &deps.cfg.policy);
     for chunk in planned.chunks(FIRE_CHUNK) {
         if !write_chunk(deps, fence, now_ms, chunk, report).await? {
             return Ok(false);
@@ -179,26 +151,6 @@ async fn fire_page(
     }
     Ok(true)
 }
-
-/// A record and what to do with it.
-struct Planned {
-    rec: DueRecord,
-    plan: Action,
-    /// The definition's `ver` it was planned with.
-    ver: u64,
-}
-
-/// Fire (or drop) as planned, or set the record aside.
-enum Action {
-    Plan(FirePlan),
-    /// Its tenant or definition cannot be read, or it cannot be planned: counted as a failed
-    /// unit and looked at again in [`ISOLATED_RETRY_MS`] (not at every tick, which would keep
-    /// `sched_next` in the past and cost every idle tick a query).
-    Isolate(String),
-}
-
-/// How long a record set aside waits before it is tried again.
-pub const ISOLATED_RETRY_MS: i64 = 3_600_000;
 
 /// A transaction's items at most (DynamoDB's TransactWriteItems limit).
 const MAX_TRANSACTION_ITEMS: usize = 100;
@@ -219,37 +171,19 @@ async fn write_chunk(
     chunk: &[Planned],
     report: &mut Report,
 ) -> Result<bool, PulseError> {
-    let mut batch = Batch::new(Map::new());
-    let (mut fired, mut skipped, mut dropped) = (0u64, 0u64, 0u64);
-    let mut next = Vec::new();
-    let mut done = Vec::new();
-    let mut finished = Vec::new();
-    let mut isolated = 0u64;
-    for Planned { rec: r, plan, ver } in chunk {
-        match plan {
+    for p in chunk {
+        match &p.plan {
             Action::Isolate(why) => {
-                tracing::warn!(tenant = %r.tenant, schedule = %r.name, why = %why, "schedule isolated: tried again in an hour");
-                isolated += 1;
-                next.push(DueRecord { due_ms: now_ms + ISOLATED_RETRY_MS, ..r.clone() });
+                tracing::warn!(tenant = %p.rec.tenant, schedule = %p.rec.name, why = %why, "schedule isolated: tried again in an hour")
             }
             Action::Plan(FirePlan::Drop { why }) => {
-                tracing::info!(tenant = %r.tenant, schedule = %r.name, why, "due record dropped unfired");
-                dropped += 1;
+                tracing::info!(tenant = %p.rec.tenant, schedule = %p.rec.name, why, "due record dropped unfired")
             }
-            Action::Plan(FirePlan::Fire { fire, skipped: s, next: successor, finished: over }) => {
-                for o in fire {
-                    batch.add(vec![entry(&r.name, &o.key)], [r.tenant.clone()]);
-                }
-                fired += fire.len() as u64;
-                skipped += u64::from(*s);
-                next.extend(successor.clone());
-                if *over {
-                    finished.push((r.tenant.clone(), r.name.clone(), *ver));
-                }
-            }
+            Action::Plan(FirePlan::Fire { .. }) => {}
         }
-        done.push(r.key(deps.schedules.job()));
     }
+    let ChunkPlan { batch, next, done, finished, fired, skipped, dropped, isolated } =
+        chunk_plan(chunk, deps.schedules.job(), now_ms);
     let mut queued = Vec::new();
     for item in fire_items(batch, now_ms) {
         queued.push(enqueue_item(&deps.tables.queue, &deps.queue_cfg, &item, now_ms)?);
@@ -294,4 +228,12 @@ async fn write_chunk(
     }
     tracing::warn!("a chunk whose fires were found queued twice could not be written: left to the next tick");
     Ok(true)
+}
+
+fn page_error(e: tickwork::pager::PageError<std::convert::Infallible>) -> PulseError {
+    match e {
+        tickwork::pager::PageError::Db(d) => PulseError::Db(d),
+        tickwork::pager::PageError::Cursor(c) => PulseError::Cursor(c),
+        tickwork::pager::PageError::Handler(never) => match never {},
+    }
 }

@@ -33,7 +33,7 @@
 //! - [`pulse`] a pulse's identity and the pure step from a tenant's position to what it is owed;
 //! - `sweep` the enumeration (one loop for the leader, the shard workers and the dry run); `flush`
 //!   what a run writes and when;
-//! - `fires` schedules' fires, beside the groups' runs ([`tickwork::schedules`]); [`wake`] the
+//! - `fires` schedules' fires, beside the groups' runs (`fire_plan` their decisions, pure) ([`tickwork::schedules`]); [`wake`] the
 //!   one-time schedule that wakes the sweep at a schedule's instant;
 //! - `shared` a boundary shared by shard workers (the lease per shard, the watermark last);
 //!   [`helpers`] how the leader starts them;
@@ -42,6 +42,7 @@
 pub mod config;
 pub mod deps;
 pub mod due;
+mod fire_plan;
 mod fires;
 mod flush;
 pub mod helpers;
@@ -61,7 +62,8 @@ pub use config::ROLE;
 pub use config::{PulseConfig, MAX_LATENESS_LIMIT, MAX_SHARED_SHARDS};
 pub use deps::{add_tenants, Deps, Tables};
 pub use due::{due_groups, group_due, Due, DueGroup, WakeGroup};
-pub use fires::{entry as fire_entry, fire_items, FIRE_CHUNK, FIRE_PAGE, SCHED_KIND};
+pub use fire_plan::{entry as fire_entry, ISOLATED_RETRY_MS};
+pub use fires::{fire_items, FIRE_CHUNK, FIRE_PAGE, SCHED_KIND};
 pub use flush::FlushCounts;
 pub use pulse::{pulse_id, PULSE_KIND};
 pub use report::{Outcome, PulseError, Report};

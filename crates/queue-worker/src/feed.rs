@@ -128,7 +128,11 @@ impl Feed {
             }
             let k = (self.offset + self.pos) % self.shards;
             let now = queue.clock().now_ms();
-            let page = queue.poll(k, self.limit).await?;
+            // As many keys again as this drain holds: held items a lagging index still lists
+            // cannot fill the page and hide the ready ones behind them (the shard would count as
+            // dry with work left in it).
+            let want = self.limit.saturating_add(mine.len().min(i32::MAX as usize) as i32);
+            let page = queue.poll(k, want).await?;
             self.polls += 1;
             if page.iter().any(|c| c.id.starts_with(PAUSE_PREFIX)) {
                 self.paused = true;
@@ -139,7 +143,7 @@ impl Feed {
             if let Some(oldest) = page.iter().map(|c| c.visible_at).min() {
                 self.oldest_ready_ms = self.oldest_ready_ms.max((now - oldest).max(0) as u64);
             }
-            let full = page.len() as i32 >= self.limit;
+            let full = page.len() as i32 >= want;
             // What this drain holds is no candidate, and a page of nothing else found nothing:
             // counted as found, the feed would poll the same keys round after round while they
             // stay listed (a lagging index, or an item settled while this take was out).

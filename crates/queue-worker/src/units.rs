@@ -178,17 +178,7 @@ pub(crate) fn units_of(job: &Job) -> u64 {
 
 /// Units in a batch payload.
 fn units_in(payload: &str, kind: &str) -> u64 {
-    units_of(&Job {
-        id: String::new(),
-        kind: kind.to_string(),
-        payload: payload.to_string(),
-        tenant: None,
-        attempts: 0,
-        owner: String::new(),
-        claim_until_ms: 0,
-        died: false,
-        suspect: false,
-    })
+    units_of(&Job::unclaimed("", kind, payload))
 }
 
 /// A batch's settle, from how its units ended. Pure. The units to run again and the dead ones

@@ -10,22 +10,25 @@ use super::store::{key_pair, Schedules, BATCH_ROUNDS};
 use crate::clock::Millis;
 use crate::error::DbError;
 use crate::item::Item;
+use crate::pager::{fetch_page, Cursor, PageError};
 use crate::schema::{av_n, key, PK, SK};
 use crate::watermark::{watermark_key, SCHED_ADDS, SCHED_NEXT, SCHED_WAKE};
+use std::convert::Infallible;
 
 impl Schedules {
     /// One page of shard `k`'s records due by `now_ms` (strongly consistent), from `start`; each
-    /// record with its raw key, or the key and what is wrong with it.
+    /// record, or its key and what is wrong with it; and the cursor to the next page.
     pub async fn due_page(
         &self,
         k: u32,
         now_ms: Millis,
         limit: i32,
-        start: Option<Item>,
-    ) -> Result<(Vec<Result<DueRecord, (Item, String)>>, Option<Item>), DbError> {
-        let page = self.partition(due_pk(&self.job, k), Some(due_bound(now_ms)), Some(limit), start).await?;
+        start: Option<&Cursor>,
+    ) -> Result<(Vec<Result<DueRecord, (Item, String)>>, Option<Cursor>), PageError<Infallible>> {
+        let query = self.partition(due_pk(&self.job, k), Some(due_bound(now_ms)));
+        let page = fetch_page(&self.db, &query, start, limit).await?;
         let records = page
-            .items()
+            .items
             .iter()
             .map(|i| {
                 DueRecord::from_item(i).map_err(|e| {
@@ -34,7 +37,7 @@ impl Schedules {
                 })
             })
             .collect();
-        Ok((records, page.last_evaluated_key().cloned()))
+        Ok((records, page.next))
     }
 
     /// The definitions of `records`, by (tenant, name) (eventually consistent BatchGetItem, 100
@@ -147,9 +150,11 @@ impl Schedules {
     pub async fn earliest(&self) -> Result<Option<Millis>, DbError> {
         let mut best: Option<Millis> = None;
         for k in 0..DUE_SHARDS {
-            let page = self.partition(due_pk(&self.job, k), None, Some(1), None).await?;
+            let page = fetch_page(&self.db, &self.partition(due_pk(&self.job, k), None), None, 1)
+                .await
+                .map_err(|e| DbError::from(PageError::<DbError>::widen(e)))?;
             let first = page
-                .items()
+                .items
                 .first()
                 .and_then(|i| crate::schema::get_s(i, SK))
                 .and_then(|sk| sk.split_once('#').and_then(|(ms, _)| ms.parse::<Millis>().ok()));
@@ -160,14 +165,15 @@ impl Schedules {
         Ok(best)
     }
 
+    /// An UpdateItem of the job's state item, to complete.
+    fn state_update(&self) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+        self.db.client().update_item().table_name(&self.table).set_key(Some(watermark_key(&self.job)))
+    }
+
     /// Records the instant the sweep set its wake for (unconditional: the last one set stands).
     pub async fn note_wake(&self, at_ms: Millis) -> Result<(), DbError> {
         let req = self
-            .db
-            .client()
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(watermark_key(&self.job)))
+            .state_update()
             .update_expression("SET #w = :w")
             .expression_attribute_names("#w", SCHED_WAKE)
             .expression_attribute_values(":w", av_n(at_ms));
@@ -179,11 +185,7 @@ impl Schedules {
     /// looks again.
     pub async fn set_next(&self, next: Option<Millis>, adds_seen: i64) -> Result<bool, DbError> {
         let req = self
-            .db
-            .client()
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(watermark_key(&self.job)))
+            .state_update()
             .expression_attribute_names("#n", SCHED_NEXT)
             .expression_attribute_names("#a", SCHED_ADDS)
             .expression_attribute_values(":seen", av_n(adds_seen));

@@ -3,6 +3,7 @@
 //! first due record in one transaction with the state item's `sched_next` ([`super::commit`]), so
 //! no sweep can move `sched_next` past a record it has not seen, whatever crashes between.
 
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, WriteRequest};
 
 use super::commit::{commit, Committed};
@@ -51,33 +52,24 @@ impl Schedules {
         &self.job
     }
 
-    /// One strongly consistent page of partition `pk` (sort keys below `below` when given), from
-    /// `start`: the one read of the control table's schedule partitions.
-    pub(super) async fn partition(
-        &self,
-        pk: String,
-        below: Option<String>,
-        limit: Option<i32>,
-        start: Option<Item>,
-    ) -> Result<aws_sdk_dynamodb::operation::query::QueryOutput, DbError> {
-        let mut q = self
+    /// A strongly consistent Query of partition `pk` (sort keys below `below` when given): the
+    /// one read of the control table's schedule partitions, paged by [`crate::pager`].
+    pub(super) fn partition(&self, pk: String, below: Option<String>) -> QueryFluentBuilder {
+        let q = self
             .db
             .client()
             .query()
             .table_name(&self.table)
             .expression_attribute_names("#pk", PK)
             .expression_attribute_values(":pk", av_s(pk))
-            .consistent_read(true)
-            .set_limit(limit)
-            .set_exclusive_start_key(start);
-        q = match below {
+            .consistent_read(true);
+        match below {
             Some(b) => q
                 .key_condition_expression("#pk = :pk AND #sk < :to")
                 .expression_attribute_names("#sk", SK)
                 .expression_attribute_values(":to", av_s(b)),
             None => q.key_condition_expression("#pk = :pk"),
-        };
-        self.db.query(q).await
+        }
     }
 
     /// One schedule, read strongly consistently.
@@ -86,20 +78,22 @@ impl Schedules {
         Ok(item.as_ref().map(Schedule::from_item).transpose()?)
     }
 
-    /// Every schedule of `tenant`, paged to the end.
+    /// Every schedule of `tenant`, paged to the end ([`crate::pager::for_each_page`]).
     pub async fn list(&self, tenant: &str) -> Result<Vec<Schedule>, ScheduleError> {
         let mut out = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let page = self.partition(def_pk(&self.job, tenant), None, None, start.take()).await?;
-            for item in page.items() {
-                out.push(Schedule::from_item(item)?);
-            }
-            match page.last_evaluated_key() {
-                Some(k) => start = Some(k.clone()),
-                None => return Ok(out),
-            }
-        }
+        let query = self.partition(def_pk(&self.job, tenant), None);
+        crate::pager::for_each_page(&self.db, query, None, 1000, &crate::budget::Unlimited, "schedules", |page| {
+            let read: Result<Vec<Schedule>, SpecError> = page.items.iter().map(Schedule::from_item).collect();
+            let ok = read.map(|v| out.extend(v));
+            std::future::ready(ok)
+        })
+        .await
+        .map_err(|e| match e {
+            crate::pager::PageError::Db(d) => ScheduleError::Db(d),
+            crate::pager::PageError::Cursor(c) => ScheduleError::Db(DbError::Invalid(c.to_string())),
+            crate::pager::PageError::Handler(s) => ScheduleError::Spec(s),
+        })?;
+        Ok(out)
     }
 
     /// Adds or changes `tenant`'s schedule `def`, owed from now, computed in `zone` (the
@@ -299,17 +293,21 @@ pub(super) fn key_pair(k: &Item) -> (String, String) {
     (s(PK), s(SK))
 }
 
-/// The keys a schedule's items will have, held to DynamoDB's key limits before anything is
-/// written (a tenant id near its limit plus a name could exceed a sort key's 1,024 bytes).
+/// The keys a schedule's items will have (its definition's, and a due record's at the latest
+/// instant a record can name), held to DynamoDB's key limits by [`crate::limits::key`] before
+/// anything is written: a tenant id near its limit plus a name can exceed a sort key's 1,024
+/// bytes.
 fn check_keys(job: &str, tenant: &str, name: &str) -> Result<(), SpecError> {
-    let due_sk = super::record::due_sk(0, tenant, name);
-    let pk = def_pk(job, tenant);
-    if pk.len() > 2_048 || due_sk.len() > 1_024 {
-        return Err(SpecError(format!(
-            "tenant id ({} bytes) and name ({} bytes) make a key longer than DynamoDB allows (partition key 2,048, sort key 1,024 bytes)",
-            tenant.len(),
-            name.len()
-        )));
+    let latest = super::record::due_sk(jiff::Timestamp::MAX.as_millisecond(), tenant, name);
+    for k in [key(def_pk(job, tenant), name), key(super::record::due_pk(job, 0), latest)] {
+        crate::limits::key("PutItem", "control", &k).map_err(|e| {
+            SpecError(format!(
+                "tenant id ({} bytes) and name ({} bytes) make a key longer than DynamoDB allows: {}",
+                tenant.len(),
+                name.len(),
+                e.rule
+            ))
+        })?;
     }
     Ok(())
 }
