@@ -40,7 +40,7 @@ use crate::config::WorkerConfig;
 use crate::feed::{take, Feed, TakeRun};
 use crate::fleet::{Grow, NoFleet};
 use crate::registry::Registry;
-use crate::units::{call, settle_held, Held, Settled, UnitEnd};
+use crate::units::{batch_limit, call, settle_held, Held, Settled, UnitEnd};
 
 /// Parts an item is split into when its worker died ([`Job::died`]): each death beside it divides
 /// the suspects by this, so a unit among 2,000 is alone after four deaths.
@@ -127,7 +127,7 @@ pub async fn drain(
     drain_with(queue, handlers, owner, budget, cfg, &NoFleet).await
 }
 
-type UnitRun<'a> = BoxFuture<'a, (u64, String, UnitEnd)>;
+type UnitRun<'a> = BoxFuture<'a, (u64, Vec<(String, UnitEnd)>)>;
 type SettleRun<'a> = BoxFuture<'a, Result<Settled, QueueError>>;
 
 /// [`drain`], asking `fleet` to grow when a poll shows a backlog.
@@ -176,19 +176,26 @@ async fn drain_as(
         while !stopping && running.len() < cfg.concurrency {
             let Some(id) = startable(&held) else { break };
             let h = held.get_mut(&id).expect("held");
-            let job = h.unit_job(h.next);
-            let key = h.units[h.next].key.clone();
-            h.next += 1;
-            h.running += 1;
+            // One call: one unit, or as many as the kind's target takes in a request.
+            let n = batch_limit(handlers, &h.job.kind).min(h.unstarted());
+            let jobs: Vec<_> = (h.next..h.next + n).map(|i| h.unit_job(i)).collect();
+            let keys: Vec<String> = h.units[h.next..h.next + n].iter().map(|u| u.key.clone()).collect();
+            h.next += n;
+            h.running += n;
             running.push(Box::pin(async move {
-                let end = match call(handlers, &job, cfg).await {
-                    Ok(()) => UnitEnd::Done,
-                    Err(e) => {
-                        tracing::warn!(id = %job.id, error = %e, "unit failed");
-                        UnitEnd::Failed(e)
-                    }
-                };
-                (id, key, end)
+                let results = call(handlers, &jobs, cfg).await;
+                let ends = keys
+                    .into_iter()
+                    .zip(jobs.iter().zip(results))
+                    .map(|(key, (job, r))| match r {
+                        Ok(()) => (key, UnitEnd::Done),
+                        Err(e) => {
+                            tracing::warn!(id = %job.id, error = %e, "unit failed");
+                            (key, UnitEnd::Failed(e))
+                        }
+                    })
+                    .collect();
+                (id, ends)
             }));
         }
         if let (true, Some(f)) = (reopen, feed.as_mut()) {
@@ -234,10 +241,10 @@ async fn drain_as(
             break;
         }
         tokio::select! {
-            Some((id, key, end)) = running.next(), if !running.is_empty() => {
+            Some((id, ends)) = running.next(), if !running.is_empty() => {
                 let h = held.get_mut(&id).expect("a running unit's item is held");
-                h.running -= 1;
-                h.ends.push((key, end));
+                h.running -= ends.len();
+                h.ends.extend(ends);
             }
             Some(s) = settling.next(), if !settling.is_empty() => {
                 let s = match s {

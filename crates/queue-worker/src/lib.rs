@@ -17,7 +17,8 @@
 //! 3. One metrics line (EMF) on every path: `Paused`, `FailedUnits` (dead letters), and the per-table detail.
 //!
 //! ## Layout
-//! [`config`] settings; [`registry`] handlers by kind; [`mod@drain`] the loop, `feed` its
+//! [`config`] settings; [`registry`] handlers by kind; [`targets`] kinds delivered to a Lambda
+//! function, a queue or a bus; [`mod@drain`] the loop, `feed` its
 //! candidates, `units` an item's units and its settle, [`fleet`] the drains at once; [`summary`]
 //! the handlers this worker ships; this file the glue.
 
@@ -27,6 +28,7 @@ mod feed;
 pub mod fleet;
 pub mod registry;
 pub mod summary;
+pub mod targets;
 mod units;
 
 use serde_json::Value;
@@ -98,6 +100,7 @@ impl Deps {
         let queue_cfg = QueueConfig::from_env(env)?;
         let cfg = WorkerConfig::from_core(env, &base.core, &queue_cfg)?;
         let registry = handlers(&HandlerContext { db: &base.db, clock: &base.clock, env, core: &base.core })?;
+        let registry = targets::route(registry, env, &base.sdk, &base.clock)?;
         // Poll every ready shard any producer ever wrote to (tickwork::shard::ShardRegistry).
         let reg = tickwork::shard::ShardRegistry::new(base.db.clone(), &base.core.control_table);
         let shards = tickwork::iam::acting_as(ROLE, reg.resolve("queue", queue_cfg.shards))

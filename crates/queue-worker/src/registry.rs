@@ -25,6 +25,25 @@ pub enum HandlerError {
 pub trait Handler: Send + Sync {
     /// Runs the job; must be idempotent per job id.
     fn handle<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Result<(), HandlerError>>;
+
+    /// Units one call takes at most. A handler in this process runs one at a time (1); a target
+    /// that delivers a batch in one request ([`crate::targets`]) takes more, and the drain hands
+    /// it that many of an item's units at once, as one handler slot.
+    fn batch_limit(&self) -> usize {
+        1
+    }
+
+    /// Runs several units in one call: one result per job, in order. Must be idempotent per job
+    /// id, as [`Handler::handle`].
+    fn handle_batch<'a>(&'a self, jobs: &'a [Job]) -> BoxFuture<'a, Vec<Result<(), HandlerError>>> {
+        Box::pin(async move {
+            let mut out = Vec::with_capacity(jobs.len());
+            for j in jobs {
+                out.push(self.handle(j).await);
+            }
+            out
+        })
+    }
 }
 
 /// Handlers by kind.
@@ -78,6 +97,23 @@ impl Handler for Counted {
                 *self.seen.lock().expect("deliveries").entry(job.id.clone()).or_default() += 1;
             }
             r
+        })
+    }
+
+    fn batch_limit(&self) -> usize {
+        self.inner.batch_limit()
+    }
+
+    fn handle_batch<'a>(&'a self, jobs: &'a [Job]) -> BoxFuture<'a, Vec<Result<(), HandlerError>>> {
+        Box::pin(async move {
+            let out = self.inner.handle_batch(jobs).await;
+            let mut seen = self.seen.lock().expect("deliveries");
+            for (j, r) in jobs.iter().zip(&out) {
+                if r.is_ok() {
+                    *seen.entry(j.id.clone()).or_default() += 1;
+                }
+            }
+            out
         })
     }
 }

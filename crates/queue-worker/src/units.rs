@@ -98,27 +98,39 @@ pub(crate) struct Settled {
     pub(crate) refunded: bool,
 }
 
-/// One handler call, time-boxed and with panics caught.
-pub(crate) async fn call(handlers: &Registry, job: &Job, cfg: &WorkerConfig) -> Result<(), HandlerError> {
-    match handlers.get(&job.kind) {
-        None => Err(HandlerError::Permanent(format!("no handler for kind `{}`", job.kind))),
-        Some(h) => {
-            match tokio::time::timeout(cfg.handler_timeout, AssertUnwindSafe(h.handle(job)).catch_unwind()).await {
-                Ok(Ok(r)) => r,
-                Ok(Err(panic)) => {
-                    let what = panic
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "a panic".into());
-                    Err(HandlerError::Retry(format!("handler panicked: {what}")))
-                }
-                Err(_) => {
-                    Err(HandlerError::Retry(format!("handler ran longer than {} s", cfg.handler_timeout.as_secs_f64())))
-                }
-            }
+/// One handler call for one or more units of a kind, time-boxed and with panics caught: one
+/// result per job, in order (a call that panicked or ran too long fails every unit it carried,
+/// to be retried).
+pub(crate) async fn call(handlers: &Registry, jobs: &[Job], cfg: &WorkerConfig) -> Vec<Result<(), HandlerError>> {
+    let Some(first) = jobs.first() else { return Vec::new() };
+    let all = |e: HandlerError| vec![Err(e); jobs.len()];
+    let Some(h) = handlers.get(&first.kind) else {
+        return all(HandlerError::Permanent(format!("no handler for kind `{}`", first.kind)));
+    };
+    let run = async {
+        match jobs {
+            [one] => vec![h.handle(one).await],
+            many => h.handle_batch(many).await,
         }
+    };
+    match tokio::time::timeout(cfg.handler_timeout, AssertUnwindSafe(run).catch_unwind()).await {
+        Ok(Ok(r)) if r.len() == jobs.len() => r,
+        Ok(Ok(r)) => all(HandlerError::Retry(format!("the handler answered {} results for {} units", r.len(), jobs.len()))),
+        Ok(Err(panic)) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".into());
+            all(HandlerError::Retry(format!("handler panicked: {what}")))
+        }
+        Err(_) => all(HandlerError::Retry(format!("handler ran longer than {} s", cfg.handler_timeout.as_secs_f64()))),
     }
+}
+
+/// Units of a held item's kind one handler call takes ([`crate::registry::Handler::batch_limit`]).
+pub(crate) fn batch_limit(handlers: &Registry, kind: &str) -> usize {
+    handlers.get(kind).map_or(1, |h| h.batch_limit().max(1))
 }
 
 /// Settles a held item once, from how its units ended (a unit never started ended

@@ -107,6 +107,8 @@ vars! {
         "the worker's schedule interval (a scheduled event further ahead than this plus the skew is refused)";
     WORKER_HANDLER_TIMEOUT_SECS = "TICKWORK_WORKER_HANDLER_TIMEOUT_SECS", "30", "queue-worker",
         "a handler running longer is stopped and its item retried; below the visibility timeout";
+    TARGETS = "TICKWORK_TARGETS", "", "queue-worker",
+        "kinds delivered to a target instead of a built-in handler: `kind[,kind…]=ARN` entries separated by `;` (a Lambda function, an SQS queue or an EventBridge bus; docs/targets.md)";
     PULSE_JOB = "TICKWORK_PULSE_JOB", "pulse-sweep", "pulse-sweep",
         "the sweep's job name (lease, watermark, pause switch)";
     PULSE_INTERVAL_SECS = "TICKWORK_PULSE_INTERVAL_SECS", "60", "pulse-sweep",

@@ -96,6 +96,16 @@ pub enum Resource {
         /// Its name.
         name: String,
     },
+    /// An SQS queue (a worker's target).
+    Queue {
+        /// Its ARN.
+        arn: String,
+    },
+    /// An EventBridge event bus (a worker's target).
+    Bus {
+        /// Its ARN.
+        arn: String,
+    },
     /// An IAM role passed to a service.
     Role {
         /// Its ARN.

@@ -1,0 +1,103 @@
+//! An EventBridge bus as a kind's handler: `PutEvents`, 10 units a request, `source` `tickwork`,
+//! `detail-type` the kind, `detail` the unit ([`super::envelope::unit_body`]).
+//!
+//! EventBridge does not deduplicate: a unit delivered again is an event again, and the rule's
+//! target deduplicates on the unit key. An entry EventBridge reports failed is retried when the
+//! failure is the service's (`InternalFailure`, `ThrottlingException`; EventBridge API reference,
+//! "PutEventsResultEntry"), dead-lettered when it is the entry's own; a failed request retries
+//! every unit it carried.
+
+use aws_sdk_eventbridge::types::PutEventsRequestEntry;
+use futures::future::BoxFuture;
+use tickwork::queue::Job;
+
+use super::envelope::{chunks, unit_body, MAX_ENTRIES, MAX_REQUEST_BYTES};
+use crate::registry::{Handler, HandlerError};
+
+/// Every event's `source`.
+pub const SOURCE: &str = "tickwork";
+
+/// A bus target.
+pub struct BusTarget {
+    client: aws_sdk_eventbridge::Client,
+    arn: String,
+}
+
+impl std::fmt::Debug for BusTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BusTarget").field("arn", &self.arn).finish()
+    }
+}
+
+/// Whether a failed entry's error code is the service's (worth a retry).
+pub fn transient(code: &str) -> bool {
+    matches!(code, "InternalFailure" | "ThrottlingException" | "InternalException")
+}
+
+impl BusTarget {
+    /// Puts events on the bus `arn`.
+    pub fn new(client: aws_sdk_eventbridge::Client, arn: &str) -> Self {
+        Self { client, arn: arn.into() }
+    }
+
+    async fn put(&self, jobs: &[Job], bodies: &[String]) -> Vec<Result<(), HandlerError>> {
+        let entries: Vec<PutEventsRequestEntry> = jobs
+            .iter()
+            .zip(bodies)
+            .map(|(j, body)| {
+                PutEventsRequestEntry::builder()
+                    .event_bus_name(&self.arn)
+                    .source(SOURCE)
+                    .detail_type(&j.kind)
+                    .detail(body)
+                    .build()
+            })
+            .collect();
+        let out = match self.client.put_events().set_entries(Some(entries)).send().await {
+            Ok(out) => out,
+            Err(e) => {
+                let why = format!("putting events on {}: {}", self.arn, tickwork_lambda::error_chain(&e));
+                return vec![Err(HandlerError::Retry(why)); jobs.len()];
+            }
+        };
+        // The result entries are in the request's order, one each (PutEvents "Entries" response).
+        let results = out.entries();
+        (0..jobs.len())
+            .map(|i| match results.get(i) {
+                None => Err(HandlerError::Retry(format!("{} returned no result for entry {i}", self.arn))),
+                Some(r) => match r.error_code() {
+                    None => Ok(()),
+                    Some(code) => {
+                        let why = format!("{} refused it: {code} {}", self.arn, r.error_message().unwrap_or_default());
+                        Err(if transient(code) { HandlerError::Retry(why) } else { HandlerError::Permanent(why) })
+                    }
+                },
+            })
+            .collect()
+    }
+}
+
+impl Handler for BusTarget {
+    fn handle<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Result<(), HandlerError>> {
+        Box::pin(async move { self.handle_batch(std::slice::from_ref(job)).await.remove(0) })
+    }
+
+    fn batch_limit(&self) -> usize {
+        MAX_ENTRIES
+    }
+
+    fn handle_batch<'a>(&'a self, jobs: &'a [Job]) -> BoxFuture<'a, Vec<Result<(), HandlerError>>> {
+        Box::pin(async move {
+            let bodies: Vec<String> = jobs.iter().map(unit_body).collect();
+            // An entry's size: its source, detail-type, detail and bus name (EventBridge User
+            // Guide, "Calculating PutEvents event entry size"), plus a margin.
+            let sizes: Vec<usize> =
+                jobs.iter().zip(&bodies).map(|(j, b)| SOURCE.len() + j.kind.len() + b.len() + self.arn.len() + 64).collect();
+            let mut out = Vec::with_capacity(jobs.len());
+            for r in chunks(&sizes, MAX_ENTRIES, MAX_REQUEST_BYTES) {
+                out.extend(self.put(&jobs[r.clone()], &bodies[r]).await);
+            }
+            out
+        })
+    }
+}

@@ -1,0 +1,108 @@
+//! A Lambda function in any runtime as a kind's handler: one synchronous Invoke per batch of
+//! units, in the SQS event's shape, answered with the partial-batch response
+//! ([`super::envelope`]).
+//!
+//! A unit the function lists in `batchItemFailures` fails (retried under the queue's policy, then
+//! dead-lettered alone, [`crate::units`]); the rest are done. A function error (it raised, timed
+//! out, ran out of memory: `X-Amz-Function-Error`, Lambda API reference, "Invoke"), an answer
+//! Lambda would read as a complete failure, or a failed request (throttled, not found, denied)
+//! fails the whole call: every unit it carried is retried.
+
+use futures::future::BoxFuture;
+use tickwork::clock::SharedClock;
+use tickwork::queue::Job;
+
+use super::envelope::{failures, sqs_event, MAX_INVOKE_BYTES};
+use crate::registry::{Handler, HandlerError};
+
+/// Units one Invoke carries at most (the default batch size of an SQS event source mapping is
+/// 10, its maximum 10,000; 100 keeps a slow handler's batch well inside the worker's handler
+/// timeout while sparing 99 invocations in 100).
+pub const FUNCTION_BATCH: usize = 100;
+
+/// A function target.
+pub struct FunctionTarget {
+    client: aws_sdk_lambda::Client,
+    arn: String,
+    region: String,
+    kind_source: String,
+    clock: SharedClock,
+}
+
+impl std::fmt::Debug for FunctionTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FunctionTarget").field("arn", &self.arn).finish()
+    }
+}
+
+impl FunctionTarget {
+    /// Invokes `arn` with `client`; `source` is what the records name as their `eventSourceARN`.
+    pub fn new(client: aws_sdk_lambda::Client, arn: &str, region: &str, source: &str, clock: SharedClock) -> Self {
+        Self { client, arn: arn.into(), region: region.into(), kind_source: source.into(), clock }
+    }
+
+    async fn invoke(&self, jobs: &[Job]) -> Vec<Result<(), HandlerError>> {
+        let keys: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
+        let event = sqs_event(jobs, &self.kind_source, &self.region, self.clock.now_ms()).to_string();
+        let all = |e: HandlerError| vec![Err(e); jobs.len()];
+        let out = match self
+            .client
+            .invoke()
+            .function_name(&self.arn)
+            .invocation_type(aws_sdk_lambda::types::InvocationType::RequestResponse)
+            .payload(aws_sdk_lambda::primitives::Blob::new(event))
+            .send()
+            .await
+        {
+            Ok(out) => out,
+            Err(e) => return all(HandlerError::Retry(format!("invoking {}: {}", self.arn, tickwork_lambda::error_chain(&e)))),
+        };
+        let answer = out.payload().map(|p| p.as_ref().to_vec()).unwrap_or_default();
+        if let Some(kind) = out.function_error() {
+            let text = String::from_utf8_lossy(&answer);
+            return all(HandlerError::Retry(format!("{} failed ({kind}): {}", self.arn, clip(&text))));
+        }
+        match failures(&answer, &keys) {
+            Ok(failed) => jobs
+                .iter()
+                .map(|j| match failed.contains(&j.id) {
+                    false => Ok(()),
+                    true => Err(HandlerError::Retry(format!("{} listed it in batchItemFailures", self.arn))),
+                })
+                .collect(),
+            Err(why) => all(HandlerError::Retry(format!("{}: the whole batch failed: {why}", self.arn))),
+        }
+    }
+}
+
+fn clip(s: &str) -> &str {
+    match s.char_indices().nth(300) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+impl Handler for FunctionTarget {
+    fn handle<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Result<(), HandlerError>> {
+        Box::pin(async move { self.invoke(std::slice::from_ref(job)).await.remove(0) })
+    }
+
+    fn batch_limit(&self) -> usize {
+        FUNCTION_BATCH
+    }
+
+    fn handle_batch<'a>(&'a self, jobs: &'a [Job]) -> BoxFuture<'a, Vec<Result<(), HandlerError>>> {
+        Box::pin(async move {
+            // Several Invokes when the records would pass the synchronous payload limit.
+            let sizes: Vec<usize> = jobs
+                .iter()
+                .map(|j| sqs_event(std::slice::from_ref(j), &self.kind_source, &self.region, 0).to_string().len())
+                .collect();
+            let mut out = Vec::with_capacity(jobs.len());
+            for r in super::envelope::chunks(&sizes, usize::MAX, MAX_INVOKE_BYTES - 1024) {
+                out.extend(self.invoke(&jobs[r]).await);
+            }
+            out
+        })
+    }
+}

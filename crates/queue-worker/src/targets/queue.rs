@@ -1,0 +1,111 @@
+//! An SQS queue, standard or FIFO, as a kind's handler: `SendMessageBatch`, 10 units a request.
+//!
+//! Each message's body is the unit ([`super::envelope::unit_body`]), its attributes the key, kind
+//! and tenant. On a FIFO queue the deduplication id is derived from the unit key and the group id
+//! is the tenant ([`super::envelope::dedup_id`], [`super::envelope::group_id`]), so a batch sent
+//! again within SQS's five-minute deduplication interval adds nothing. An entry SQS reports failed
+//! is retried, unless SQS says the sender is at fault (`SenderFault`: the message itself is
+//! refused, and will be every time): that unit is dead-lettered at once. A failed request retries
+//! every unit it carried.
+
+use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
+use futures::future::BoxFuture;
+use tickwork::queue::Job;
+
+use super::envelope::{chunks, dedup_id, group_id, unit_body, MAX_ENTRIES, MAX_REQUEST_BYTES};
+use crate::registry::{Handler, HandlerError};
+
+/// A queue target.
+pub struct QueueTarget {
+    client: aws_sdk_sqs::Client,
+    url: String,
+    fifo: bool,
+}
+
+impl std::fmt::Debug for QueueTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueTarget").field("url", &self.url).field("fifo", &self.fifo).finish()
+    }
+}
+
+fn attr(v: &str) -> MessageAttributeValue {
+    MessageAttributeValue::builder().data_type("String").string_value(v).build().expect("data type is set")
+}
+
+impl QueueTarget {
+    /// Sends to the queue at `url`.
+    pub fn new(client: aws_sdk_sqs::Client, url: &str, fifo: bool) -> Self {
+        Self { client, url: url.into(), fifo }
+    }
+
+    /// One request of at most 10 entries.
+    async fn send(&self, jobs: &[Job], bodies: &[String]) -> Vec<Result<(), HandlerError>> {
+        let entries: Vec<SendMessageBatchRequestEntry> = jobs
+            .iter()
+            .zip(bodies)
+            .enumerate()
+            .map(|(i, (j, body))| {
+                let tenant = j.tenant.clone().unwrap_or_default();
+                let mut e = SendMessageBatchRequestEntry::builder()
+                    .id(format!("u{i}"))
+                    .message_body(body)
+                    .message_attributes("key", attr(&j.id))
+                    .message_attributes("kind", attr(&j.kind));
+                if !tenant.is_empty() {
+                    e = e.message_attributes("tenant", attr(&tenant));
+                }
+                if self.fifo {
+                    e = e.message_deduplication_id(dedup_id(&j.id)).message_group_id(group_id(&tenant));
+                }
+                e.build().expect("id and body are set")
+            })
+            .collect();
+        let out = match self.client.send_message_batch().queue_url(&self.url).set_entries(Some(entries)).send().await {
+            Ok(out) => out,
+            Err(e) => {
+                let why = format!("sending to {}: {}", self.url, tickwork_lambda::error_chain(&e));
+                return vec![Err(HandlerError::Retry(why)); jobs.len()];
+            }
+        };
+        let mut results: Vec<Result<(), HandlerError>> = vec![Ok(()); jobs.len()];
+        for f in out.failed() {
+            let Some(i) = f.id().strip_prefix('u').and_then(|n| n.parse::<usize>().ok()).filter(|i| *i < jobs.len())
+            else {
+                continue;
+            };
+            let why = format!("{} refused it: {} {}", self.url, f.code(), f.message().unwrap_or_default());
+            results[i] = Err(if f.sender_fault() { HandlerError::Permanent(why) } else { HandlerError::Retry(why) });
+        }
+        // An entry neither sent nor reported failed is not known to be sent: retried.
+        let sent: std::collections::BTreeSet<&str> = out.successful().iter().map(|s| s.id()).collect();
+        for (i, r) in results.iter_mut().enumerate() {
+            if r.is_ok() && !sent.contains(format!("u{i}").as_str()) {
+                *r = Err(HandlerError::Retry(format!("{} did not report entry u{i}", self.url)));
+            }
+        }
+        results
+    }
+}
+
+impl Handler for QueueTarget {
+    fn handle<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Result<(), HandlerError>> {
+        Box::pin(async move { self.handle_batch(std::slice::from_ref(job)).await.remove(0) })
+    }
+
+    fn batch_limit(&self) -> usize {
+        MAX_ENTRIES
+    }
+
+    fn handle_batch<'a>(&'a self, jobs: &'a [Job]) -> BoxFuture<'a, Vec<Result<(), HandlerError>>> {
+        Box::pin(async move {
+            let bodies: Vec<String> = jobs.iter().map(unit_body).collect();
+            // A message's size counts its body and its attributes' names, types and values.
+            let sizes: Vec<usize> = jobs.iter().zip(&bodies).map(|(j, b)| b.len() + j.id.len() + 100).collect();
+            let mut out = Vec::with_capacity(jobs.len());
+            for r in chunks(&sizes, MAX_ENTRIES, MAX_REQUEST_BYTES) {
+                out.extend(self.send(&jobs[r.clone()], &bodies[r]).await);
+            }
+            out
+        })
+    }
+}
