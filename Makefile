@@ -60,11 +60,32 @@ $(CHECKOV_VENV)/.checkov-$(CHECKOV_VERSION):
 	$(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check 'checkov==$(CHECKOV_VERSION)'
 	touch $@
 
+# The example target handlers in their real runtimes (tests/it/targets.rs): Python under
+# awslambdaric (PyPI, a manylinux wheel), JavaScript under aws-lambda-ric (npm), whose native
+# client builds from source with cmake (PyPI) and autotools (Debian).
+PY_HANDLER_VENV := .tools/python-handler
+PY_HANDLER_DEP  := $(PY_HANDLER_VENV)/.deps
+JS_HANDLER_DEP  := examples/javascript-handler/node_modules/.deps
+CMAKE_VENV      := .tools/cmake
+CMAKE_VERSION   := 4.4.5
+$(PY_HANDLER_DEP): examples/python-handler/requirements.txt
+	python3 -m venv $(PY_HANDLER_VENV)
+	$(PY_HANDLER_VENV)/bin/pip install --quiet --disable-pip-version-check -r examples/python-handler/requirements.txt
+	touch $@
+$(JS_HANDLER_DEP): examples/javascript-handler/package.json
+	@command -v autoreconf >/dev/null && command -v libtoolize >/dev/null || { \
+	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$sudo apt-get install -y --no-install-recommends autoconf automake libtool make g++ \
+	  || { $$sudo apt-get update && $$sudo apt-get install -y --no-install-recommends autoconf automake libtool make g++; }; }
+	test -x $(CMAKE_VENV)/bin/cmake || { python3 -m venv $(CMAKE_VENV) && $(CMAKE_VENV)/bin/pip install --quiet --disable-pip-version-check 'cmake==$(CMAKE_VERSION)'; }
+	cd examples/javascript-handler && PATH="$(CURDIR)/$(CMAKE_VENV)/bin:$$PATH" npm install --no-audit --no-fund --silent
+	touch $@
+
 SAM_DEP    := $(SAM_VENV)/.sam-$(SAM_CLI_VERSION)-cfn-$(CFN_LINT_VERSION)
 CHECKOV_DEP := $(CHECKOV_VENV)/.checkov-$(CHECKOV_VERSION)
 LAMBDA_DEP := $(LAMBDA_VENV)/.cargo-lambda-$(CARGO_LAMBDA_VERSION)-zig-$(ZIG_VERSION)
 
-deps: $(VENV)/.moto-$(MOTO_VERSION) $(DYNALITE) ## install the local DynamoDB/S3 servers (moto, dynalite)
+deps: $(VENV)/.moto-$(MOTO_VERSION) $(DYNALITE) $(PY_HANDLER_DEP) $(JS_HANDLER_DEP) ## install the local servers (moto, dynalite) and the example handlers' runtimes
 
 tools: $(SAM_DEP) $(LAMBDA_DEP) ## install the SAM CLI, cfn-lint, cargo-lambda and zig (own virtualenvs)
 

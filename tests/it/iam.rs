@@ -358,6 +358,21 @@ enum Res {
     Schedule {
         suffix: String,
     },
+    /// A parameter's ARN (`!Ref FunctionTargetArn`): the targets' statements.
+    Param {
+        name: String,
+    },
+}
+
+/// The ARNs the tests deploy a target parameter with (each test a stack of its own): patterns in
+/// IAM's `StringLike` terms, since a test's queue or bus has a name of its own.
+fn param_values(name: &str) -> Vec<String> {
+    match name {
+        "FunctionTargetArn" => vec![crate::targets::FUNCTION_ARN.to_string()],
+        "QueueTargetArn" => vec![format!("{}*", crate::targets::QUEUE_ARN_PREFIX)],
+        "BusTargetArn" => vec![format!("{}*", crate::targets::BUS_ARN_PREFIX)],
+        other => panic!("a statement names parameter {other}, which no test deploys"),
+    }
 }
 
 const FUNCTION_ARN: &str = "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${AWS::StackName}";
@@ -368,6 +383,7 @@ fn resource(v: &Value) -> Res {
     let (tag, inner) = untag(v);
     let s = inner.as_str().expect("resource text");
     match tag.as_str() {
+        "!Ref" => Res::Param { name: s.to_string() },
         "!GetAtt" => Res::Table { logical: s.trim_end_matches(".Arn").to_string(), index: None },
         "!Sub" if s.starts_with(FUNCTION_ARN) => Res::Function { suffix: s[FUNCTION_ARN.len()..].to_string() },
         "!Sub" if s.starts_with(SCHEDULE_ARN) => Res::Schedule { suffix: s[SCHEDULE_ARN.len()..].to_string() },
@@ -400,6 +416,16 @@ fn statements(t: &Value, function: &str) -> Vec<Statement> {
     let mut out = Vec::new();
     for policy in f.as_sequence().expect("Policies list") {
         for st in policy["Statement"].as_sequence().expect("an inline policy") {
+            // `!If [Condition, statement, !Ref AWS::NoValue]`: a target's statement, present when
+            // its parameter is set, as in the tests.
+            let st = match untag(st) {
+                (tag, v) if tag == "!If" => {
+                    let parts = v.as_sequence().expect("!If [condition, then, else]");
+                    assert_eq!(untag(&parts[2]).1.as_str(), Some("AWS::NoValue"), "{function}: {parts:?}");
+                    &parts[1]
+                }
+                _ => st,
+            };
             assert_eq!(st["Effect"].as_str(), Some("Allow"));
             // A Lambda statement's shape is checked on its own (invoke itself, nothing else).
             lambda_statement(st, function);
@@ -437,6 +463,12 @@ fn lambda_statement(st: &Value, function: &str) -> bool {
     let actions: Vec<&str> =
         st["Action"].as_sequence().map(|a| a.iter().filter_map(|x| x.as_str()).collect()).unwrap_or_default();
     if !actions.iter().any(|a| a.starts_with("lambda:")) {
+        return false;
+    }
+    // The worker's function target: the ARN its parameter names, and only that.
+    if let ("!Ref", Some("FunctionTargetArn")) = (untag(&st["Resource"]).0.as_str(), untag(&st["Resource"]).1.as_str()) {
+        assert_eq!(function, "QueueWorkerFunction", "only the worker delivers to a target");
+        assert_eq!(actions.as_slice(), &["lambda:InvokeFunction"][..], "{function}: {st:?}");
         return false;
     }
     let own = invokes_itself(function).unwrap_or_else(|| panic!("{function} may invoke no function: {st:?}"));
@@ -511,6 +543,8 @@ fn asked_with(a: &Access, logical: &dyn Fn(&str) -> String, bucket_ok: &dyn Fn(&
         }
         Resource::Function { name } => Asked { logical: format!("function:{name}"), ..base },
         Resource::Schedule { name } => Asked { logical: format!("schedule:{name}"), ..base },
+        Resource::Queue { arn } => Asked { logical: format!("queue:{arn}"), ..base },
+        Resource::Bus { arn } => Asked { logical: format!("bus:{arn}"), ..base },
         // A role of the stack, by its name's suffix (`<stack>-WakeRole`), as a `!GetAtt X.Arn`.
         Resource::Role { arn } => {
             Asked { logical: arn.rsplit(['/', '-']).next().unwrap_or_default().to_string(), ..base }
@@ -530,6 +564,10 @@ fn allows(st: &Statement, action: &str, a: &Asked) -> bool {
         }
         Res::Function { suffix } => a.logical.strip_prefix("function:").is_some_and(|n| n.ends_with(suffix.as_str())),
         Res::Schedule { suffix } => a.logical.strip_prefix("schedule:").is_some_and(|n| n.ends_with(suffix.as_str())),
+        Res::Param { name } => a
+            .logical
+            .split_once(':')
+            .is_some_and(|(_, arn)| param_values(name).iter().any(|p| like(p, arn))),
     });
     let cond_ok = match (&st.leading_keys, &a.leading_key) {
         (None, _) => true,

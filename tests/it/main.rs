@@ -62,5 +62,7 @@ mod shards;
 mod template;
 /// `tickctl tenants`: the binary against the local servers, a move beside a running sweep.
 mod tenants_cli;
+/// Units delivered to a function in another runtime, a queue, a bus.
+mod targets;
 /// tickctl against the local servers.
 mod tickctl;

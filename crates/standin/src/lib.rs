@@ -8,9 +8,11 @@
 //! answered and what it printed. The benchmark measures start-up with it; the tests filter its
 //! stdout as Lambda's log-level filter does and feed the metrics to the template's alarms.
 //!
-//! [`invoke`] is the other side: Lambda's Invoke API, for code that invokes functions.
+//! [`invoke`] is the other side: Lambda's Invoke API, for code that invokes functions; [`runtime`]
+//! runs a function in another language's runtime behind it.
 
 pub mod invoke;
+pub mod runtime;
 
 use std::path::Path;
 use std::process::Stdio;
@@ -28,7 +30,7 @@ enum Call {
     Result { ok: bool, body: String },
 }
 
-async fn read_request(r: &mut BufReader<TcpStream>) -> Result<Option<(String, String, String)>> {
+pub(crate) async fn read_request(r: &mut BufReader<TcpStream>) -> Result<Option<(String, String, String)>> {
     let mut line = String::new();
     if r.read_line(&mut line).await? == 0 {
         return Ok(None);
