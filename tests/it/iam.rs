@@ -466,7 +466,8 @@ fn lambda_statement(st: &Value, function: &str) -> bool {
         return false;
     }
     // The worker's function target: the ARN its parameter names, and only that.
-    if let ("!Ref", Some("FunctionTargetArn")) = (untag(&st["Resource"]).0.as_str(), untag(&st["Resource"]).1.as_str()) {
+    if let ("!Ref", Some("FunctionTargetArn")) = (untag(&st["Resource"]).0.as_str(), untag(&st["Resource"]).1.as_str())
+    {
         assert_eq!(function, "QueueWorkerFunction", "only the worker delivers to a target");
         assert_eq!(actions.as_slice(), &["lambda:InvokeFunction"][..], "{function}: {st:?}");
         return false;
@@ -564,10 +565,9 @@ fn allows(st: &Statement, action: &str, a: &Asked) -> bool {
         }
         Res::Function { suffix } => a.logical.strip_prefix("function:").is_some_and(|n| n.ends_with(suffix.as_str())),
         Res::Schedule { suffix } => a.logical.strip_prefix("schedule:").is_some_and(|n| n.ends_with(suffix.as_str())),
-        Res::Param { name } => a
-            .logical
-            .split_once(':')
-            .is_some_and(|(_, arn)| param_values(name).iter().any(|p| like(p, arn))),
+        Res::Param { name } => {
+            a.logical.split_once(':').is_some_and(|(_, arn)| param_values(name).iter().any(|p| like(p, arn)))
+        }
     });
     let cond_ok = match (&st.leading_keys, &a.leading_key) {
         (None, _) => true,

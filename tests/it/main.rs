@@ -58,11 +58,11 @@ mod schedules;
 mod schedules_dst;
 /// A boundary shared by concurrent shard workers, each shard under its own lease.
 mod shards;
+/// Units delivered to a function in another runtime, a queue, a bus.
+mod targets;
 /// template.yaml declares exactly the tables the code creates.
 mod template;
 /// `tickctl tenants`: the binary against the local servers, a move beside a running sweep.
 mod tenants_cli;
-/// Units delivered to a function in another runtime, a queue, a bus.
-mod targets;
 /// tickctl against the local servers.
 mod tickctl;

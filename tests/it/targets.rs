@@ -64,7 +64,9 @@ async fn start(runtime: Runtime, local: &Local, effects: &str) -> Arc<Function> 
         Runtime::JavaScript => (
             PathBuf::from("node"),
             vec![
-                repo.join("examples/javascript-handler/node_modules/aws-lambda-ric/bin/index.mjs").display().to_string(),
+                repo.join("examples/javascript-handler/node_modules/aws-lambda-ric/bin/index.mjs")
+                    .display()
+                    .to_string(),
                 "index.handler".into(),
             ],
             repo.join("examples/javascript-handler"),
@@ -198,7 +200,8 @@ async fn month_pulse_to(runtime: Runtime, arn: &str) {
     let t_fail = keys.iter().filter(|k| k.contains("#t-fail#")).count() as u64;
     assert_eq!(dead_units, t_fail, "{dead:#?}");
     for d in &dead {
-        let tenants: Vec<&str> = d.tenant.iter().map(String::as_str).chain(d.tenants.iter().map(String::as_str)).collect();
+        let tenants: Vec<&str> =
+            d.tenant.iter().map(String::as_str).chain(d.tenants.iter().map(String::as_str)).collect();
         assert_eq!(tenants, ["t-fail"], "{d:#?}");
         assert!(d.last_error.contains("batchItemFailures"), "{}", d.last_error);
         assert_eq!(d.attempts, QueueConfig::default().max_attempts);
@@ -222,7 +225,6 @@ async fn a_month_pulse_reaches_a_python_handler_in_its_runtime() {
 async fn a_month_pulse_reaches_a_javascript_handler_in_its_runtime() {
     month_pulse_to(Runtime::JavaScript, FUNCTION_ARN).await;
 }
-
 
 // ------------------------------------------------------------------ SQS and EventBridge
 
@@ -267,7 +269,11 @@ impl Intercept for EntryFaults {
         if let Some(i) = ctx.input_mut().downcast_mut::<SendMessageBatchInput>() {
             let entries = i.entries.get_or_insert_with(Vec::new);
             let key_of = |e: &aws_sdk_sqs::types::SendMessageBatchRequestEntry| {
-                e.message_attributes().and_then(|a| a.get("key")).and_then(|v| v.string_value()).unwrap_or("").to_string()
+                e.message_attributes()
+                    .and_then(|a| a.get("key"))
+                    .and_then(|v| v.string_value())
+                    .unwrap_or("")
+                    .to_string()
             };
             if let (Some(k), false) = (&self.fail_key, st.failed) {
                 if let Some(at) = entries.iter().position(|e| key_of(e) == *k) {
@@ -276,7 +282,9 @@ impl Intercept for EntryFaults {
                     cfg.interceptor_state().store_put(Removed(e.id().to_string(), at));
                 }
             }
-            st.sent.push(entries.iter().map(|e| (key_of(e), e.message_deduplication_id().unwrap_or("").to_string())).collect());
+            st.sent.push(
+                entries.iter().map(|e| (key_of(e), e.message_deduplication_id().unwrap_or("").to_string())).collect(),
+            );
         }
         if let Some(i) = ctx.input_mut().downcast_mut::<PutEventsInput>() {
             let entries = i.entries.get_or_insert_with(Vec::new);
@@ -403,7 +411,8 @@ async fn every_unit_reaches_a_standard_queue_and_a_failed_entry_is_sent_again() 
     let st = faults.state.lock().unwrap();
     assert!(st.failed);
     assert!(st.sent.iter().all(|r| r.len() <= 10), "10 entries a request at most");
-    let resent: Vec<&Vec<(String, String)>> = st.sent.iter().filter(|r| r.iter().any(|(k, _)| k.contains("#t03#month#"))).collect();
+    let resent: Vec<&Vec<(String, String)>> =
+        st.sent.iter().filter(|r| r.iter().any(|(k, _)| k.contains("#t03#month#"))).collect();
     assert_eq!(resent.len(), 1, "taken out of the first request, in the retry only: {resent:?}");
     assert_eq!(reports[0].retried, 1, "{:#?}", reports[0]);
     assert_eq!(reports[0].units_failed, 1);
@@ -429,7 +438,13 @@ async fn a_fifo_queue_sees_the_same_deduplication_ids_when_a_batch_runs_again() 
         assert_eq!(d.iter().next().unwrap().len(), 64);
     }
     let received: Vec<&String> = got.iter().map(|(k, _)| k).collect();
-    assert_eq!(received.len(), keys.len(), "SQS dropped the resent copies: {} received for {} units", received.len(), keys.len());
+    assert_eq!(
+        received.len(),
+        keys.len(),
+        "SQS dropped the resent copies: {} received for {} units",
+        received.len(),
+        keys.len()
+    );
     assert_eq!(received.into_iter().cloned().collect::<BTreeSet<_>>(), keys);
 }
 
@@ -466,7 +481,8 @@ async fn every_unit_reaches_a_bus_as_an_event_and_a_failed_entry_is_put_again() 
     if let Some(r) = tickwork::iam::suite_recorder() {
         b = b.interceptor(r.map(queue_worker::targets::events_accesses));
     }
-    let target = queue_worker::targets::bus::BusTarget::new(aws_sdk_eventbridge::Client::from_conf(b.build()), &bus_arn);
+    let target =
+        queue_worker::targets::bus::BusTarget::new(aws_sdk_eventbridge::Client::from_conf(b.build()), &bus_arn);
     let reg = Registry::new().with("pulse", Arc::new(target));
     let reports = drain_all(&local, &q, &reg).await;
     assert!(q.dead_letters().await.unwrap().is_empty());

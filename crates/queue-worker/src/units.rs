@@ -115,7 +115,9 @@ pub(crate) async fn call(handlers: &Registry, jobs: &[Job], cfg: &WorkerConfig) 
     };
     match tokio::time::timeout(cfg.handler_timeout, AssertUnwindSafe(run).catch_unwind()).await {
         Ok(Ok(r)) if r.len() == jobs.len() => r,
-        Ok(Ok(r)) => all(HandlerError::Retry(format!("the handler answered {} results for {} units", r.len(), jobs.len()))),
+        Ok(Ok(r)) => {
+            all(HandlerError::Retry(format!("the handler answered {} results for {} units", r.len(), jobs.len())))
+        }
         Ok(Err(panic)) => {
             let what = panic
                 .downcast_ref::<&str>()

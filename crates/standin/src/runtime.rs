@@ -76,8 +76,7 @@ impl Function {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let (send, recv) = mpsc::unbounded_channel();
-        let shared =
-            Arc::new(Shared { events: tokio::sync::Mutex::new(recv), inflight: Default::default(), timeout });
+        let shared = Arc::new(Shared { events: tokio::sync::Mutex::new(recv), inflight: Default::default(), timeout });
         let server = {
             let shared = shared.clone();
             tokio::spawn(async move {
@@ -98,12 +97,11 @@ impl Function {
         let dir: PathBuf = dir.as_ref().to_path_buf();
         let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         // Fail early on a program that cannot start at all.
-        spawn(&program, &args, &dir, &env, &addr.to_string(), &output).with_context(|| {
-            format!("starting {} {}", program.display(), args.join(" "))
-        })?
-        .kill()
-        .await
-        .ok();
+        spawn(&program, &args, &dir, &env, &addr.to_string(), &output)
+            .with_context(|| format!("starting {} {}", program.display(), args.join(" ")))?
+            .kill()
+            .await
+            .ok();
         let supervisor = {
             let (output, starts) = (output.clone(), starts.clone());
             tokio::spawn(async move {

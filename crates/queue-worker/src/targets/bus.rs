@@ -91,8 +91,11 @@ impl Handler for BusTarget {
             let bodies: Vec<String> = jobs.iter().map(unit_body).collect();
             // An entry's size: its source, detail-type, detail and bus name (EventBridge User
             // Guide, "Calculating PutEvents event entry size"), plus a margin.
-            let sizes: Vec<usize> =
-                jobs.iter().zip(&bodies).map(|(j, b)| SOURCE.len() + j.kind.len() + b.len() + self.arn.len() + 64).collect();
+            let sizes: Vec<usize> = jobs
+                .iter()
+                .zip(&bodies)
+                .map(|(j, b)| SOURCE.len() + j.kind.len() + b.len() + self.arn.len() + 64)
+                .collect();
             let mut out = Vec::with_capacity(jobs.len());
             for r in chunks(&sizes, MAX_ENTRIES, MAX_REQUEST_BYTES) {
                 out.extend(self.put(&jobs[r.clone()], &bodies[r]).await);

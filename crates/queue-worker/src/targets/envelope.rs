@@ -189,7 +189,8 @@ mod tests {
         assert_eq!(body["payload"]["period"], "2026-11");
         assert_eq!(body["attempt"], 2);
         // md5 of the body as SQS computes it (hex of the UTF-8 bytes).
-        let md5: String = Md5::digest(r["body"].as_str().unwrap().as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+        let md5: String =
+            Md5::digest(r["body"].as_str().unwrap().as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(r["md5OfBody"], md5);
         assert_eq!(r["attributes"]["ApproximateReceiveCount"], "2");
     }

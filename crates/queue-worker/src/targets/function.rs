@@ -55,7 +55,9 @@ impl FunctionTarget {
             .await
         {
             Ok(out) => out,
-            Err(e) => return all(HandlerError::Retry(format!("invoking {}: {}", self.arn, tickwork_lambda::error_chain(&e)))),
+            Err(e) => {
+                return all(HandlerError::Retry(format!("invoking {}: {}", self.arn, tickwork_lambda::error_chain(&e))))
+            }
         };
         let answer = out.payload().map(|p| p.as_ref().to_vec()).unwrap_or_default();
         if let Some(kind) = out.function_error() {

@@ -68,7 +68,7 @@ pub struct Route {
 
 /// Why `TICKWORK_TARGETS` was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("TICKWORK_TARGETS entry `{entry}`: {why}")]
+#[error("target entry `{entry}`: {why}")]
 pub struct RouteError {
     /// The entry.
     pub entry: String,
@@ -82,9 +82,7 @@ pub fn parse_routes(s: &str) -> Result<Vec<Route>, RouteError> {
     let mut seen = BTreeSet::new();
     for entry in s.split([';', ' ', '\n', '\t']).map(str::trim).filter(|e| !e.is_empty()) {
         let err = |why: String| RouteError { entry: entry.to_string(), why };
-        let (kinds, arn) = entry
-            .split_once('=')
-            .ok_or_else(|| err("expected `kind[,kind…]=ARN`".into()))?;
+        let (kinds, arn) = entry.split_once('=').ok_or_else(|| err("expected `kind[,kind…]=ARN`".into()))?;
         let kinds: Vec<String> = kinds.split(',').map(str::trim).filter(|k| !k.is_empty()).map(String::from).collect();
         if kinds.is_empty() {
             return Err(err("names no kind".into()));
@@ -118,7 +116,8 @@ pub fn parse_arn(arn: &str) -> Result<Target, String> {
     let region = region.to_string();
     match service {
         "lambda" => {
-            let name = resource.strip_prefix("function:").ok_or("a Lambda ARN must name a function (…:function:NAME)")?;
+            let name =
+                resource.strip_prefix("function:").ok_or("a Lambda ARN must name a function (…:function:NAME)")?;
             // An optional version or alias after the name (Lambda API reference, "Invoke": FunctionName).
             let bare = name.split(':').next().unwrap_or_default();
             if !name_ok(bare, 64) {
@@ -131,14 +130,17 @@ pub fn parse_arn(arn: &str) -> Result<Target, String> {
             // (SQS Developer Guide, "Amazon SQS quotas": queue name).
             let fifo = resource.ends_with(".fifo");
             if !name_ok(resource.trim_end_matches(".fifo"), 75 + usize::from(!fifo) * 5) || resource.contains('/') {
-                return Err(format!("queue name `{resource}`: up to 80 of A-Z a-z 0-9 - _, `.fifo` at the end for FIFO"));
+                return Err(format!(
+                    "queue name `{resource}`: up to 80 of A-Z a-z 0-9 - _, `.fifo` at the end for FIFO"
+                ));
             }
             let domain = if partition == "aws-cn" { "amazonaws.com.cn" } else { "amazonaws.com" };
             let url = format!("https://sqs.{region}.{domain}/{account}/{resource}");
             Ok(Target::Queue { arn: arn.to_string(), region, url, fifo })
         }
         "events" => {
-            let name = resource.strip_prefix("event-bus/").ok_or("an EventBridge ARN must name a bus (…:event-bus/NAME)")?;
+            let name =
+                resource.strip_prefix("event-bus/").ok_or("an EventBridge ARN must name a bus (…:event-bus/NAME)")?;
             if !name_ok(name, 256) {
                 return Err(format!("bus name `{name}`: 1 to 256 of A-Z a-z 0-9 - _ ."));
             }
@@ -191,7 +193,7 @@ mod tests {
         ] {
             let e = parse_routes(&s).unwrap_err();
             assert!(e.to_string().contains(why), "{s}: {e}");
-            assert!(e.to_string().contains("TICKWORK_TARGETS entry"), "{e}");
+            assert!(e.to_string().contains("target entry"), "{e}");
         }
     }
 
