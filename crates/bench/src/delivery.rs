@@ -183,6 +183,7 @@ pub async fn run(sdk: &SdkConfig) -> Result<()> {
             arrive_ms: 0.0,
             signal_ms: 0.0,
             handler_ms: m.handler_ms,
+            units_per_call: 1,
             request_ms: LATENCY_MS as f64 + service_ms,
             invoke_ms: 0.0,
             concurrency: CONCURRENCY,

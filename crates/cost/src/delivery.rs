@@ -38,8 +38,12 @@ pub struct DeliveryInput {
     pub arrive_ms: f64,
     /// From the first item to the first drain running, ms (an assumption: `--signal-latency`).
     pub signal_ms: f64,
-    /// A handler call's time, ms (an assumption: `--handler`).
+    /// A handler call's time, ms (an assumption: `--handler`; for a target, the request's round
+    /// trip and, for a function, its handling of the units it carries).
     pub handler_ms: f64,
+    /// Units one handler call carries: 1 for a handler in the worker; a target's batch
+    /// ([`crate::targets::TargetKind::units_per_call`]).
+    pub units_per_call: u64,
     /// One DynamoDB request's latency, ms.
     pub request_ms: f64,
     /// One asynchronous Invoke until its drain runs, ms.
@@ -148,13 +152,14 @@ pub fn predict(d: &DeliveryInput) -> DeliveryTime {
         t.claims += 1;
         dr.since_poll += 1;
         dr.claimed += 1;
-        let time = units as f64 * d.handler_ms / c;
+        let per_call = d.units_per_call.max(1);
+        let time = units.div_ceil(per_call) as f64 * d.handler_ms / c;
         if start + time <= dr.window_end + d.handler_ms {
             dr.free = start + time;
             done = done.max(dr.free);
         } else {
             // The deadline stops it part way: the units it could start run, the rest go back.
-            let ran = (((dr.window_end - start).max(0.0) * c / d.handler_ms).floor() as u64).min(units);
+            let ran = ((((dr.window_end - start).max(0.0) * c / d.handler_ms).floor() as u64) * per_call).min(units);
             t.refunds += 1;
             dr.free = dr.window_end;
             done = done.max(dr.window_end + d.handler_ms);
@@ -166,7 +171,8 @@ pub fn predict(d: &DeliveryInput) -> DeliveryTime {
     }
     t.slot_writes += drains.len() as u64 - 1;
     t.done_ms = done;
-    t.peak_units_per_sec = f64::from(d.drains.max(1)) * c * 1000.0 / d.handler_ms.max(1e-9);
+    t.peak_units_per_sec =
+        f64::from(d.drains.max(1)) * c * d.units_per_call.max(1) as f64 * 1000.0 / d.handler_ms.max(1e-9);
     t
 }
 
@@ -247,6 +253,7 @@ mod tests {
             arrive_ms: 0.0,
             signal_ms: 0.0,
             handler_ms: 10.0,
+            units_per_call: 1,
             request_ms: 0.0,
             invoke_ms: 0.0,
             concurrency: 16,
@@ -311,6 +318,18 @@ mod tests {
         assert_eq!((d.concurrency, d.drains, d.window_ms, d.poll_keys), (16, 4, 265_000.0, 16));
         let e = tickwork::config::Env::from_pairs([("TICKWORK_WORKER_DRAINS", "8")]);
         assert_eq!(deployed_worker(&e).unwrap().drains, 8, "the environment says otherwise");
+    }
+
+    #[test]
+    fn a_target_that_takes_ten_units_a_call_runs_ten_times_fewer_calls() {
+        // 64,000 units, 10 a call of 30 ms: 6,400 calls at 16 at once, 12 s for one drain.
+        let d = DeliveryInput { units_per_call: 10, handler_ms: 30.0, ..input(1) };
+        let t = predict(&d);
+        assert_eq!(t.done_ms, 12_000.0);
+        assert_eq!(t.peak_units_per_sec, 16.0 * 10.0 * 1000.0 / 30.0);
+        // A deadline part way through an item gives back only the units of the calls not made.
+        let t = predict(&DeliveryInput { window_ms: 5_000.0, ..d });
+        assert!(t.refunds >= 1 && t.done_ms > 12_000.0, "{t:?}");
     }
 
     #[test]

@@ -174,6 +174,15 @@ pub struct CostArgs {
     /// batching window and Lambda's start).
     #[arg(long, default_value = "6s")]
     pub signal_latency: String,
+    /// Where the units go: `rust` (a handler in the worker), `lambda` (a function in any runtime,
+    /// 100 units an Invoke), `sqs`, `sqs-fifo` or `events` (10 units a request): the target's
+    /// calls a month in dollars, and its batches in boundary-to-done (docs/targets.md).
+    #[arg(long, default_value = "rust", value_parser = |s: &str| s.parse::<tickctl::targets::TargetKind>())]
+    pub deliver_to: tickctl::targets::TargetKind,
+    /// A target call's round trip (an assumption: an Invoke, a SendMessageBatch or a PutEvents
+    /// in the same region).
+    #[arg(long, default_value = "30ms")]
+    pub call_latency: String,
     /// Price schedules instead: one daily schedule per tenant, the units a fire costs (tenants
     /// sharing a spec or not), and the month beside one EventBridge Scheduler schedule per tenant.
     #[arg(long)]

@@ -164,6 +164,7 @@ pub fn delivery_day_usd(tenants: usize, zones: usize, stack: &Stack, p: &Prices)
         arrive_ms: 0.0,
         signal_ms: 0.0,
         handler_ms: 10.0,
+        units_per_call: 1,
         request_ms: 50.0,
         invoke_ms: 100.0,
         concurrency: w.concurrency as u32,

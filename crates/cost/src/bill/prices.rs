@@ -45,6 +45,15 @@ pub struct Prices {
     /// Taken as free: no per-event charge for scheduled rules was found in the copies read
     /// (unconfirmed; at 3,600 events a month it is cents either way).
     pub rule_event_million: f64,
+    /// SQS standard queue requests, per million beyond the first million a month; each 64 KB
+    /// chunk of a request's payload is billed as one request (aws.amazon.com/sqs/pricing,
+    /// third-party copies, 2026-12-01).
+    pub sqs_standard_million: f64,
+    /// SQS FIFO queue requests, per million (same source and chunking).
+    pub sqs_fifo_million: f64,
+    /// EventBridge custom events put on a bus, per million; each 64 KB chunk of an entry is one
+    /// event (aws.amazon.com/eventbridge/pricing, third-party copies, 2026-12-01).
+    pub events_custom_million: f64,
 }
 
 impl Default for Prices {
@@ -65,6 +74,9 @@ impl Default for Prices {
             scheduler_million: 1.00,
             scheduler_free_millions: 14.0,
             rule_event_million: 0.0,
+            sqs_standard_million: 0.40,
+            sqs_fifo_million: 0.50,
+            events_custom_million: 1.00,
         }
     }
 }
@@ -116,6 +128,9 @@ impl Prices {
             scheduler_million: f("scheduler_million")?,
             scheduler_free_millions: f("scheduler_free_millions")?,
             rule_event_million: f("rule_event_million")?,
+            sqs_standard_million: f("sqs_standard_million")?,
+            sqs_fifo_million: f("sqs_fifo_million")?,
+            events_custom_million: f("events_custom_million")?,
         })
     }
 }

@@ -8,6 +8,7 @@ use tickwork::queue::QueueConfig;
 
 use crate::cli::CostArgs;
 use crate::render;
+use tickctl::targets::TargetKind;
 
 pub fn run(env: &Env, as_json: bool, a: &CostArgs) -> Result<i32> {
     let tick_ms = cost::parse_interval(&a.tick).context("--tick")?;
@@ -99,7 +100,8 @@ fn boundary(env: &Env, a: &CostArgs, input: &CostInput, prices: &tickctl::bill::
     };
     let t = predict(&b);
     let burst_usd = tickctl::boundary::burst_usd(&b, &t, tickctl::bill::Stack::default().memory_mb, prices);
-    let delivery = delivery(env, a, tenants, &t, latency_ms, invoke_ms, target_ms, prices)?;
+    let units_a_month = pulses_a_month(input)?;
+    let delivery = delivery(env, a, tenants, &t, latency_ms, invoke_ms, target_ms, units_a_month, prices)?;
     Ok(render::Boundary {
         needed: workers_needed(&b, target_ms).filter(|w| *w <= pulse_sweep::config::MAX_SHARD_WORKERS),
         target_ms,
@@ -123,18 +125,21 @@ fn delivery(
     latency_ms: f64,
     invoke_ms: f64,
     target_ms: f64,
+    units_a_month: f64,
     prices: &tickctl::bill::Prices,
 ) -> Result<render::Delivery> {
     use tickctl::delivery::{drains_needed, predict, DeliveryInput};
     let handler_ms = cost::parse_interval(&a.handler).context("--handler")? as f64;
     let signal_ms = cost::parse_interval(&a.signal_latency).context("--signal-latency")? as f64;
+    let round_trip_ms = cost::parse_interval(&a.call_latency).context("--call-latency")? as f64;
     let worker = tickctl::delivery::deployed_worker(env)?;
     let d = DeliveryInput {
         units: tenants,
         units_per_item: tickwork::batch::MAX_BATCH_UNITS as u64,
         arrive_ms: sweep.total_ms,
         signal_ms,
-        handler_ms,
+        handler_ms: a.deliver_to.call_ms(handler_ms, round_trip_ms),
+        units_per_call: a.deliver_to.units_per_call(),
         request_ms: latency_ms,
         invoke_ms,
         concurrency: a.concurrency.unwrap_or(worker.concurrency as u32),
@@ -143,15 +148,30 @@ fn delivery(
         poll_keys: worker.poll_keys,
     };
     let time = predict(&d);
-    // Each unit's handler writes one row (the shipped handlers' summary), every drain busy.
-    let handler_wcu_per_sec = time.peak_units_per_sec;
+    // Each unit's handler writes one row (the shipped handlers' summary), every drain busy; a
+    // queue or a bus writes nothing of ours.
+    let handler_wcu_per_sec = match a.deliver_to {
+        TargetKind::Sqs | TargetKind::SqsFifo | TargetKind::Events => 0.0,
+        _ => time.peak_units_per_sec,
+    };
     let burst_usd = tickctl::delivery::burst_usd(&d, &time, tickctl::bill::Stack::default().memory_mb, prices);
     Ok(render::Delivery {
         needed: drains_needed(&d, target_ms, 100),
         handler_wcu_per_sec,
         within_limits: handler_wcu_per_sec <= tickctl::boundary::TABLE_MAX_WCU_PER_SEC,
+        target: (a.deliver_to != TargetKind::Rust)
+            .then(|| tickctl::targets::month(a.deliver_to, units_a_month, tickctl::targets::PULSE_UNIT_BYTES, prices)),
         input: d,
         time,
         burst_usd,
     })
+}
+
+/// The pulses (units) the load's tenants are owed a month, from the model at 1,000 tenants (a
+/// tenant's pulses do not depend on how many others there are).
+fn pulses_a_month(input: &CostInput) -> Result<f64> {
+    let base = CostInput { tenants: input.tenants.min(1_000), ..input.clone() };
+    let r = cost::model(&base)?;
+    let per_tenant = r.pulses.values().sum::<u64>() as f64 / base.tenants.max(1) as f64;
+    Ok(per_tenant * input.tenants as f64 * 30.0 / r.days.max(1e-9))
 }

@@ -140,6 +140,8 @@ pub struct Delivery {
     /// Its own cost beyond the units' items: refunded claims and settles, slot writes, the
     /// drains' invocations and duration, USD.
     pub burst_usd: f64,
+    /// The target's month, when the units go to one (`--deliver-to`).
+    pub target: Option<tickctl::targets::TargetMonth>,
 }
 
 /// The boundary section (nothing with `--json`: it is in the JSON already).
@@ -198,8 +200,8 @@ pub fn print_boundary(as_json: bool, b: &Boundary) {
     println!("  the burst itself: ${:.4} (its write and read units, its invocations)", b.burst_usd);
     let (di, dt) = (&b.delivery.input, &b.delivery.time);
     println!(
-        "delivery to the handlers: {} units in items of {}, {} drain(s) of {} handler calls, {} ms a call; a drain starts units for {:.0} s of its timeout",
-        di.units, di.units_per_item, di.drains, di.concurrency, di.handler_ms, di.window_ms / 1000.0
+        "delivery to the handlers: {} units in items of {}, {} drain(s) of {} handler calls, {} ms a call of {} unit(s); a drain starts units for {:.0} s of its timeout",
+        di.units, di.units_per_item, di.drains, di.concurrency, di.handler_ms, di.units_per_call, di.window_ms / 1000.0
     );
     println!(
         "  boundary-to-done: {:.1} s (the sweep writes for {:.1} s; {} drain invocations, {} claims, {} given back at a deadline)",
@@ -227,6 +229,17 @@ pub fn print_boundary(as_json: bool, b: &Boundary) {
         ),
     }
     println!("  the delivery itself: ${:.4} (drain time, hand-ons, refunds, slot writes)", b.delivery.burst_usd);
+    if let Some(t) = &b.delivery.target {
+        println!(
+            "  to the target ({}, {} units a call): {:.0} units and {:.0} calls a month, {:.0} billed by its service, ${:.2} a month (the target's own work is not in it)",
+            serde_json::to_value(t.kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+            di.units_per_call,
+            t.units,
+            t.calls,
+            t.billed,
+            t.usd
+        );
+    }
 }
 
 /// The bill of a load above [`tickctl::cost::FULL_MODEL_MAX`] tenants: by service, from the model
