@@ -95,8 +95,8 @@ fmt: ## check formatting
 clippy: ## lint Rust, warnings are errors
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-cfn-lint: $(SAM_DEP) ## lint template.yaml with cfn-lint
-	$(SAM_VENV)/bin/cfn-lint template.yaml
+cfn-lint: $(SAM_DEP) ## lint template.yaml and the example targets template with cfn-lint
+	$(SAM_VENV)/bin/cfn-lint template.yaml examples/targets.yaml
 
 sam-validate: $(SAM_DEP) ## validate template.yaml with the SAM CLI (no AWS credentials needed)
 	$(SAM) validate --lint --template template.yaml
