@@ -9,7 +9,9 @@
 //!    claiming (pausing costs no read of its own). A full page is a backlog: the fleet is asked to
 //!    grow ([`crate::fleet`]), once per drain.
 //! 2. **Claim what can run**: while fewer than `concurrency` handler calls are running, start the
-//!    next unit of a held item; only when no held item has a unit left to start is another item
+//!    next unit of a held item (or the next units, as many as its kind's handler takes in one
+//!    call: a target's batch, [`crate::targets`]); only when no held item has a unit left to
+//!    start is another item
 //!    claimed (conditional update; losing the race is normal). An item is never claimed to sit:
 //!    a claim is billed at the item's size, and so is the settle that gives it back.
 //! 3. **Run** each unit time-boxed and with panics caught ([`crate::units`]); settle an item once
