@@ -8,20 +8,24 @@
 // them after the queue's attempts) and counts the rest done. Throwing fails the whole batch:
 // every unit in it is retried.
 //
-// Two switches show the failure paths (docs/targets.md): EXAMPLE_FAIL_TENANTS lists tenants whose
-// units are always reported failed, EXAMPLE_RAISE_TENANTS tenants whose units throw on their
-// first attempt.
+// Three switches show the failure paths (docs/targets.md): EXAMPLE_FAIL_TENANTS lists tenants
+// whose units are always reported failed, EXAMPLE_RAISE_TENANTS tenants whose units throw on their
+// first attempt, EXAMPLE_POISON_TENANTS tenants whose units always throw.
 import { DynamoDBClient, PutItemCommand, ConditionalCheckFailedException } from "@aws-sdk/client-dynamodb";
 
 const TABLE = process.env.EFFECTS_TABLE;
 const list = (v) => new Set((v ?? "").split(",").filter(Boolean));
 const FAIL = list(process.env.EXAMPLE_FAIL_TENANTS);
 const RAISE = list(process.env.EXAMPLE_RAISE_TENANTS);
+const POISON = list(process.env.EXAMPLE_POISON_TENANTS);
 const dynamodb = new DynamoDBClient({});
 
 export const handler = async (event) => {
   const units = event.Records.map((r) => JSON.parse(r.body));
   for (const unit of units) {
+    if (POISON.has(unit.tenant)) {
+      throw new Error(`tenant ${unit.tenant}'s unit cannot be handled`);
+    }
     if (RAISE.has(unit.tenant) && unit.attempt === 1) {
       throw new Error(`tenant ${unit.tenant} is not ready yet`);
     }
@@ -38,7 +42,8 @@ export const handler = async (event) => {
         TableName: TABLE,
         Item: {
           pk: { S: unit.key },
-          tenant: { S: unit.tenant },
+          // A unit of no tenant (a job of the whole stack) has `tenant: null`.
+          tenant: { S: unit.tenant ?? "" },
           kind: { S: unit.kind },
           runtime: { S: "nodejs" },
           at: { N: String(Date.now()) },

@@ -8,9 +8,9 @@ handle now are listed in ``batchItemFailures``: tickwork retries those alone (th
 them after the queue's attempts) and counts the rest done. Raising fails the whole batch: every
 unit in it is retried.
 
-Two switches show the failure paths (docs/targets.md): ``EXAMPLE_FAIL_TENANTS`` lists tenants
+Three switches show the failure paths (docs/targets.md): ``EXAMPLE_FAIL_TENANTS`` lists tenants
 whose units are always reported failed, ``EXAMPLE_RAISE_TENANTS`` tenants whose units raise on
-their first attempt.
+their first attempt, ``EXAMPLE_POISON_TENANTS`` tenants whose units always raise.
 """
 
 import json
@@ -23,6 +23,7 @@ from botocore.exceptions import ClientError
 TABLE = os.environ["EFFECTS_TABLE"]
 FAIL = {t for t in os.environ.get("EXAMPLE_FAIL_TENANTS", "").split(",") if t}
 RAISE = {t for t in os.environ.get("EXAMPLE_RAISE_TENANTS", "").split(",") if t}
+POISON = {t for t in os.environ.get("EXAMPLE_POISON_TENANTS", "").split(",") if t}
 
 dynamodb = boto3.client("dynamodb")
 
@@ -31,10 +32,12 @@ def handle(event, context):
     failures = []
     units = [json.loads(r["body"]) for r in event["Records"]]
     for unit in units:
-        if unit["tenant"] in RAISE and unit["attempt"] == 1:
+        if unit.get("tenant") in POISON:
+            raise RuntimeError(f"tenant {unit['tenant']}'s unit cannot be handled")
+        if unit.get("tenant") in RAISE and unit["attempt"] == 1:
             raise RuntimeError(f"tenant {unit['tenant']} is not ready yet")
     for record, unit in zip(event["Records"], units):
-        if unit["tenant"] in FAIL:
+        if unit.get("tenant") in FAIL:
             failures.append({"itemIdentifier": record["messageId"]})
             continue
         try:
@@ -42,7 +45,8 @@ def handle(event, context):
                 TableName=TABLE,
                 Item={
                     "pk": {"S": unit["key"]},
-                    "tenant": {"S": unit["tenant"]},
+                    # A unit of no tenant (a job of the whole stack) has `tenant: null`.
+                    "tenant": {"S": unit.get("tenant") or ""},
                     "kind": {"S": unit["kind"]},
                     "runtime": {"S": "python"},
                     "at": {"N": str(int(time.time() * 1000))},

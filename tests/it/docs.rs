@@ -63,6 +63,7 @@ fn reads(f: &str, env: &Env) -> Result<(), ConfigError> {
         "queue-worker" => {
             queue_worker::WorkerConfig::from_env(env)?;
             tickwork::queue::QueueConfig::from_env(env)?;
+            queue_worker::targets::function::function_batch(env)?;
         }
         "archiver" => {
             archiver::ArchiverConfig::from_env(env, skew)?;

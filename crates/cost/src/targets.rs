@@ -2,7 +2,8 @@
 //! model's `units_per_call`). Pure.
 //!
 //! A target is billed per call by its own service, beside the worker's DynamoDB and Lambda:
-//! - **a function**: one Invoke per batch of up to [`FUNCTION_BATCH`] units (Lambda requests),
+//! - **a function**: one Invoke per batch of up to `TICKWORK_TARGET_BATCH` units
+//!   ([`FUNCTION_BATCH`] by default; Lambda requests),
 //!   plus the function's own duration, which is the team's code and priced here only as its
 //!   invocations (its duration depends on what it does);
 //! - **an SQS queue**: one `SendMessageBatch` per 10 units, each 64 KB chunk of its payload a
@@ -55,11 +56,12 @@ impl std::str::FromStr for TargetKind {
 }
 
 impl TargetKind {
-    /// Units one call carries (the worker's batch for the target).
-    pub fn units_per_call(self) -> u64 {
+    /// Units one call carries (the worker's batch for the target; `function_batch` for a
+    /// function, `TICKWORK_TARGET_BATCH`).
+    pub fn units_per_call(self, function_batch: u64) -> u64 {
         match self {
             TargetKind::Rust => 1,
-            TargetKind::Function => FUNCTION_BATCH as u64,
+            TargetKind::Function => function_batch.max(1),
             TargetKind::Sqs | TargetKind::SqsFifo | TargetKind::Events => MAX_ENTRIES as u64,
         }
     }
@@ -67,10 +69,10 @@ impl TargetKind {
     /// One call's time, ms: a handler in the worker takes `handler_ms` a unit; a function the
     /// round trip and `handler_ms` for each unit it carries, one after another; a queue or a bus
     /// only the round trip (the consumer runs later, outside the worker).
-    pub fn call_ms(self, handler_ms: f64, round_trip_ms: f64) -> f64 {
+    pub fn call_ms(self, handler_ms: f64, round_trip_ms: f64, function_batch: u64) -> f64 {
         match self {
             TargetKind::Rust => handler_ms,
-            TargetKind::Function => round_trip_ms + self.units_per_call() as f64 * handler_ms,
+            TargetKind::Function => round_trip_ms + self.units_per_call(function_batch) as f64 * handler_ms,
             TargetKind::Sqs | TargetKind::SqsFifo | TargetKind::Events => round_trip_ms,
         }
     }
@@ -91,9 +93,10 @@ pub struct TargetMonth {
     pub usd: f64,
 }
 
-/// `units` a month of `unit_bytes` each, delivered to `kind`. Pure.
-pub fn month(kind: TargetKind, units: f64, unit_bytes: f64, p: &Prices) -> TargetMonth {
-    let per_call = kind.units_per_call() as f64;
+/// `units` a month of `unit_bytes` each, delivered to `kind` (`function_batch` units an Invoke).
+/// Pure.
+pub fn month(kind: TargetKind, units: f64, unit_bytes: f64, function_batch: u64, p: &Prices) -> TargetMonth {
+    let per_call = kind.units_per_call(function_batch) as f64;
     let calls = (units / per_call).ceil();
     let chunks = |bytes: f64| (bytes / BILLED_CHUNK_BYTES).ceil().max(1.0);
     let (billed, usd) = match kind {
@@ -120,19 +123,20 @@ mod tests {
     fn each_target_is_billed_per_its_own_call() {
         let p = Prices::default();
         // 36 million units a month (a million tenants' pulses), 300 bytes each.
-        let f = month(TargetKind::Function, 36e6, 300.0, &p);
+        let f = month(TargetKind::Function, 36e6, 300.0, 100, &p);
         assert_eq!((f.calls, f.billed), (360_000.0, 360_000.0));
         assert!((f.usd - 0.072).abs() < 1e-9);
-        let q = month(TargetKind::Sqs, 36e6, 300.0, &p);
+        assert_eq!(month(TargetKind::Function, 36e6, 300.0, 10, &p).calls, 3.6e6);
+        let q = month(TargetKind::Sqs, 36e6, 300.0, 10, &p);
         assert_eq!(q.calls, 3.6e6);
         assert!((q.usd - 1.44).abs() < 1e-9, "{q:?}");
-        assert!((month(TargetKind::SqsFifo, 36e6, 300.0, &p).usd - 1.8).abs() < 1e-9);
-        let e = month(TargetKind::Events, 36e6, 300.0, &p);
+        assert!((month(TargetKind::SqsFifo, 36e6, 300.0, 10, &p).usd - 1.8).abs() < 1e-9);
+        let e = month(TargetKind::Events, 36e6, 300.0, 10, &p);
         assert_eq!((e.calls, e.billed), (3.6e6, 36e6));
         assert!((e.usd - 36.0).abs() < 1e-9);
         // Ten units of 7 KB are 70 KB: two billed requests a batch.
-        assert_eq!(month(TargetKind::Sqs, 10.0, 7_000.0, &p).billed, 2.0);
-        assert_eq!(month(TargetKind::Rust, 36e6, 300.0, &p).usd, 0.0);
+        assert_eq!(month(TargetKind::Sqs, 10.0, 7_000.0, 10, &p).billed, 2.0);
+        assert_eq!(month(TargetKind::Rust, 36e6, 300.0, 10, &p).usd, 0.0);
     }
 
     #[test]
@@ -154,9 +158,10 @@ mod tests {
 
     #[test]
     fn a_call_carries_its_batch() {
-        assert_eq!(TargetKind::Function.call_ms(10.0, 30.0), 1_030.0);
-        assert_eq!(TargetKind::Sqs.call_ms(10.0, 30.0), 30.0);
-        assert_eq!(TargetKind::Rust.call_ms(10.0, 30.0), 10.0);
+        assert_eq!(TargetKind::Function.call_ms(10.0, 30.0, 100), 1_030.0);
+        assert_eq!(TargetKind::Function.call_ms(10.0, 30.0, 10), 130.0);
+        assert_eq!(TargetKind::Sqs.call_ms(10.0, 30.0, 10), 30.0);
+        assert_eq!(TargetKind::Rust.call_ms(10.0, 30.0, 10), 10.0);
         assert_eq!("sqs-fifo".parse::<TargetKind>(), Ok(TargetKind::SqsFifo));
         assert!("kafka".parse::<TargetKind>().unwrap_err().contains("one of"));
     }

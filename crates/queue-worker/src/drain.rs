@@ -178,8 +178,13 @@ async fn drain_as(
         while !stopping && running.len() < cfg.concurrency {
             let Some(id) = startable(&held) else { break };
             let h = held.get_mut(&id).expect("held");
-            // One call: one unit, or as many as the kind's target takes in a request.
-            let n = batch_limit(handlers, &h.job.kind).min(h.unstarted());
+            // One call: one unit, or as many as the kind's target takes in a request. On the
+            // item's last attempt, and for an item run alone, one unit a call: a call that fails
+            // as a whole (a function that raised) fails every unit it carried, and there that
+            // would dead-letter a poison unit's call-mates with it.
+            let last = h.job.attempts >= queue.config().max_attempts;
+            let per_call = if last || h.alone { 1 } else { batch_limit(handlers, &h.job.kind) };
+            let n = per_call.min(h.unstarted());
             let jobs: Vec<_> = (h.next..h.next + n).map(|i| h.unit_job(i)).collect();
             let keys: Vec<String> = h.units[h.next..h.next + n].iter().map(|u| u.key.clone()).collect();
             h.next += n;

@@ -38,6 +38,8 @@ struct Pending {
 
 struct Shared {
     events: tokio::sync::Mutex<mpsc::UnboundedReceiver<Pending>>,
+    /// To put an event back that a connection could not hand over (its process died).
+    again: mpsc::UnboundedSender<Pending>,
     inflight: Mutex<HashMap<String, oneshot::Sender<Answer>>>,
     timeout: Duration,
 }
@@ -76,7 +78,12 @@ impl Function {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let (send, recv) = mpsc::unbounded_channel();
-        let shared = Arc::new(Shared { events: tokio::sync::Mutex::new(recv), inflight: Default::default(), timeout });
+        let shared = Arc::new(Shared {
+            events: tokio::sync::Mutex::new(recv),
+            again: send.clone(),
+            inflight: Default::default(),
+            timeout,
+        });
         let server = {
             let shared = shared.clone();
             tokio::spawn(async move {
@@ -228,7 +235,9 @@ async fn serve(stream: TcpStream, shared: Arc<Shared>) -> Result<()> {
     while let Some((method, path, body)) = crate::read_request(&mut r).await? {
         if method == "GET" && path.ends_with("/runtime/invocation/next") {
             let Some(p) = shared.events.lock().await.recv().await else { return Ok(()) };
-            shared.inflight.lock().expect("inflight").insert(p.id.clone(), p.reply);
+            if p.reply.is_closed() {
+                continue; // its caller gave up (timed out) while it waited
+            }
             let deadline = jiff::Timestamp::now().as_millisecond() + shared.timeout.as_millis() as i64;
             let head = format!(
                 "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
@@ -239,8 +248,17 @@ async fn serve(stream: TcpStream, shared: Arc<Shared>) -> Result<()> {
                 p.id
             );
             let mut out = head.into_bytes();
-            out.extend(p.payload);
-            r.get_mut().write_all(&out).await?;
+            out.extend(&p.payload);
+            let Pending { id, payload, reply } = p;
+            // In flight before the write: the answer can come back before the write returns.
+            shared.inflight.lock().expect("inflight").insert(id.clone(), reply);
+            if let Err(e) = r.get_mut().write_all(&out).await {
+                // The process that asked is gone: the next one gets the event.
+                if let Some(reply) = shared.inflight.lock().expect("inflight").remove(&id) {
+                    let _ = shared.again.send(Pending { id, payload, reply });
+                }
+                return Err(e.into());
+            }
             continue;
         }
         // `/2018-06-01/runtime/invocation/{id}/response|error`, or `/runtime/init/error`.

@@ -175,7 +175,8 @@ pub struct CostArgs {
     #[arg(long, default_value = "6s")]
     pub signal_latency: String,
     /// Where the units go: `rust` (a handler in the worker), `lambda` (a function in any runtime,
-    /// 100 units an Invoke), `sqs`, `sqs-fifo` or `events` (10 units a request): the target's
+    /// `TICKWORK_TARGET_BATCH` units an Invoke, 10 by default), `sqs`, `sqs-fifo` or `events` (10
+    /// units a request): the target's
     /// calls a month in dollars, and its batches in boundary-to-done (docs/targets.md).
     #[arg(long, default_value = "rust", value_parser = |s: &str| s.parse::<tickctl::targets::TargetKind>())]
     pub deliver_to: tickctl::targets::TargetKind,

@@ -109,6 +109,8 @@ vars! {
         "a handler running longer is stopped and its item retried; below the visibility timeout";
     TARGETS = "TICKWORK_TARGETS", "", "queue-worker",
         "kinds delivered to a target instead of a built-in handler: `kind[,kind…]=ARN` entries separated by `;` (a Lambda function, an SQS queue or an EventBridge bus; docs/targets.md)";
+    TARGET_BATCH = "TICKWORK_TARGET_BATCH", "10", "queue-worker",
+        "units one Invoke of a function target carries (1..=100): keep it times the function's time a unit well under the handler timeout";
     PULSE_JOB = "TICKWORK_PULSE_JOB", "pulse-sweep", "pulse-sweep",
         "the sweep's job name (lease, watermark, pause switch)";
     PULSE_INTERVAL_SECS = "TICKWORK_PULSE_INTERVAL_SECS", "60", "pulse-sweep",

@@ -2,10 +2,11 @@
 //! `detail-type` the kind, `detail` the unit ([`super::envelope::unit_body`]).
 //!
 //! EventBridge does not deduplicate: a unit delivered again is an event again, and the rule's
-//! target deduplicates on the unit key. An entry EventBridge reports failed is retried when the
-//! failure is the service's (`InternalFailure`, `ThrottlingException`; EventBridge API reference,
-//! "PutEventsResultEntry"), dead-lettered when it is the entry's own; a failed request retries
-//! every unit it carried.
+//! target deduplicates on the unit key. An entry EventBridge reports failed (EventBridge API
+//! reference, "PutEventsResultEntry": `InternalFailure`, `ThrottlingException`, an access or
+//! policy refusal, a malformed entry) is retried under the queue's policy and dead-lettered alone
+//! after its attempts: a refusal can be the deployment's, which dead-lettering at once would turn
+//! into every unit dead. A failed request retries every unit it carried.
 
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use futures::future::BoxFuture;
@@ -27,11 +28,6 @@ impl std::fmt::Debug for BusTarget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BusTarget").field("arn", &self.arn).finish()
     }
-}
-
-/// Whether a failed entry's error code is the service's (worth a retry).
-pub fn transient(code: &str) -> bool {
-    matches!(code, "InternalFailure" | "ThrottlingException" | "InternalException")
 }
 
 impl BusTarget {
@@ -69,7 +65,7 @@ impl BusTarget {
                     None => Ok(()),
                     Some(code) => {
                         let why = format!("{} refused it: {code} {}", self.arn, r.error_message().unwrap_or_default());
-                        Err(if transient(code) { HandlerError::Retry(why) } else { HandlerError::Permanent(why) })
+                        Err(HandlerError::Retry(why))
                     }
                 },
             })

@@ -15,14 +15,21 @@ use tickwork::queue::Job;
 use super::envelope::{failures, sqs_event, MAX_INVOKE_BYTES};
 use crate::registry::{Handler, HandlerError};
 
-/// Units one Invoke carries at most (the default batch size of an SQS event source mapping is
-/// 10, its maximum 10,000; 100 keeps a slow handler's batch well inside the worker's handler
-/// timeout while sparing 99 invocations in 100).
-pub const FUNCTION_BATCH: usize = 100;
+/// Units one Invoke carries by default (`TICKWORK_TARGET_BATCH`, 1..=100): the default batch
+/// size of an SQS event source mapping, so a function tuned behind SQS handles it in the time it
+/// is used to. The whole call must end within the worker's handler timeout (30 s): 10 units leave
+/// a function 3 s a unit.
+pub const FUNCTION_BATCH: usize = 10;
+
+/// The function batch the worker reads (`TICKWORK_TARGET_BATCH`).
+pub fn function_batch(env: &tickwork::config::Env) -> Result<usize, tickwork::config::ConfigError> {
+    env.int_in(tickwork::env::TARGET_BATCH, FUNCTION_BATCH, 1..=100)
+}
 
 /// A function target.
 pub struct FunctionTarget {
     client: aws_sdk_lambda::Client,
+    batch: usize,
     arn: String,
     region: String,
     kind_source: String,
@@ -36,9 +43,17 @@ impl std::fmt::Debug for FunctionTarget {
 }
 
 impl FunctionTarget {
-    /// Invokes `arn` with `client`; `source` is what the records name as their `eventSourceARN`.
-    pub fn new(client: aws_sdk_lambda::Client, arn: &str, region: &str, source: &str, clock: SharedClock) -> Self {
-        Self { client, arn: arn.into(), region: region.into(), kind_source: source.into(), clock }
+    /// Invokes `arn` with `client`, `batch` units at most a call; `source` is what the records
+    /// name as their `eventSourceARN`.
+    pub fn new(
+        client: aws_sdk_lambda::Client,
+        arn: &str,
+        region: &str,
+        source: &str,
+        batch: usize,
+        clock: SharedClock,
+    ) -> Self {
+        Self { client, batch: batch.max(1), arn: arn.into(), region: region.into(), kind_source: source.into(), clock }
     }
 
     async fn invoke(&self, jobs: &[Job]) -> Vec<Result<(), HandlerError>> {
@@ -90,15 +105,16 @@ impl Handler for FunctionTarget {
     }
 
     fn batch_limit(&self) -> usize {
-        FUNCTION_BATCH
+        self.batch
     }
 
     fn handle_batch<'a>(&'a self, jobs: &'a [Job]) -> BoxFuture<'a, Vec<Result<(), HandlerError>>> {
         Box::pin(async move {
             // Several Invokes when the records would pass the synchronous payload limit.
+            let now = self.clock.now_ms();
             let sizes: Vec<usize> = jobs
                 .iter()
-                .map(|j| sqs_event(std::slice::from_ref(j), &self.kind_source, &self.region, 0).to_string().len())
+                .map(|j| sqs_event(std::slice::from_ref(j), &self.kind_source, &self.region, now).to_string().len())
                 .collect();
             let mut out = Vec::with_capacity(jobs.len());
             for r in super::envelope::chunks(&sizes, usize::MAX, MAX_INVOKE_BYTES - 1024) {

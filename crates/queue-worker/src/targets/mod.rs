@@ -4,9 +4,9 @@
 //! Why: most teams write their product code in TypeScript, Python, Java or Go. A target is a
 //! [`Handler`] like any other — the drain claims, batches, retries, isolates and dead-letters its
 //! units exactly as it does a Rust handler's — that takes several units a call
-//! ([`Handler::batch_limit`]): the drain hands it up to [`function::FUNCTION_BATCH`] units (a
-//! function) or 10 (a queue, a bus) of one item at once, and each unit ends as the target
-//! reports it.
+//! ([`Handler::batch_limit`]): the drain hands it up to `TICKWORK_TARGET_BATCH` units (a
+//! function, [`function::FUNCTION_BATCH`] by default) or 10 (a queue, a bus) of one item at once,
+//! one unit a call on the item's last attempt, and each unit ends as the target reports it.
 //!
 //! `TICKWORK_TARGETS` routes kinds to targets by ARN ([`route`]); the template names each ARN in
 //! an IAM statement of its own. A kind routed to a target replaces the built-in handler of that
@@ -45,9 +45,10 @@ pub fn route(
 ) -> Result<Registry, ConfigError> {
     let routes = parse_routes(&env.get(tickwork::env::TARGETS).unwrap_or_default())
         .map_err(|e| ConfigError::invalid(tickwork::env::TARGETS, e.to_string()))?;
+    let batch = function::function_batch(env)?;
     let mut registry = registry;
     for r in routes {
-        let handler = target(&r, sdk, clock);
+        let handler = target(&r, sdk, batch, clock);
         for kind in &r.kinds {
             tracing::info!(kind, target = r.target.arn(), "kind routed to a target");
             registry = registry.with(kind, handler.clone());
@@ -56,8 +57,9 @@ pub fn route(
     Ok(registry)
 }
 
-/// The handler that delivers to `r`'s target, with a client for the target's region.
-pub fn target(r: &Route, sdk: &aws_config::SdkConfig, clock: &SharedClock) -> Arc<dyn Handler> {
+/// The handler that delivers to `r`'s target, with a client for the target's region (`batch`:
+/// units an Invoke of a function).
+pub fn target(r: &Route, sdk: &aws_config::SdkConfig, batch: usize, clock: &SharedClock) -> Arc<dyn Handler> {
     let region = aws_config::Region::new(r.target.region().to_string());
     match &r.target {
         Target::Function { arn, region: name } => {
@@ -71,6 +73,7 @@ pub fn target(r: &Route, sdk: &aws_config::SdkConfig, clock: &SharedClock) -> Ar
                 arn,
                 name,
                 &source,
+                batch,
                 clock.clone(),
             ))
         }
@@ -129,7 +132,7 @@ mod tests {
 
     #[test]
     fn a_queue_url_built_from_an_arn_gives_the_arn_back() {
-        for arn in ["arn:aws:sqs:eu-west-1:123456789012:work.fifo", "arn:aws-cn:sqs:cn-north-1:1:q"] {
+        for arn in ["arn:aws:sqs:eu-west-1:123456789012:work.fifo", "arn:aws-cn:sqs:cn-north-1:123456789012:q"] {
             let Target::Queue { url, .. } = parse_arn(arn).unwrap() else { panic!() };
             assert_eq!(queue_arn_of_url(&url).as_deref(), Some(arn));
         }

@@ -4,9 +4,10 @@
 //! and tenant. On a FIFO queue the deduplication id is derived from the unit key and the group id
 //! is the tenant ([`super::envelope::dedup_id`], [`super::envelope::group_id`]), so a batch sent
 //! again within SQS's five-minute deduplication interval adds nothing. An entry SQS reports failed
-//! is retried, unless SQS says the sender is at fault (`SenderFault`: the message itself is
-//! refused, and will be every time): that unit is dead-lettered at once. A failed request retries
-//! every unit it carried.
+//! is retried under the queue's policy and dead-lettered alone after its attempts, whoever SQS
+//! says is at fault: a sender fault can be the deployment's (a KMS key the worker may not use, a
+//! queue policy) as well as the message's, and dead-lettering at once would send every unit there
+//! on a configuration slip. A failed request retries every unit it carried.
 
 use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use futures::future::BoxFuture;
@@ -73,8 +74,9 @@ impl QueueTarget {
             else {
                 continue;
             };
-            let why = format!("{} refused it: {} {}", self.url, f.code(), f.message().unwrap_or_default());
-            results[i] = Err(if f.sender_fault() { HandlerError::Permanent(why) } else { HandlerError::Retry(why) });
+            let fault = if f.sender_fault() { "the sender's fault" } else { "the service's fault" };
+            let why = format!("{} refused it ({fault}): {} {}", self.url, f.code(), f.message().unwrap_or_default());
+            results[i] = Err(HandlerError::Retry(why));
         }
         // An entry neither sent nor reported failed is not known to be sent: retried.
         let sent: std::collections::BTreeSet<&str> = out.successful().iter().map(|s| s.id()).collect();

@@ -110,18 +110,47 @@ pub fn parse_arn(arn: &str) -> Result<Target, String> {
     if scheme != "arn" || partition.is_empty() || region.is_empty() || account.is_empty() || resource.is_empty() {
         return Err(format!("`{arn}` is not an ARN with a region and an account"));
     }
-    let name_ok = |n: &str, max: usize| {
-        !n.is_empty() && n.len() <= max && n.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    // Names of functions and queues: letters, digits, `-` and `_` (Lambda API reference,
+    // "CreateFunction": FunctionName; SQS API reference, "CreateQueue": QueueName); bus names
+    // may also hold `.` (EventBridge API reference, "CreateEventBus": Name).
+    let name_ok = |n: &str, max: usize, dots: bool| {
+        !n.is_empty()
+            && n.len() <= max
+            && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || (dots && c == '.'))
     };
+    // `us-east-1`, `eu-central-2`, `us-gov-west-1`, `cn-north-1`.
+    let region_ok = {
+        let parts: Vec<&str> = region.split('-').collect();
+        parts.len() >= 3
+            && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()))
+            && parts.last().is_some_and(|p| p.chars().all(|c| c.is_ascii_digit()))
+    };
+    if !region_ok {
+        return Err(format!("`{region}` is not a region (such as us-east-1)"));
+    }
+    if account.len() != 12 || !account.chars().all(|c| c.is_ascii_digit()) {
+        return Err(format!("`{account}` is not an account id (12 digits)"));
+    }
     let region = region.to_string();
     match service {
         "lambda" => {
             let name =
                 resource.strip_prefix("function:").ok_or("a Lambda ARN must name a function (…:function:NAME)")?;
             // An optional version or alias after the name (Lambda API reference, "Invoke": FunctionName).
-            let bare = name.split(':').next().unwrap_or_default();
-            if !name_ok(bare, 64) {
+            let (bare, qualifier) = match name.split_once(':') {
+                Some((n, q)) => (n, Some(q)),
+                None => (name, None),
+            };
+            if !name_ok(bare, 64, false) {
                 return Err(format!("function name `{bare}`: 1 to 64 of A-Z a-z 0-9 - _"));
+            }
+            // A version (digits) or an alias: 1 to 128 of A-Z a-z 0-9 - _, or `$LATEST`.
+            if let Some(q) = qualifier {
+                if q != "$LATEST" && !name_ok(q, 128, false) {
+                    return Err(format!(
+                        "function qualifier `{q}`: a version or an alias (1 to 128 of A-Z a-z 0-9 - _)"
+                    ));
+                }
             }
             Ok(Target::Function { arn: arn.to_string(), region })
         }
@@ -129,7 +158,8 @@ pub fn parse_arn(arn: &str) -> Result<Target, String> {
             // Queue names: up to 80 alphanumerics, hyphens, underscores, with `.fifo` for FIFO
             // (SQS Developer Guide, "Amazon SQS quotas": queue name).
             let fifo = resource.ends_with(".fifo");
-            if !name_ok(resource.trim_end_matches(".fifo"), 75 + usize::from(!fifo) * 5) || resource.contains('/') {
+            let base = resource.strip_suffix(".fifo").unwrap_or(resource);
+            if !name_ok(base, if fifo { 75 } else { 80 }, false) {
                 return Err(format!(
                     "queue name `{resource}`: up to 80 of A-Z a-z 0-9 - _, `.fifo` at the end for FIFO"
                 ));
@@ -141,7 +171,7 @@ pub fn parse_arn(arn: &str) -> Result<Target, String> {
         "events" => {
             let name =
                 resource.strip_prefix("event-bus/").ok_or("an EventBridge ARN must name a bus (…:event-bus/NAME)")?;
-            if !name_ok(name, 256) {
+            if !name_ok(name, 256, true) {
                 return Err(format!("bus name `{name}`: 1 to 256 of A-Z a-z 0-9 - _ ."));
             }
             Ok(Target::Bus { arn: arn.to_string(), region })
@@ -185,10 +215,15 @@ mod tests {
             (format!("={F}"), "names no kind"),
             (F.to_string(), "expected"),
             ("pulse=arn:aws:s3:::bucket".to_string(), "not an ARN with a region"),
-            ("pulse=arn:aws:dynamodb:us-east-1:1:table/t".to_string(), "service `dynamodb`"),
-            ("pulse=arn:aws:lambda:us-east-1:1:layer:x".to_string(), "must name a function"),
-            ("pulse=arn:aws:events:us-east-1:1:rule/x".to_string(), "must name a bus"),
-            ("pulse=arn:aws:sqs:us-east-1:1:a/b".to_string(), "queue name"),
+            ("pulse=arn:aws:dynamodb:us-east-1:123456789012:table/t".to_string(), "service `dynamodb`"),
+            ("pulse=arn:aws:lambda:us-east-1:123456789012:layer:x".to_string(), "must name a function"),
+            ("pulse=arn:aws:events:us-east-1:123456789012:rule/x".to_string(), "must name a bus"),
+            ("pulse=arn:aws:sqs:us-east-1:123456789012:a/b".to_string(), "queue name"),
+            ("pulse=arn:aws:sqs:us-east-1:123456789012:q.fifo.fifo".to_string(), "queue name"),
+            ("pulse=arn:aws:lambda:us-east-1:123456789012:function:a.b".to_string(), "function name"),
+            ("pulse=arn:aws:lambda:us-east-1:123456789012:function:f:".to_string(), "qualifier"),
+            ("pulse=arn:aws:lambda:useast1:123456789012:function:f".to_string(), "not a region"),
+            ("pulse=arn:aws:lambda:us-east-1:1:function:f".to_string(), "account id"),
             (format!("pul#se={F}"), "kind `pul#se`"),
         ] {
             let e = parse_routes(&s).unwrap_err();
@@ -199,9 +234,14 @@ mod tests {
 
     #[test]
     fn a_function_may_carry_an_alias_and_a_china_queue_its_domain() {
-        assert!(parse_arn("arn:aws:lambda:us-east-1:1:function:f:live").is_ok());
-        let Target::Queue { url, fifo, .. } = parse_arn("arn:aws-cn:sqs:cn-north-1:1:q").unwrap() else { panic!() };
-        assert_eq!(url, "https://sqs.cn-north-1.amazonaws.com.cn/1/q");
+        assert!(parse_arn("arn:aws:lambda:us-east-1:123456789012:function:f:live").is_ok());
+        assert!(parse_arn("arn:aws:lambda:us-gov-west-1:123456789012:function:f:$LATEST").is_ok());
+        assert!(parse_arn(&format!("arn:aws:sqs:us-east-1:123456789012:{}", "q".repeat(80))).is_ok());
+        assert!(parse_arn(&format!("arn:aws:sqs:us-east-1:123456789012:{}.fifo", "q".repeat(76))).is_err());
+        let Target::Queue { url, fifo, .. } = parse_arn("arn:aws-cn:sqs:cn-north-1:123456789012:q").unwrap() else {
+            panic!()
+        };
+        assert_eq!(url, "https://sqs.cn-north-1.amazonaws.com.cn/123456789012/q");
         assert!(!fifo);
     }
 }

@@ -133,13 +133,14 @@ fn delivery(
     let signal_ms = cost::parse_interval(&a.signal_latency).context("--signal-latency")? as f64;
     let round_trip_ms = cost::parse_interval(&a.call_latency).context("--call-latency")? as f64;
     let worker = tickctl::delivery::deployed_worker(env)?;
+    let batch = queue_worker::targets::function::function_batch(env)? as u64;
     let d = DeliveryInput {
         units: tenants,
         units_per_item: tickwork::batch::MAX_BATCH_UNITS as u64,
         arrive_ms: sweep.total_ms,
         signal_ms,
-        handler_ms: a.deliver_to.call_ms(handler_ms, round_trip_ms),
-        units_per_call: a.deliver_to.units_per_call(),
+        handler_ms: a.deliver_to.call_ms(handler_ms, round_trip_ms, batch),
+        units_per_call: a.deliver_to.units_per_call(batch),
         request_ms: latency_ms,
         invoke_ms,
         concurrency: a.concurrency.unwrap_or(worker.concurrency as u32),
@@ -159,8 +160,9 @@ fn delivery(
         needed: drains_needed(&d, target_ms, 100),
         handler_wcu_per_sec,
         within_limits: handler_wcu_per_sec <= tickctl::boundary::TABLE_MAX_WCU_PER_SEC,
-        target: (a.deliver_to != TargetKind::Rust)
-            .then(|| tickctl::targets::month(a.deliver_to, units_a_month, tickctl::targets::PULSE_UNIT_BYTES, prices)),
+        target: (a.deliver_to != TargetKind::Rust).then(|| {
+            tickctl::targets::month(a.deliver_to, units_a_month, tickctl::targets::PULSE_UNIT_BYTES, batch, prices)
+        }),
         input: d,
         time,
         burst_usd,
