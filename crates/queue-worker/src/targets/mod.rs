@@ -131,6 +131,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_route_that_cannot_be_right_stops_the_worker_at_start_up_naming_the_setting() {
+        let sdk = aws_config::SdkConfig::builder().region(aws_config::Region::new("us-east-1")).build();
+        let clock: SharedClock = std::sync::Arc::new(tickwork::clock::SystemClock);
+        let env = |pairs: &[(&str, &str)]| Env::from_pairs(pairs.iter().copied());
+        for (pairs, why) in [
+            (vec![("TICKWORK_TARGETS", "pulse=arn:aws:s3:::bucket")], "TICKWORK_TARGETS"),
+            (vec![("TICKWORK_TARGETS", "=arn:aws:lambda:us-east-1:123456789012:function:f")], "names no kind"),
+            (vec![("TICKWORK_TARGET_BATCH", "101")], "TICKWORK_TARGET_BATCH"),
+        ] {
+            let e = route(Registry::new(), &env(&pairs), &sdk, &clock).unwrap_err();
+            assert!(format!("{}: {}", e.var, e.problem).contains(why), "{pairs:?}: {e:?}");
+        }
+        // A routed kind replaces the built-in handler; the others keep theirs.
+        let ok =
+            env(&[("TICKWORK_TARGETS", "pulse=arn:aws:sqs:us-east-1:123456789012:q"), ("TICKWORK_TARGET_BATCH", "25")]);
+        let reg = route(Registry::new(), &ok, &sdk, &clock).unwrap();
+        assert_eq!(reg.kinds(), ["pulse"]);
+        assert_eq!(reg.get("pulse").unwrap().batch_limit(), 10, "a queue takes 10 a request");
+        let f = env(&[
+            ("TICKWORK_TARGETS", "sched=arn:aws:lambda:us-east-1:123456789012:function:f"),
+            ("TICKWORK_TARGET_BATCH", "25"),
+        ]);
+        assert_eq!(route(Registry::new(), &f, &sdk, &clock).unwrap().get("sched").unwrap().batch_limit(), 25);
+    }
+
+    #[test]
     fn a_queue_url_built_from_an_arn_gives_the_arn_back() {
         for arn in ["arn:aws:sqs:eu-west-1:123456789012:work.fifo", "arn:aws-cn:sqs:cn-north-1:123456789012:q"] {
             let Target::Queue { url, .. } = parse_arn(arn).unwrap() else { panic!() };
