@@ -141,16 +141,12 @@ mod tests {
 
     #[test]
     fn a_pulse_unit_is_about_as_large_as_assumed() {
+        let payload =
+            r#"{"grain":"month","period":"2026-11","tenant":"tenant-000001","zone":"America/Argentina/Buenos_Aires"}"#;
         let job = tickwork::queue::Job {
-            id: "pulse#tenant-000001#month#2026-11".into(),
-            kind: "pulse".into(),
-            payload: r#"{"grain":"month","period":"2026-11","tenant":"tenant-000001","zone":"America/Argentina/Buenos_Aires"}"#.into(),
             tenant: Some("tenant-000001".into()),
             attempts: 1,
-            owner: "w".into(),
-            claim_until_ms: 0,
-            died: false,
-            suspect: false,
+            ..tickwork::queue::Job::unclaimed("pulse#tenant-000001#month#2026-11", "pulse", payload)
         };
         let n = queue_worker::targets::envelope::unit_body(&job).len() as f64;
         assert!(n <= PULSE_UNIT_BYTES && n > PULSE_UNIT_BYTES * 0.6, "{n}");

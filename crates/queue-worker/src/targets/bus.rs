@@ -12,7 +12,7 @@ use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use futures::future::BoxFuture;
 use tickwork::queue::Job;
 
-use super::envelope::{chunks, unit_body, MAX_ENTRIES, MAX_REQUEST_BYTES};
+use super::envelope::{requests, MAX_ENTRIES};
 use crate::registry::{Handler, HandlerError};
 
 /// Every event's `source`.
@@ -84,16 +84,11 @@ impl Handler for BusTarget {
 
     fn handle_batch<'a>(&'a self, jobs: &'a [Job]) -> BoxFuture<'a, Vec<Result<(), HandlerError>>> {
         Box::pin(async move {
-            let bodies: Vec<String> = jobs.iter().map(unit_body).collect();
             // An entry's size: its source, detail-type, detail and bus name (EventBridge User
             // Guide, "Calculating PutEvents event entry size"), plus a margin.
-            let sizes: Vec<usize> = jobs
-                .iter()
-                .zip(&bodies)
-                .map(|(j, b)| SOURCE.len() + j.kind.len() + b.len() + self.arn.len() + 64)
-                .collect();
+            let (bodies, ranges) = requests(jobs, |j| SOURCE.len() + j.kind.len() + self.arn.len() + 64);
             let mut out = Vec::with_capacity(jobs.len());
-            for r in chunks(&sizes, MAX_ENTRIES, MAX_REQUEST_BYTES) {
+            for r in ranges {
                 out.extend(self.put(&jobs[r.clone()], &bodies[r]).await);
             }
             out

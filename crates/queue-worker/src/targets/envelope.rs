@@ -143,6 +143,16 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A batch's units as entries of a queue or a bus: their bodies, and the index ranges of the
+/// requests they go in (10 entries and [`MAX_REQUEST_BYTES`] a request at most). `overhead` is
+/// what an entry counts beside its body (attributes, source, detail-type).
+pub fn requests(jobs: &[Job], overhead: impl Fn(&Job) -> usize) -> (Vec<String>, Vec<std::ops::Range<usize>>) {
+    let bodies: Vec<String> = jobs.iter().map(unit_body).collect();
+    let sizes: Vec<usize> = jobs.iter().zip(&bodies).map(|(j, b)| b.len() + overhead(j)).collect();
+    let ranges = chunks(&sizes, MAX_ENTRIES, MAX_REQUEST_BYTES);
+    (bodies, ranges)
+}
+
 /// Entries of `sizes` bytes in requests of at most `max_entries` and `max_bytes`: index ranges.
 /// An entry larger than `max_bytes` goes alone (the service refuses it, and says so for it alone).
 pub fn chunks(sizes: &[usize], max_entries: usize, max_bytes: usize) -> Vec<std::ops::Range<usize>> {
@@ -166,17 +176,8 @@ mod tests {
     use super::*;
 
     fn job(id: &str) -> Job {
-        Job {
-            id: id.into(),
-            kind: "pulse".into(),
-            payload: r#"{"grain":"month","period":"2026-11","tenant":"t1"}"#.into(),
-            tenant: Some("t1".into()),
-            attempts: 2,
-            owner: "o".into(),
-            claim_until_ms: 0,
-            died: false,
-            suspect: false,
-        }
+        let payload = r#"{"grain":"month","period":"2026-11","tenant":"t1"}"#;
+        Job { tenant: Some("t1".into()), attempts: 2, ..Job::unclaimed(id, "pulse", payload) }
     }
 
     #[test]

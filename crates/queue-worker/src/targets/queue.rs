@@ -13,7 +13,7 @@ use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use futures::future::BoxFuture;
 use tickwork::queue::Job;
 
-use super::envelope::{chunks, dedup_id, group_id, unit_body, MAX_ENTRIES, MAX_REQUEST_BYTES};
+use super::envelope::{dedup_id, group_id, requests, MAX_ENTRIES};
 use crate::registry::{Handler, HandlerError};
 
 /// A queue target.
@@ -100,11 +100,10 @@ impl Handler for QueueTarget {
 
     fn handle_batch<'a>(&'a self, jobs: &'a [Job]) -> BoxFuture<'a, Vec<Result<(), HandlerError>>> {
         Box::pin(async move {
-            let bodies: Vec<String> = jobs.iter().map(unit_body).collect();
             // A message's size counts its body and its attributes' names, types and values.
-            let sizes: Vec<usize> = jobs.iter().zip(&bodies).map(|(j, b)| b.len() + j.id.len() + 100).collect();
+            let (bodies, ranges) = requests(jobs, |j| j.id.len() + 100);
             let mut out = Vec::with_capacity(jobs.len());
-            for r in chunks(&sizes, MAX_ENTRIES, MAX_REQUEST_BYTES) {
+            for r in ranges {
                 out.extend(self.send(&jobs[r.clone()], &bodies[r]).await);
             }
             out
