@@ -117,6 +117,73 @@ pub fn fire_tick(due: &[Due], job: &str, queue: &QueueConfig, now_ms: i64) -> Re
     Ok(v)
 }
 
+/// A burst: `fires` schedules due at the same instant (a populous zone's 08:00).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct BurstInput {
+    /// Fires due at once.
+    pub fires: u64,
+    /// From their instant until the sweep runs, ms: the wake's minute (Scheduler's 60-second
+    /// precision, the wake rounded up to the minute; an assumption at its worst).
+    pub start_ms: f64,
+    /// One DynamoDB request's latency, ms.
+    pub latency_ms: f64,
+    /// Tenants read at once (`TICKWORK_PULSE_TENANT_CONCURRENCY`).
+    pub tenant_concurrency: u32,
+    /// How long one sweep invocation fires, ms (its timeout less the margin).
+    pub invocation_ms: f64,
+    /// The sweep's tick, ms: what an invocation stopped by its deadline leaves waits for it.
+    pub interval_ms: f64,
+}
+
+/// How a burst is handed to the queue.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct BurstTime {
+    /// Due-record pages read (of [`pulse_sweep::FIRE_PAGE`]).
+    pub pages: u64,
+    /// Requests, in order (the sweep fires shard after shard, page after page).
+    pub requests: u64,
+    /// From the fires' instant until the last is queued, ms.
+    pub handover_ms: f64,
+    /// Sweep invocations it takes (more than one: the rest waited for a tick).
+    pub invocations: u64,
+}
+
+/// The sweep's part of a burst, from its own paging (pure): per page of due records a Query, the
+/// definitions 100 keys a BatchGetItem, the tenants `tenant_concurrency` at a time, and a
+/// transaction per [`pulse_sweep::FIRE_CHUNK`] records, each request `latency_ms`, one page after
+/// another over [`tickwork::schedules::DUE_SHARDS`] shards.
+pub fn burst(b: &BurstInput) -> BurstTime {
+    let page = pulse_sweep::FIRE_PAGE as u64;
+    let shards = u64::from(tickwork::schedules::DUE_SHARDS);
+    let mut t = BurstTime::default();
+    let mut work_ms = 0.0;
+    for k in 0..shards {
+        let n = b.fires / shards + u64::from(k < b.fires % shards);
+        let full = n / page;
+        let rest = n % page;
+        // A full last page returns a cursor: one more (empty) page is read.
+        let sizes: Vec<u64> = std::iter::repeat_n(page, full as usize).chain(std::iter::once(rest)).collect();
+        for p in sizes {
+            let requests = 1 + if p == 0 {
+                0
+            } else {
+                p.div_ceil(100)
+                    + p.div_ceil(u64::from(b.tenant_concurrency.max(1)))
+                    + p.div_ceil(pulse_sweep::FIRE_CHUNK as u64)
+            };
+            t.pages += 1;
+            t.requests += requests;
+            work_ms += requests as f64 * b.latency_ms;
+        }
+    }
+    let window = b.invocation_ms.max(1.0);
+    let extra = (work_ms / window).ceil().max(1.0) - 1.0;
+    t.invocations = extra as u64 + 1;
+    // Each invocation stopped by its deadline leaves the rest to the next tick.
+    t.handover_ms = b.start_ms + extra * b.interval_ms + (work_ms - extra * window);
+    t
+}
+
 /// A fire's cost, and a month of one daily schedule per tenant beside the Scheduler.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct SchedulesCost {
@@ -177,6 +244,31 @@ pub fn month(tenants: u64, sample: u64, job: &str, prices: &Prices) -> Result<Sc
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn burst_of(fires: u64) -> BurstInput {
+        BurstInput {
+            fires,
+            start_ms: 0.0,
+            latency_ms: 10.0,
+            tenant_concurrency: 8,
+            invocation_ms: 255_000.0,
+            interval_ms: 900_000.0,
+        }
+    }
+
+    #[test]
+    fn a_burst_is_paged_shard_by_shard_and_what_passes_an_invocation_waits_for_a_tick() {
+        // 800 fires: 200 a shard, a full page and an empty one each; a full page is a Query, 2
+        // BatchGets, 25 rounds of 8 tenants and 5 transactions.
+        let t = burst(&burst_of(800));
+        assert_eq!((t.pages, t.requests, t.invocations), (8, 4 * (33 + 1), 1));
+        assert_eq!(t.handover_ms, 136.0 * 10.0);
+        // A million: 5,000 pages of 33 requests, 1,650 s of requests; 255 s an invocation.
+        let m = burst(&burst_of(1_000_000));
+        assert_eq!(m.requests, 5_000 * 33 + 4);
+        assert_eq!(m.invocations, 7);
+        assert!(m.handover_ms > 6.0 * 900_000.0, "{m:?}");
+    }
 
     #[test]
     fn a_fire_costs_about_four_write_units_and_a_million_daily_fires_cost_more_than_the_scheduler() {

@@ -184,8 +184,13 @@ pub struct CostArgs {
     /// in the same region).
     #[arg(long, default_value = "30ms")]
     pub call_latency: String,
+    /// With `--schedules`: fires due in the same minute, for the burst's time (a populous zone's
+    /// 08:00).
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub burst: u64,
     /// Price schedules instead: one daily schedule per tenant, the units a fire costs (tenants
-    /// sharing a spec or not), and the month beside one EventBridge Scheduler schedule per tenant.
+    /// sharing a spec or not), and the month beside one EventBridge Scheduler schedule per tenant;
+    /// and how long a burst of `--burst` fires takes to hand over and to deliver.
     #[arg(long)]
     pub schedules: bool,
 }

@@ -230,3 +230,35 @@ fn cost_answers_for_ten_million_tenants_with_the_boundary_of_three_million() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--latency must be above 0"));
 }
+
+/// `cost --schedules`: a fire's units, and a burst's hand-over and delivery from the sweep's own
+/// paging (800 fires: 4 shards of a full page and an empty one); `--deliver-to` prices a
+/// target's calls and uses its batch.
+#[test]
+fn cost_prices_schedules_a_burst_and_a_target() {
+    let p = prefix();
+    let c = json(&tickctl(
+        &p,
+        &["--json", "cost", "--tenants", "1000", "--schedules", "--burst", "800", "--latency", "10ms"],
+    ));
+    let w = c["cost"]["wcu_per_fire"].as_f64().unwrap();
+    assert!((4.0..4.5).contains(&w), "{c}");
+    let b = &c["burst"];
+    assert_eq!((b["time"]["pages"].as_u64(), b["time"]["requests"].as_u64()), (Some(8), Some(136)), "{b}");
+    // The wake's minute, then 136 requests of 10 ms.
+    assert_eq!(b["time"]["handover_ms"].as_f64(), Some(60_000.0 + 1_360.0), "{b}");
+    assert!(b["done_ms"].as_f64().unwrap() >= b["time"]["handover_ms"].as_f64().unwrap());
+    let args = ["--json", "cost", "--tenants", "10000000", "--group-tenants", "3000000", "--shard-workers", "8"];
+    for (to, calls, usd) in
+        [("lambda", 36_875_000.0, 7.375), ("sqs", 36_875_000.0, 14.75), ("events", 36_875_000.0, 368.75)]
+    {
+        let c = json(&tickctl(&p, &[&args[..], &["--deliver-to", to]].concat()));
+        let t = &c["boundary"]["delivery"]["target"];
+        assert_eq!(t["calls"].as_f64(), Some(calls), "{to}: {t}");
+        assert!((t["usd"].as_f64().unwrap() - usd).abs() < 0.01, "{to}: {t}");
+        assert_eq!(c["boundary"]["delivery"]["input"]["units_per_call"], 10, "{to}");
+    }
+    let o = tickctl(&p, &["cost", "--deliver-to", "kafka"]);
+    assert_eq!(o.status.code(), Some(2), "a value clap refuses");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("one of rust, lambda, sqs, sqs-fifo, events"));
+}

@@ -40,7 +40,8 @@ pub fn run(env: &Env, as_json: bool, a: &CostArgs) -> Result<i32> {
         // A tick firing 10,000 schedules at once gives the per-fire cost of a large tick.
         let job = pulse_sweep::config::job(env)?;
         let s = tickctl::schedules::month(input.tenants as u64, 10_000, &job, &prices)?;
-        render::print_schedules(as_json, &s)?;
+        let burst = burst(env, a, &input, &prices)?;
+        render::print_schedules(as_json, &s, &burst)?;
         return Ok(0);
     }
     let boundary = boundary(env, a, &input, &prices)?;
@@ -176,4 +177,47 @@ fn pulses_a_month(input: &CostInput) -> Result<f64> {
     let r = cost::model(&base)?;
     let per_tenant = r.pulses.values().sum::<u64>() as f64 / base.tenants.max(1) as f64;
     Ok(per_tenant * input.tenants as f64 * 30.0 / r.days.max(1e-9))
+}
+
+/// `--burst` fires due in the same minute: the sweep's hand-over ([`tickctl::schedules::burst`],
+/// woken at the minute's end at worst) and the drains' delivery of the fires' batch items (one
+/// item a transaction of records).
+fn burst(env: &Env, a: &CostArgs, input: &CostInput, prices: &tickctl::bill::Prices) -> Result<render::Burst> {
+    use tickctl::delivery::{predict, DeliveryInput};
+    use tickctl::schedules::{burst, BurstInput};
+    let latency_ms = cost::parse_interval(&a.latency).context("--latency")? as f64;
+    let invoke_ms = cost::parse_interval(&a.invoke_latency).context("--invoke-latency")? as f64;
+    let handler_ms = cost::parse_interval(&a.handler).context("--handler")? as f64;
+    let signal_ms = cost::parse_interval(&a.signal_latency).context("--signal-latency")? as f64;
+    let target_ms = cost::parse_interval(&a.target).context("--target")? as f64;
+    let sweep = pulse_sweep::PulseConfig::from_env(env, std::time::Duration::from_secs(1))?;
+    let core = tickwork::config::CoreConfig::from_env(env)?;
+    let timeout = core.function_timeout.unwrap_or(std::time::Duration::from_secs(300));
+    let b = BurstInput {
+        fires: a.burst,
+        start_ms: 60_000.0,
+        latency_ms,
+        tenant_concurrency: sweep.tenant_concurrency as u32,
+        invocation_ms: timeout.saturating_sub(core.margin).as_millis() as f64,
+        interval_ms: input.tick_ms as f64,
+    };
+    let t = burst(&b);
+    let worker = tickctl::delivery::deployed_worker(env)?;
+    let d = DeliveryInput {
+        units: a.burst,
+        units_per_item: pulse_sweep::FIRE_CHUNK as u64,
+        arrive_ms: t.handover_ms,
+        signal_ms: b.start_ms + signal_ms,
+        handler_ms,
+        units_per_call: 1,
+        request_ms: latency_ms,
+        invoke_ms,
+        concurrency: a.concurrency.unwrap_or(worker.concurrency as u32),
+        drains: a.drains.unwrap_or(worker.drains),
+        window_ms: worker.window_ms,
+        poll_keys: worker.poll_keys,
+    };
+    let delivery = predict(&d);
+    let _ = prices;
+    Ok(render::Burst { input: b, time: t, done_ms: delivery.done_ms, target_ms, delivery: d })
 }

@@ -292,9 +292,24 @@ pub fn print_scaled(
 }
 
 /// `tickctl cost --schedules`.
-pub fn print_schedules(as_json: bool, s: &tickctl::schedules::SchedulesCost) -> anyhow::Result<()> {
+/// A burst of schedules due in the same minute.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Burst {
+    /// What was asked, the assumptions included.
+    pub input: tickctl::schedules::BurstInput,
+    /// The sweep's hand-over.
+    pub time: tickctl::schedules::BurstTime,
+    /// The drains' delivery of the fires, as asked.
+    pub delivery: tickctl::delivery::DeliveryInput,
+    /// From the fires' instant until the last is handled, ms.
+    pub done_ms: f64,
+    /// The target it is held to, ms (`--target`).
+    pub target_ms: f64,
+}
+
+pub fn print_schedules(as_json: bool, s: &tickctl::schedules::SchedulesCost, b: &Burst) -> anyhow::Result<()> {
     if as_json {
-        return super::json(s);
+        return super::json(&serde_json::json!({ "cost": s, "burst": b }));
     }
     println!(
         "schedules: one daily schedule for each of {} tenants (modelled from a tick firing {} at once)",
@@ -308,6 +323,34 @@ pub fn print_schedules(as_json: bool, s: &tickctl::schedules::SchedulesCost) -> 
     println!(
         "  a month: ${:.2} of DynamoDB units, beside ${:.2} for one EventBridge Scheduler schedule per tenant",
         s.month_usd, s.scheduler_month_usd
+    );
+    let (i, t) = (&b.input, &b.time);
+    println!(
+        "a burst of {} fires due in the same minute ({} ms a request, {} tenants read at once, the wake {:.0} s after their instant at worst):",
+        i.fires, i.latency_ms, i.tenant_concurrency, i.start_ms / 1000.0
+    );
+    println!(
+        "  handed to the queue {:.1} s after their instant ({} pages, {} requests one after another, {} sweep invocation(s){})",
+        t.handover_ms / 1000.0,
+        t.pages,
+        t.requests,
+        t.invocations,
+        if t.invocations > 1 { ", the rest waiting for the next tick" } else { "" }
+    );
+    println!(
+        "  boundary-to-done {:.1} s ({} drain(s) of {} handler calls, {} ms a unit): {}",
+        b.done_ms / 1000.0,
+        b.delivery.drains,
+        b.delivery.concurrency,
+        b.delivery.handler_ms,
+        if b.done_ms <= b.target_ms {
+            format!("within {:.0} s", b.target_ms / 1000.0)
+        } else {
+            format!(
+                "NOT within {:.0} s: the sweep fires one record at a time; grouping fires is not built",
+                b.target_ms / 1000.0
+            )
+        }
     );
     Ok(())
 }

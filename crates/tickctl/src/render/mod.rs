@@ -5,6 +5,6 @@ pub mod cost;
 pub mod reports;
 pub mod style;
 
-pub use cost::{print_boundary, print_cost, print_scaled, print_schedules, Boundary, Delivery};
+pub use cost::{print_boundary, print_cost, print_scaled, print_schedules, Boundary, Burst, Delivery};
 pub use reports::{print_audit, print_import, print_plan, print_status};
 pub use style::{bar, bytes_bar, done, json, table, time};
