@@ -146,7 +146,15 @@ pub struct BurstTime {
     pub handover_ms: f64,
     /// Sweep invocations it takes (more than one: the rest waited for a tick).
     pub invocations: u64,
+    /// The least time the due partitions' write limit allows, ms: every fire replaces its due
+    /// record (a put and a delete, transactional: [`DUE_WCU_PER_FIRE`]) in one of
+    /// [`tickwork::schedules::DUE_SHARDS`] partitions of at most 1,000 write units a second.
+    pub partition_floor_ms: f64,
 }
+
+/// Write units a fire spends in its due partition: the successor's put and the fired record's
+/// delete, each a transactional write of a small item (2 units each).
+pub const DUE_WCU_PER_FIRE: f64 = 4.0;
 
 /// The sweep's part of a burst, from its own paging (pure): per page of due records a Query, the
 /// definitions 100 keys a BatchGetItem, the tenants `tenant_concurrency` at a time, and a
@@ -176,6 +184,10 @@ pub fn burst(b: &BurstInput) -> BurstTime {
             work_ms += requests as f64 * b.latency_ms;
         }
     }
+    t.partition_floor_ms =
+        b.fires as f64 * DUE_WCU_PER_FIRE / (crate::boundary::PARTITION_MAX_WCU_PER_SEC * shards as f64) * 1000.0;
+    // Requests faster than the partitions take their writes are throttled down to them.
+    let work_ms = work_ms.max(t.partition_floor_ms);
     let window = b.invocation_ms.max(1.0);
     let extra = (work_ms / window).ceil().max(1.0) - 1.0;
     t.invocations = extra as u64 + 1;
@@ -268,6 +280,11 @@ mod tests {
         assert_eq!(m.requests, 5_000 * 33 + 4);
         assert_eq!(m.invocations, 7);
         assert!(m.handover_ms > 6.0 * 900_000.0, "{m:?}");
+        // However fast the requests, 4 partitions of 1,000 write units a second take a million
+        // fires' 4 million units in 1,000 s at the least.
+        let fast = burst(&BurstInput { latency_ms: 0.1, ..burst_of(1_000_000) });
+        assert_eq!(fast.partition_floor_ms, 1_000_000.0);
+        assert_eq!(fast.handover_ms, 1_000_000.0 - 255_000.0 * 3.0 + 3.0 * 900_000.0);
     }
 
     #[test]

@@ -338,6 +338,11 @@ pub fn print_schedules(as_json: bool, s: &tickctl::schedules::SchedulesCost, b: 
         if t.invocations > 1 { ", the rest waiting for the next tick" } else { "" }
     );
     println!(
+        "  (the 4 due partitions take its {:.0} write units in {:.0} s at the least, at 1,000 a second each, however fast the requests)",
+        i.fires as f64 * tickctl::schedules::DUE_WCU_PER_FIRE,
+        t.partition_floor_ms / 1000.0
+    );
+    println!(
         "  boundary-to-done {:.1} s ({} drain(s) of {} handler calls, {} ms a unit): {}",
         b.done_ms / 1000.0,
         b.delivery.drains,
