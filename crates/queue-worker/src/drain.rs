@@ -42,7 +42,7 @@ use crate::config::WorkerConfig;
 use crate::feed::{take, Feed, TakeRun};
 use crate::fleet::{Grow, NoFleet};
 use crate::registry::Registry;
-use crate::units::{batch_limit, call, settle_held, Held, Settled, UnitEnd};
+use crate::units::{call, settle_held, units_per_call, Held, Settled, UnitEnd};
 
 /// Parts an item is split into when its worker died ([`Job::died`]): each death beside it divides
 /// the suspects by this, so a unit among 2,000 is alone after four deaths.
@@ -178,12 +178,10 @@ async fn drain_as(
         while !stopping && running.len() < cfg.concurrency {
             let Some(id) = startable(&held) else { break };
             let h = held.get_mut(&id).expect("held");
-            // One call: one unit, or as many as the kind's target takes in a request. On the
-            // item's last attempt, and for an item run alone, one unit a call: a call that fails
-            // as a whole (a function that raised) fails every unit it carried, and there that
-            // would dead-letter a poison unit's call-mates with it.
+            // One call: one unit, or as many as the kind's target takes in a request (one on the
+            // last attempt of a target whose calls fail as a whole, and for an item run alone).
             let last = h.job.attempts >= queue.config().max_attempts;
-            let per_call = if last || h.alone { 1 } else { batch_limit(handlers, &h.job.kind) };
+            let per_call = units_per_call(handlers, &h.job.kind, last, h.alone);
             let n = per_call.min(h.unstarted());
             let jobs: Vec<_> = (h.next..h.next + n).map(|i| h.unit_job(i)).collect();
             let keys: Vec<String> = h.units[h.next..h.next + n].iter().map(|u| u.key.clone()).collect();

@@ -33,6 +33,14 @@ pub trait Handler: Send + Sync {
         1
     }
 
+    /// Whether one unit can fail a whole call (a function that raised fails every unit it
+    /// carried): then, on an item's last attempt, the drain hands it one unit a call, so a poison
+    /// unit is dead-lettered without its call-mates. A target that reports each entry on its own
+    /// (a queue, a bus) keeps its batches.
+    fn whole_call_failures(&self) -> bool {
+        false
+    }
+
     /// Runs several units in one call: one result per job, in order. Must be idempotent per job
     /// id, as [`Handler::handle`].
     fn handle_batch<'a>(&'a self, jobs: &'a [Job]) -> BoxFuture<'a, Vec<Result<(), HandlerError>>> {
@@ -102,6 +110,10 @@ impl Handler for Counted {
 
     fn batch_limit(&self) -> usize {
         self.inner.batch_limit()
+    }
+
+    fn whole_call_failures(&self) -> bool {
+        self.inner.whole_call_failures()
     }
 
     fn handle_batch<'a>(&'a self, jobs: &'a [Job]) -> BoxFuture<'a, Vec<Result<(), HandlerError>>> {

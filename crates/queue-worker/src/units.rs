@@ -130,9 +130,17 @@ pub(crate) async fn call(handlers: &Registry, jobs: &[Job], cfg: &WorkerConfig) 
     }
 }
 
-/// Units of a held item's kind one handler call takes ([`crate::registry::Handler::batch_limit`]).
-pub(crate) fn batch_limit(handlers: &Registry, kind: &str) -> usize {
-    handlers.get(kind).map_or(1, |h| h.batch_limit().max(1))
+/// Units of a held item one handler call takes ([`crate::registry::Handler::batch_limit`]): one
+/// for an item run alone, and on an item's `last` attempt for a handler whose calls fail as a
+/// whole ([`crate::registry::Handler::whole_call_failures`]: a poison unit would take its
+/// call-mates to the dead letters with it). Pure.
+pub(crate) fn units_per_call(handlers: &Registry, kind: &str, last: bool, alone: bool) -> usize {
+    match handlers.get(kind) {
+        None => 1,
+        Some(_) if alone => 1,
+        Some(h) if last && h.whole_call_failures() => 1,
+        Some(h) => h.batch_limit().max(1),
+    }
 }
 
 /// Settles a held item once, from how its units ended (a unit never started ended
@@ -286,6 +294,31 @@ pub(crate) fn sort_ends(ends: Vec<(String, UnitEnd)>, total: usize, last_attempt
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    struct Batched(usize, bool);
+    impl crate::registry::Handler for Batched {
+        fn handle<'a>(&'a self, _: &'a Job) -> futures::future::BoxFuture<'a, Result<(), HandlerError>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn batch_limit(&self) -> usize {
+            self.0
+        }
+        fn whole_call_failures(&self) -> bool {
+            self.1
+        }
+    }
+
+    #[test]
+    fn a_call_carries_its_batch_but_one_unit_on_the_last_attempt_of_a_target_whose_calls_fail_whole() {
+        let reg = Registry::new()
+            .with("function", std::sync::Arc::new(Batched(10, true)))
+            .with("queue", std::sync::Arc::new(Batched(10, false)));
+        assert_eq!(units_per_call(&reg, "function", false, false), 10);
+        assert_eq!(units_per_call(&reg, "function", true, false), 1, "a poison unit fails alone");
+        assert_eq!(units_per_call(&reg, "queue", true, false), 10, "entries fail on their own");
+        assert_eq!(units_per_call(&reg, "queue", false, true), 1, "an item run alone");
+        assert_eq!(units_per_call(&reg, "none", false, false), 1);
+    }
 
     fn ends(v: &[(&str, &str)]) -> Vec<(String, UnitEnd)> {
         v.iter()

@@ -108,6 +108,10 @@ impl Handler for FunctionTarget {
         self.batch
     }
 
+    fn whole_call_failures(&self) -> bool {
+        true
+    }
+
     fn handle_batch<'a>(&'a self, jobs: &'a [Job]) -> BoxFuture<'a, Vec<Result<(), HandlerError>>> {
         Box::pin(async move {
             // Several Invokes when the records would pass the synchronous payload limit.

@@ -101,8 +101,7 @@ pub fn queue_arn_of_url(url: &str) -> Option<String> {
     let (host, path) = rest.split_once('/')?;
     let region = host.strip_prefix("sqs.")?.split('.').next()?;
     let (account, name) = path.split_once('/')?;
-    let partition = if host.ends_with(".cn") { "aws-cn" } else { "aws" };
-    Some(format!("arn:{partition}:sqs:{region}:{account}:{name}"))
+    Some(format!("arn:{}:sqs:{region}:{account}:{name}", route::partition_of(region)))
 }
 
 /// SQS requests → accesses: `SendMessageBatch` is `sqs:SendMessage` on the queue.
@@ -158,7 +157,12 @@ mod tests {
 
     #[test]
     fn a_queue_url_built_from_an_arn_gives_the_arn_back() {
-        for arn in ["arn:aws:sqs:eu-west-1:123456789012:work.fifo", "arn:aws-cn:sqs:cn-north-1:123456789012:q"] {
+        for arn in [
+            "arn:aws:sqs:eu-west-1:123456789012:work.fifo",
+            "arn:aws-cn:sqs:cn-north-1:123456789012:q",
+            "arn:aws-us-gov:sqs:us-gov-west-1:123456789012:q",
+            "arn:aws-iso-e:sqs:eu-isoe-west-1:123456789012:q",
+        ] {
             let Target::Queue { url, .. } = parse_arn(arn).unwrap() else { panic!() };
             assert_eq!(queue_arn_of_url(&url).as_deref(), Some(arn));
         }

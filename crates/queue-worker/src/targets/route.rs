@@ -164,19 +164,45 @@ pub fn parse_arn(arn: &str) -> Result<Target, String> {
                     "queue name `{resource}`: up to 80 of A-Z a-z 0-9 - _, `.fifo` at the end for FIFO"
                 ));
             }
-            let domain = if partition == "aws-cn" { "amazonaws.com.cn" } else { "amazonaws.com" };
-            let url = format!("https://sqs.{region}.{domain}/{account}/{resource}");
+            let url = format!("https://sqs.{region}.{}/{account}/{resource}", domain(partition));
             Ok(Target::Queue { arn: arn.to_string(), region, url, fifo })
         }
         "events" => {
             let name =
                 resource.strip_prefix("event-bus/").ok_or("an EventBridge ARN must name a bus (…:event-bus/NAME)")?;
-            if !name_ok(name, 256, true) {
-                return Err(format!("bus name `{name}`: 1 to 256 of A-Z a-z 0-9 - _ ."));
+            // Partner buses are named `aws.partner/…`.
+            if !name_ok(&name.replace('/', ""), 256, true) || name.starts_with('/') {
+                return Err(format!("bus name `{name}`: 1 to 256 of A-Z a-z 0-9 - _ . /"));
             }
             Ok(Target::Bus { arn: arn.to_string(), region })
         }
         other => Err(format!("service `{other}` is not a target (lambda, sqs or events)")),
+    }
+}
+
+/// A partition's domain (AWS General Reference, "AWS service endpoints"; the isolated
+/// partitions' as the SDKs' endpoint rules name them).
+pub fn domain(partition: &str) -> &'static str {
+    match partition {
+        "aws-cn" => "amazonaws.com.cn",
+        "aws-iso" => "c2s.ic.gov",
+        "aws-iso-b" => "sc2s.sgov.gov",
+        "aws-iso-e" => "cloud.adc-e.uk",
+        "aws-iso-f" => "csp.hci.ic.gov",
+        _ => "amazonaws.com",
+    }
+}
+
+/// A region's partition, from its name.
+pub fn partition_of(region: &str) -> &'static str {
+    match region {
+        r if r.starts_with("cn-") => "aws-cn",
+        r if r.starts_with("us-gov-") => "aws-us-gov",
+        r if r.starts_with("us-isob-") => "aws-iso-b",
+        r if r.starts_with("us-isof-") => "aws-iso-f",
+        r if r.starts_with("us-iso-") => "aws-iso",
+        r if r.starts_with("eu-isoe-") => "aws-iso-e",
+        _ => "aws",
     }
 }
 
@@ -235,6 +261,11 @@ mod tests {
     #[test]
     fn a_function_may_carry_an_alias_and_a_china_queue_its_domain() {
         assert!(parse_arn("arn:aws:lambda:us-east-1:123456789012:function:f:live").is_ok());
+        assert!(parse_arn("arn:aws:events:us-east-1:123456789012:event-bus/aws.partner/saas.com/1/x").is_ok());
+        let Target::Queue { url, .. } = parse_arn("arn:aws-iso-e:sqs:eu-isoe-west-1:123456789012:q").unwrap() else {
+            panic!()
+        };
+        assert_eq!(url, "https://sqs.eu-isoe-west-1.cloud.adc-e.uk/123456789012/q");
         assert!(parse_arn("arn:aws:lambda:us-gov-west-1:123456789012:function:f:$LATEST").is_ok());
         assert!(parse_arn(&format!("arn:aws:sqs:us-east-1:123456789012:{}", "q".repeat(80))).is_ok());
         assert!(parse_arn(&format!("arn:aws:sqs:us-east-1:123456789012:{}.fifo", "q".repeat(76))).is_err());

@@ -195,7 +195,8 @@ fn burst(env: &Env, a: &CostArgs, input: &CostInput, prices: &tickctl::bill::Pri
     let timeout = core.function_timeout.unwrap_or(std::time::Duration::from_secs(300));
     let b = BurstInput {
         fires: a.burst,
-        start_ms: 60_000.0,
+        // A local hour falls on a quarter-hour tick in every zone: the tick fires it.
+        start_ms: 0.0,
         latency_ms,
         tenant_concurrency: sweep.tenant_concurrency as u32,
         invocation_ms: timeout.saturating_sub(core.margin).as_millis() as f64,

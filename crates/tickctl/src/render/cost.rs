@@ -326,8 +326,12 @@ pub fn print_schedules(as_json: bool, s: &tickctl::schedules::SchedulesCost, b: 
     );
     let (i, t) = (&b.input, &b.time);
     println!(
-        "a burst of {} fires due in the same minute ({} ms a request, {} tenants read at once, the wake {:.0} s after their instant at worst):",
-        i.fires, i.latency_ms, i.tenant_concurrency, i.start_ms / 1000.0
+        "a burst of {} fires due at one local hour ({} ms a request, {} tenants read at once, the tick at their instant, an invocation firing for {:.0} s, a tick every {:.0} s):",
+        i.fires,
+        i.latency_ms,
+        i.tenant_concurrency,
+        i.invocation_ms / 1000.0,
+        i.interval_ms / 1000.0
     );
     println!(
         "  handed to the queue {:.1} s after their instant ({} pages, {} requests one after another, {} sweep invocation(s){})",
@@ -338,7 +342,7 @@ pub fn print_schedules(as_json: bool, s: &tickctl::schedules::SchedulesCost, b: 
         if t.invocations > 1 { ", the rest waiting for the next tick" } else { "" }
     );
     println!(
-        "  (the 4 due partitions take its {:.0} write units in {:.0} s at the least, at 1,000 a second each, however fast the requests)",
+        "  (its {:.0} write units go to one due partition at a time, at most 1,000 a second: {:.0} s at the least, however fast the requests)",
         i.fires as f64 * tickctl::schedules::DUE_WCU_PER_FIRE,
         t.partition_floor_ms / 1000.0
     );
