@@ -56,10 +56,14 @@ async fn main() -> Result<()> {
     if all || args.iter().any(|a| a == "delivery") {
         delivery::run(&sdk).await?;
     }
+    if all || args.iter().any(|a| a == "burst") {
+        burst::run(&sdk).await?;
+    }
     Ok(())
 }
 
 mod bill;
+mod burst;
 mod delivery;
 mod scale;
 mod startup;

@@ -126,8 +126,11 @@ pub struct BurstInput {
     /// falls on a quarter hour in every zone), up to a minute when a wake runs it (Scheduler's
     /// 60-second precision, the wake rounded up to the minute).
     pub start_ms: f64,
-    /// One DynamoDB request's latency, ms.
+    /// One DynamoDB request's latency, ms: requests made at once overlap it.
     pub latency_ms: f64,
+    /// A server's own time a request that does not overlap, ms: 0 for DynamoDB; a local server
+    /// that serves one request at a time (moto) is measured for the benchmark.
+    pub serial_ms: f64,
     /// Tenants read at once (`TICKWORK_PULSE_TENANT_CONCURRENCY`).
     pub tenant_concurrency: u32,
     /// How long one sweep invocation fires, ms (its timeout less the margin).
@@ -143,6 +146,8 @@ pub struct BurstTime {
     pub pages: u64,
     /// Requests, in order (the sweep fires shard after shard, page after page).
     pub requests: u64,
+    /// The requests' own time, ms (before the partition's write limit).
+    pub requests_ms: f64,
     /// From the fires' instant until the last is queued, ms.
     pub handover_ms: f64,
     /// Sweep invocations it takes (more than one: the rest waited for a tick).
@@ -176,21 +181,22 @@ pub fn burst(b: &BurstInput) -> BurstTime {
         // A full last page returns a cursor: one more (empty) page is read.
         let sizes: Vec<u64> = std::iter::repeat_n(page, full as usize).chain(std::iter::once(rest)).collect();
         for p in sizes {
-            let requests = 1 + if p == 0 {
-                0
-            } else {
-                p.div_ceil(100)
-                    + p.div_ceil(u64::from(b.tenant_concurrency.max(1)))
-                    + p.div_ceil(pulse_sweep::FIRE_CHUNK as u64)
-            };
+            // A Query; then the definitions 100 keys a BatchGetItem, the tenants a GetItem each,
+            // `tenant_concurrency` at once, and a transaction a chunk.
+            let one_by_one = 1 + if p == 0 { 0 } else { p.div_ceil(100) + p.div_ceil(pulse_sweep::FIRE_CHUNK as u64) };
+            let tenants = if p == 0 { 0 } else { p };
+            let rounds = tenants.div_ceil(u64::from(b.tenant_concurrency.max(1)));
             t.pages += 1;
-            t.requests += requests;
-            work_ms += requests as f64 * b.latency_ms;
+            t.requests += one_by_one + tenants;
+            work_ms += one_by_one as f64 * (b.latency_ms + b.serial_ms)
+                + rounds as f64 * b.latency_ms
+                + tenants as f64 * b.serial_ms;
         }
     }
     // Then the earliest record left (a Query a shard) and `sched_next` set.
     t.requests += shards + 1;
-    work_ms += (shards + 1) as f64 * b.latency_ms;
+    work_ms += (shards + 1) as f64 * (b.latency_ms + b.serial_ms);
+    t.requests_ms = work_ms;
     t.partition_floor_ms = b.fires as f64 * DUE_WCU_PER_FIRE / crate::boundary::PARTITION_MAX_WCU_PER_SEC * 1000.0;
     // Requests faster than the partitions take their writes are throttled down to them.
     let work_ms = work_ms.max(t.partition_floor_ms);
@@ -268,6 +274,7 @@ mod tests {
             fires,
             start_ms: 0.0,
             latency_ms: 10.0,
+            serial_ms: 0.0,
             tenant_concurrency: 8,
             invocation_ms: 255_000.0,
             interval_ms: 900_000.0,
@@ -277,20 +284,24 @@ mod tests {
     #[test]
     fn a_burst_is_paged_shard_by_shard_and_what_passes_an_invocation_waits_for_a_tick() {
         // 800 fires: 200 a shard, a full page and an empty one each; a full page is a Query, 2
-        // BatchGets, 25 rounds of 8 tenants and 5 transactions.
+        // BatchGets, 200 tenants' GetItems in 25 rounds of 8, and 5 transactions.
         let t = burst(&burst_of(800));
         // Then 4 Queries for the earliest record and `sched_next`'s update.
-        assert_eq!((t.pages, t.requests, t.invocations), (8, 4 * (33 + 1) + 5, 1));
+        assert_eq!((t.pages, t.requests, t.invocations), (8, 4 * (208 + 1) + 5, 1));
+        assert_eq!(t.requests_ms, (4.0 * (33.0 + 1.0) + 5.0) * 10.0);
         // 1.41 s of requests, but 3,200 write units for one partition at a time: 3.2 s.
         assert_eq!(t.partition_floor_ms, 3_200.0);
         assert_eq!(t.handover_ms, 3_200.0);
         let slow = burst(&BurstInput { latency_ms: 30.0, ..burst_of(800) });
         assert_eq!(slow.handover_ms, 141.0 * 30.0, "the requests, when they take longer");
-        // A million: 5,000 pages of 33 requests, 1,650 s of requests; but one due partition at a
+        // A million: 5,000 pages of 208 requests in 33 rounds, 1,650 s; but one due partition at a
         // time takes their 4 million write units, at 1,000 a second: 4,000 s, in windows of
         // 255 s, the rest waiting a tick each time.
         let m = burst(&burst_of(1_000_000));
-        assert_eq!(m.requests, 5_000 * 33 + 4 + 5);
+        assert_eq!(m.requests, 5_000 * 208 + 4 + 5);
+        // A server that serves one request at a time adds its own time to every request.
+        let serial = burst(&BurstInput { serial_ms: 1.0, ..burst_of(800) });
+        assert_eq!(serial.requests_ms, t.requests_ms + serial.requests as f64);
         assert_eq!(m.partition_floor_ms, 4_000_000.0);
         assert_eq!(m.invocations, 16);
         assert_eq!(m.handover_ms, 15.0 * 900_000.0 + (4_000_000.0 - 15.0 * 255_000.0));

@@ -244,9 +244,9 @@ fn cost_prices_schedules_a_burst_and_a_target() {
     let w = c["cost"]["wcu_per_fire"].as_f64().unwrap();
     assert!((4.0..4.5).contains(&w), "{c}");
     let b = &c["burst"];
-    assert_eq!((b["time"]["pages"].as_u64(), b["time"]["requests"].as_u64()), (Some(8), Some(141)), "{b}");
-    // The tick at their instant, then 141 requests of 10 ms; but their 3,200 write units take
-    // one due partition 3.2 s.
+    assert_eq!((b["time"]["pages"].as_u64(), b["time"]["requests"].as_u64()), (Some(8), Some(841)), "{b}");
+    // The tick at their instant, then 141 rounds of requests of 10 ms; but their 3,200 write
+    // units take one due partition 3.2 s.
     assert_eq!(b["time"]["handover_ms"].as_f64(), Some(3_200.0), "{b}");
     assert!(b["done_ms"].as_f64().unwrap() >= b["time"]["handover_ms"].as_f64().unwrap());
     let args = ["--json", "cost", "--tenants", "10000000", "--group-tenants", "3000000", "--shard-workers", "8"];

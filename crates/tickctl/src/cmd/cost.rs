@@ -198,6 +198,7 @@ fn burst(env: &Env, a: &CostArgs, input: &CostInput, prices: &tickctl::bill::Pri
         // A local hour falls on a quarter-hour tick in every zone: the tick fires it.
         start_ms: 0.0,
         latency_ms,
+        serial_ms: 0.0,
         tenant_concurrency: sweep.tenant_concurrency as u32,
         invocation_ms: timeout.saturating_sub(core.margin).as_millis() as f64,
         interval_ms: input.tick_ms as f64,

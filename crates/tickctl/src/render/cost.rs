@@ -334,10 +334,11 @@ pub fn print_schedules(as_json: bool, s: &tickctl::schedules::SchedulesCost, b: 
         i.interval_ms / 1000.0
     );
     println!(
-        "  handed to the queue {:.1} s after their instant ({} pages, {} requests one after another, {} sweep invocation(s){})",
+        "  handed to the queue {:.1} s after their instant ({} pages, {} requests, the tenants' {} at a time and the rest one after another, {} sweep invocation(s){})",
         t.handover_ms / 1000.0,
         t.pages,
         t.requests,
+        i.tenant_concurrency,
         t.invocations,
         if t.invocations > 1 { ", the rest waiting for the next tick" } else { "" }
     );
