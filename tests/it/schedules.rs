@@ -617,3 +617,27 @@ async fn a_schedule_added_while_a_tick_sets_sched_next_is_not_passed_over() {
     }
     assert!(fires(&local, &queue).await.contains(&fire("acme", "later", "2026-12-02T08:30:00+01:00")));
 }
+
+/// A fire is ready in the queue since its instant, not since the sweep got to it: after two hours
+/// without a tick, the worker's `QueueLag` says two hours (and `QueueLagAlarm`, at 15 minutes,
+/// fires), where an item ready from its enqueue would have said nothing was late.
+#[tokio::test]
+async fn a_late_fire_counts_in_the_queue_lag_from_its_instant() {
+    let local = Local::new().await;
+    let p = unique("schedlag");
+    ok(&tickctl(&local, &p, &["provision"]));
+    let (deps, queue) = sweep(&local, &p, None);
+    local.clock.set(ms("2026-12-01T14:00:00Z"));
+    pulse_sweep::add_tenants(&deps, &[Tenant::new("acme", "Europe/Berlin")]).await.unwrap();
+    schedules(&deps).put("acme", "Europe/Berlin", def("nudge", "daily 08:00"), &POLICY).await.unwrap();
+    tick(&local, &deps, "2026-12-01T14:15:00Z").await;
+    // 08:00 Berlin is 07:00Z; no tick runs until 09:00Z.
+    let r = tick(&local, &deps, "2026-12-02T09:00:00Z").await;
+    assert_eq!(r.fires, 1);
+    let q = tickwork::queue::Queue::new(local.fresh_db(), &queue, QueueConfig::default(), local.clock());
+    let summaries = local.table(&queue_worker::summary::summaries_table()).await;
+    let handlers = queue_worker::summary::registry(local.fresh_db(), &summaries, local.clock());
+    let w = queue_worker::drain(&q, &handlers, "w", &Unlimited, &queue_worker::WorkerConfig::default()).await.unwrap();
+    assert_eq!(w.finished, 2, "the fire and the day pulse of December 1st: {w:?}");
+    assert_eq!(w.oldest_ready_ms, 2 * 3_600_000, "the wait since 08:00 Berlin: {w:?}");
+}

@@ -89,11 +89,15 @@ pub(crate) struct ChunkPlan {
     pub(crate) skipped: u64,
     pub(crate) dropped: u64,
     pub(crate) isolated: u64,
+    /// When the chunk's earliest fire was due (at most `now_ms`): its queue items are ready
+    /// since then, so the worker's `QueueLag` counts a schedule's wait from its instant, the
+    /// sweep's part included, and an hour of lateness raises `QueueLagAlarm` however it came.
+    pub(crate) ready_ms: i64,
 }
 
 /// The writes and counts of `chunk` for `job` at `now_ms`.
 pub(crate) fn chunk_plan(chunk: &[Planned], job: &str, now_ms: i64) -> ChunkPlan {
-    let mut c = ChunkPlan { batch: Batch::new(Map::new()), ..Default::default() };
+    let mut c = ChunkPlan { batch: Batch::new(Map::new()), ready_ms: now_ms, ..Default::default() };
     for Planned { rec: r, plan, ver } in chunk {
         match plan {
             Action::Isolate(_) => {
@@ -104,6 +108,9 @@ pub(crate) fn chunk_plan(chunk: &[Planned], job: &str, now_ms: i64) -> ChunkPlan
             Action::Plan(FirePlan::Fire { fire, skipped, next, finished }) => {
                 for o in fire {
                     c.batch.add(vec![entry(&r.name, &o.key)], [r.tenant.clone()]);
+                    // Its instant plus the spread: the record's due for its first occurrence
+                    // (a later one caught up is due no earlier than that).
+                    c.ready_ms = c.ready_ms.min(o.at_ms.max(r.due_ms));
                 }
                 c.fired += fire.len() as u64;
                 c.skipped += u64::from(*skipped);
@@ -201,5 +208,9 @@ mod tests {
         assert_eq!(c.done, [r_once.key("pulse-sweep"), r_daily.key("pulse-sweep"), r_daily.key("pulse-sweep")]);
         assert_eq!(c.next.last().unwrap().due_ms, now + ISOLATED_RETRY_MS, "set an hour aside");
         assert_eq!(c.next.len(), 2, "the daily's successor and the isolated one; the one-off has none");
+        // The one-off was due at 09:00 Berlin, half an hour ago: its item is ready since then.
+        assert_eq!(c.ready_ms, ms("2026-12-24T08:00:00Z"));
+        let none = chunk_plan(&planned[1..], "pulse-sweep", now);
+        assert_eq!(none.ready_ms, now, "nothing fired: ready now");
     }
 }

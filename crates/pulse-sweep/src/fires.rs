@@ -39,9 +39,9 @@ pub use tickwork::schedules::SCHED_KIND;
 pub const FIRE_PAGE: i32 = 200;
 
 /// The queue items of a chunk's fires: the batch split to the queue's limits, each item named by
-/// the digest of its units' keys (the same units, the same item). The sweep writes these, and
-/// the cost model sizes them.
-pub fn fire_items(batch: Batch, now_ms: i64) -> Vec<NewItem> {
+/// the digest of its units' keys (the same units, the same item), ready since `ready_ms` (when
+/// the earliest fire was due). The sweep writes these, and the cost model sizes them.
+pub fn fire_items(batch: Batch, ready_ms: i64) -> Vec<NewItem> {
     batch
         .split()
         .into_iter()
@@ -50,7 +50,7 @@ pub fn fire_items(batch: Batch, now_ms: i64) -> Vec<NewItem> {
             kind: SCHED_KIND.into(),
             payload: b.to_payload(),
             tenant: None,
-            due_ms: now_ms,
+            due_ms: ready_ms,
         })
         .collect()
 }
@@ -182,10 +182,10 @@ async fn write_chunk(
             Action::Plan(FirePlan::Fire { .. }) => {}
         }
     }
-    let ChunkPlan { batch, next, done, finished, fired, skipped, dropped, isolated } =
+    let ChunkPlan { batch, next, done, finished, fired, skipped, dropped, isolated, ready_ms } =
         chunk_plan(chunk, deps.schedules.job(), now_ms);
     let mut queued = Vec::new();
-    for item in fire_items(batch, now_ms) {
+    for item in fire_items(batch, ready_ms) {
         queued.push(enqueue_item(&deps.tables.queue, &deps.queue_cfg, &item, now_ms)?);
     }
     let replace = deps.schedules.replace_items(&next, &done, &finished);
