@@ -21,6 +21,9 @@ pub(crate) struct Planned {
     pub(crate) plan: Action,
     /// The definition's `ver` it was planned with.
     pub(crate) ver: u64,
+    /// When the definition was added or last changed (a fire is not expected before it was
+    /// asked for: a one-off added after its instant is due from its adding).
+    pub(crate) since_ms: i64,
 }
 
 /// Fire (or drop) as planned, or set the record aside.
@@ -55,7 +58,7 @@ pub(crate) fn plan_records(
     records
         .iter()
         .map(|r| {
-            let isolate = |why: String| Planned { rec: r.clone(), plan: Action::Isolate(why), ver: 0 };
+            let isolate = |why: String| Planned { rec: r.clone(), plan: Action::Isolate(why), ver: 0, since_ms: 0 };
             if let Some(e) = unreadable.get(r.tenant.as_str()) {
                 return isolate(format!("tenant unreadable: {e}"));
             }
@@ -67,7 +70,12 @@ pub(crate) fn plan_records(
             let t = tenants.get(r.tenant.as_str()).and_then(|t| t.as_ref());
             let now = t.map(|t| TenantNow { zone: &t.zone, active: t.active });
             match plan(r, def, now, now_ms, policy) {
-                Ok(p) => Planned { rec: r.clone(), plan: Action::Plan(p), ver: def.map_or(0, |d| d.ver) },
+                Ok(p) => Planned {
+                    rec: r.clone(),
+                    plan: Action::Plan(p),
+                    ver: def.map_or(0, |d| d.ver),
+                    since_ms: def.map_or(0, |d| d.since_ms),
+                },
                 Err(e) => isolate(format!("cannot be planned: {e}")),
             }
         })
@@ -98,7 +106,7 @@ pub(crate) struct ChunkPlan {
 /// The writes and counts of `chunk` for `job` at `now_ms`.
 pub(crate) fn chunk_plan(chunk: &[Planned], job: &str, now_ms: i64) -> ChunkPlan {
     let mut c = ChunkPlan { batch: Batch::new(Map::new()), ready_ms: now_ms, ..Default::default() };
-    for Planned { rec: r, plan, ver } in chunk {
+    for Planned { rec: r, plan, ver, since_ms } in chunk {
         match plan {
             Action::Isolate(_) => {
                 c.isolated += 1;
@@ -109,8 +117,9 @@ pub(crate) fn chunk_plan(chunk: &[Planned], job: &str, now_ms: i64) -> ChunkPlan
                 for o in fire {
                     c.batch.add(vec![entry(&r.name, &o.key)], [r.tenant.clone()]);
                     // Its instant plus the spread: the record's due for its first occurrence
-                    // (a later one caught up is due no earlier than that).
-                    c.ready_ms = c.ready_ms.min(o.at_ms.max(r.due_ms));
+                    // (a later one caught up is due no earlier than that); and never before
+                    // the schedule was asked for (a one-off added after its instant).
+                    c.ready_ms = c.ready_ms.min(o.at_ms.max(r.due_ms).max(*since_ms));
                 }
                 c.fired += fire.len() as u64;
                 c.skipped += u64::from(*skipped);
@@ -199,7 +208,7 @@ mod tests {
         let tenants: HashMap<&str, Option<Tenant>> = [("a", berlin("a")), ("b", berlin("b"))].into_iter().collect();
         let mut planned =
             plan_records(&[r_once.clone(), r_daily.clone()], &defs, &tenants, &HashMap::new(), now, &POLICY);
-        planned.push(Planned { rec: r_daily.clone(), plan: Action::Isolate("x".into()), ver: 0 });
+        planned.push(Planned { rec: r_daily.clone(), plan: Action::Isolate("x".into()), ver: 0, since_ms: 0 });
         let c = chunk_plan(&planned, "pulse-sweep", now);
         let keys: Vec<String> = c.batch.units("sched").into_iter().map(|u| u.key).collect();
         assert_eq!(keys, ["sched#a#call#2026-12-24T09:00:00+01:00"], "the one-off is due; the daily is not yet owed");
@@ -212,5 +221,9 @@ mod tests {
         assert_eq!(c.ready_ms, ms("2026-12-24T08:00:00Z"));
         let none = chunk_plan(&planned[1..], "pulse-sweep", now);
         assert_eq!(none.ready_ms, now, "nothing fired: ready now");
+        // A one-off added after its instant is expected from its adding.
+        let added = ms("2026-12-24T08:20:00Z");
+        let late = [Planned { since_ms: added, ..planned[0].clone() }];
+        assert_eq!(chunk_plan(&late, "pulse-sweep", now).ready_ms, added);
     }
 }
