@@ -12,16 +12,16 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{ensure, Result};
 use aws_config::SdkConfig;
 use tickctl::schedules::{burst, BurstInput};
 use tickwork::budget::Unlimited;
 use tickwork::clock::{ManualClock, SharedClock};
 use tickwork::config::Env;
-use tickwork::queue::{queue_table, QueueConfig};
+use tickwork::queue::QueueConfig;
 use tickwork::schedules::{ScheduleDef, Schedules};
 use tickwork::schema::{self, control_table};
-use tickwork::tenants::{tenants_table, Tenant};
+use tickwork::tenants::Tenant;
 use tickwork_lambda::Tick;
 
 const FIRES: u64 = 1_600;
@@ -34,16 +34,7 @@ pub async fn run(sdk: &SdkConfig) -> Result<()> {
     let service_ms = serial_ms(sdk, 8).await?;
     let prefix = format!("burst{}-{:x}", std::process::id(), fastrand::u32(..));
     let admin = crate::scale::db(sdk, Duration::ZERO);
-    let tables = pulse_sweep::Tables {
-        control: format!("{prefix}-control"),
-        tenants: format!("{prefix}-tenants"),
-        queue: format!("{prefix}-queue"),
-    };
-    for (def, name) in
-        [(control_table(), &tables.control), (tenants_table(), &tables.tenants), (queue_table(), &tables.queue)]
-    {
-        schema::create_table(admin.client(), &def, name).await.with_context(|| format!("creating {name}"))?;
-    }
+    let tables = crate::scale::sweep_tables(&admin, &prefix).await?;
     let ms = |s: &str| s.parse::<jiff::Timestamp>().map(|t| t.as_millisecond());
     let clock = Arc::new(ManualClock::at(ms("2026-12-01T05:00:00Z")?));
     let shared: SharedClock = clock.clone();

@@ -77,11 +77,8 @@ pub(crate) fn db(sdk: &SdkConfig, latency: Duration) -> Db {
     Db::new(aws_sdk_dynamodb::Client::from_conf(b.build()), Meter::new(CapacitySource::Estimate))
 }
 
-/// One boundary of `TENANTS` tenants over `SHARDS` shards by `workers` workers: its wall time,
-/// and the requests the workers made.
-async fn boundary(sdk: &SdkConfig, workers: u32, latency: Duration) -> Result<(Duration, u64)> {
-    let prefix = format!("scale{}-{workers}-{:x}", std::process::id(), fastrand::u32(..));
-    let admin = db(sdk, Duration::ZERO);
+/// The pulse sweep's three tables under `prefix`, each new.
+pub(crate) async fn sweep_tables(admin: &Db, prefix: &str) -> Result<pulse_sweep::Tables> {
     let tables = pulse_sweep::Tables {
         control: format!("{prefix}-control"),
         tenants: format!("{prefix}-tenants"),
@@ -92,6 +89,15 @@ async fn boundary(sdk: &SdkConfig, workers: u32, latency: Duration) -> Result<(D
     {
         schema::create_table(admin.client(), &def, name).await.with_context(|| format!("creating {name}"))?;
     }
+    Ok(tables)
+}
+
+/// One boundary of `TENANTS` tenants over `SHARDS` shards by `workers` workers: its wall time,
+/// and the requests the workers made.
+async fn boundary(sdk: &SdkConfig, workers: u32, latency: Duration) -> Result<(Duration, u64)> {
+    let prefix = format!("scale{}-{workers}-{:x}", std::process::id(), fastrand::u32(..));
+    let admin = db(sdk, Duration::ZERO);
+    let tables = sweep_tables(&admin, &prefix).await?;
     let at = "2026-11-29T15:00:00Z".parse::<jiff::Timestamp>()?.as_millisecond();
     // Every worker's clock stands at the boundary: leases and the event guard read it.
     let shared: SharedClock = std::sync::Arc::new(ManualClock::at(at));

@@ -12,7 +12,7 @@ use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use futures::future::BoxFuture;
 use tickwork::queue::Job;
 
-use super::envelope::{requests, MAX_ENTRIES};
+use super::envelope::{positional_ends, requests, MAX_ENTRIES};
 use crate::registry::{Handler, HandlerError};
 
 /// Every event's `source`.
@@ -56,19 +56,14 @@ impl BusTarget {
                 return vec![Err(HandlerError::Retry(why)); jobs.len()];
             }
         };
-        // The result entries are in the request's order, one each (PutEvents "Entries" response).
-        let results = out.entries();
-        (0..jobs.len())
-            .map(|i| match results.get(i) {
-                None => Err(HandlerError::Retry(format!("{} returned no result for entry {i}", self.arn))),
-                Some(r) => match r.error_code() {
-                    None => Ok(()),
-                    Some(code) => {
-                        let why = format!("{} refused it: {code} {}", self.arn, r.error_message().unwrap_or_default());
-                        Err(HandlerError::Retry(why))
-                    }
-                },
-            })
+        let errors: Vec<Option<String>> = out
+            .entries()
+            .iter()
+            .map(|r| r.error_code().map(|code| format!("refused it: {code} {}", r.error_message().unwrap_or_default())))
+            .collect();
+        positional_ends(jobs.len(), &errors)
+            .into_iter()
+            .map(|r| r.map_err(|why| HandlerError::Retry(format!("{}: {why}", self.arn))))
             .collect()
     }
 }

@@ -143,6 +143,41 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The id of a batch request's `i`-th entry (unique within the request: SQS API reference,
+/// "SendMessageBatchRequestEntry": Id).
+pub fn entry_id(i: usize) -> String {
+    format!("u{i}")
+}
+
+/// How each of `n` entries of a `SendMessageBatch` ended, from its answer: the ids reported
+/// sent, and those reported failed with why. An entry reported in neither list is not known to
+/// be sent, and goes back as failed too; an id that names no entry is ignored. Pure.
+pub fn entry_ends(n: usize, sent: &[&str], failed: &[(&str, String)]) -> Vec<Result<(), String>> {
+    (0..n)
+        .map(|i| {
+            let id = entry_id(i);
+            match failed.iter().find(|(f, _)| *f == id) {
+                Some((_, why)) => Err(why.clone()),
+                None if sent.contains(&id.as_str()) => Ok(()),
+                None => Err(format!("entry {id} was reported neither sent nor failed")),
+            }
+        })
+        .collect()
+}
+
+/// How each of `n` entries of a `PutEvents` ended: its results are in the request's order, one
+/// each (EventBridge API reference, "PutEvents": Entries), an error code on a failed one. A
+/// missing result is a failure. Pure.
+pub fn positional_ends(n: usize, errors: &[Option<String>]) -> Vec<Result<(), String>> {
+    (0..n)
+        .map(|i| match errors.get(i) {
+            None => Err(format!("no result for entry {i}")),
+            Some(None) => Ok(()),
+            Some(Some(why)) => Err(why.clone()),
+        })
+        .collect()
+}
+
 /// A batch's units as entries of a queue or a bus: their bodies, and the index ranges of the
 /// requests they go in (10 entries and [`MAX_REQUEST_BYTES`] a request at most). `overhead` is
 /// what an entry counts beside its body (attributes, source, detail-type).
@@ -225,6 +260,17 @@ mod tests {
         let long = "x".repeat(129);
         assert_eq!(group_id(&long).len(), 64);
         assert_eq!(group_id("a b").len(), 64, "a space is not punctuation");
+    }
+
+    #[test]
+    fn each_entry_ends_as_its_answer_says_and_an_unreported_one_is_not_sent() {
+        let ends = entry_ends(4, &["u0", "u2"], &[("u1", "InternalError".into()), ("u9", "stray".into())]);
+        assert_eq!(ends[0], Ok(()));
+        assert_eq!(ends[1], Err("InternalError".into()));
+        assert_eq!(ends[2], Ok(()));
+        assert!(ends[3].as_ref().unwrap_err().contains("neither sent nor failed"));
+        let ends = positional_ends(3, &[None, Some("ThrottlingException".into())]);
+        assert_eq!(ends, vec![Ok(()), Err("ThrottlingException".into()), Err("no result for entry 2".into())]);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use futures::future::BoxFuture;
 use tickwork::queue::Job;
 
-use super::envelope::{dedup_id, group_id, requests, MAX_ENTRIES};
+use super::envelope::{dedup_id, entry_ends, entry_id, group_id, requests, MAX_ENTRIES};
 use crate::registry::{Handler, HandlerError};
 
 /// A queue target.
@@ -48,7 +48,7 @@ impl QueueTarget {
             .map(|(i, (j, body))| {
                 let tenant = j.tenant.clone().unwrap_or_default();
                 let mut e = SendMessageBatchRequestEntry::builder()
-                    .id(format!("u{i}"))
+                    .id(entry_id(i))
                     .message_body(body)
                     .message_attributes("key", attr(&j.id))
                     .message_attributes("kind", attr(&j.kind));
@@ -68,24 +68,19 @@ impl QueueTarget {
                 return vec![Err(HandlerError::Retry(why)); jobs.len()];
             }
         };
-        let mut results: Vec<Result<(), HandlerError>> = vec![Ok(()); jobs.len()];
-        for f in out.failed() {
-            let Some(i) = f.id().strip_prefix('u').and_then(|n| n.parse::<usize>().ok()).filter(|i| *i < jobs.len())
-            else {
-                continue;
-            };
-            let fault = if f.sender_fault() { "the sender's fault" } else { "the service's fault" };
-            let why = format!("{} refused it ({fault}): {} {}", self.url, f.code(), f.message().unwrap_or_default());
-            results[i] = Err(HandlerError::Retry(why));
-        }
-        // An entry neither sent nor reported failed is not known to be sent: retried.
-        let sent: std::collections::BTreeSet<&str> = out.successful().iter().map(|s| s.id()).collect();
-        for (i, r) in results.iter_mut().enumerate() {
-            if r.is_ok() && !sent.contains(format!("u{i}").as_str()) {
-                *r = Err(HandlerError::Retry(format!("{} did not report entry u{i}", self.url)));
-            }
-        }
-        results
+        let failed: Vec<(&str, String)> = out
+            .failed()
+            .iter()
+            .map(|f| {
+                let fault = if f.sender_fault() { "the sender's fault" } else { "the service's fault" };
+                (f.id(), format!("{} refused it ({fault}): {} {}", self.url, f.code(), f.message().unwrap_or_default()))
+            })
+            .collect();
+        let sent: Vec<&str> = out.successful().iter().map(|s| s.id()).collect();
+        entry_ends(jobs.len(), &sent, &failed)
+            .into_iter()
+            .map(|r| r.map_err(|why| HandlerError::Retry(format!("{}: {why}", self.url))))
+            .collect()
     }
 }
 

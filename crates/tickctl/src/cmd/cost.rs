@@ -40,7 +40,7 @@ pub fn run(env: &Env, as_json: bool, a: &CostArgs) -> Result<i32> {
         // A tick firing 10,000 schedules at once gives the per-fire cost of a large tick.
         let job = pulse_sweep::config::job(env)?;
         let s = tickctl::schedules::month(input.tenants as u64, 10_000, &job, &prices)?;
-        let burst = burst(env, a, &input, &prices)?;
+        let burst = burst(env, a, &input)?;
         render::print_schedules(as_json, &s, &burst)?;
         return Ok(0);
     }
@@ -72,18 +72,6 @@ fn boundary(env: &Env, a: &CostArgs, input: &CostInput, prices: &tickctl::bill::
         None => pulse_sweep::config::shard_workers(env)?,
     };
     let tenants = a.group_tenants.unwrap_or((input.tenants as u64).div_ceil(input.zones.len().max(1) as u64));
-    // The functions' own reading of timeout and margin (bounds, margin below timeout); the
-    // template's 300 s timeout where none is declared.
-    let core = tickwork::config::CoreConfig::from_env(env)?;
-    let timeout = core.function_timeout.unwrap_or(std::time::Duration::from_secs(300));
-    let margin = core.margin;
-    anyhow::ensure!(
-        margin < timeout,
-        "{} ({} s) leaves no time to work in a {} s function",
-        tickwork::env::DEADLINE_MARGIN_SECS,
-        margin.as_secs_f64(),
-        timeout.as_secs_f64()
-    );
     let (wcu_per_page, rcu_per_page) = page_units(input.page_size as u32, input.queue_shards)?;
     let b = BoundaryInput {
         tenants,
@@ -95,7 +83,7 @@ fn boundary(env: &Env, a: &CostArgs, input: &CostInput, prices: &tickctl::bill::
         wcu_per_page,
         rcu_per_page,
         queue_shards: input.queue_shards,
-        invocation_ms: timeout.saturating_sub(margin).as_millis() as f64,
+        invocation_ms: invocation_ms(env)?,
         interval_ms: input.tick_ms as f64,
         shard_tenants: vec![],
     };
@@ -129,26 +117,10 @@ fn delivery(
     units_a_month: f64,
     prices: &tickctl::bill::Prices,
 ) -> Result<render::Delivery> {
-    use tickctl::delivery::{drains_needed, predict, DeliveryInput};
-    let handler_ms = cost::parse_interval(&a.handler).context("--handler")? as f64;
-    let signal_ms = cost::parse_interval(&a.signal_latency).context("--signal-latency")? as f64;
-    let round_trip_ms = cost::parse_interval(&a.call_latency).context("--call-latency")? as f64;
-    let worker = tickctl::delivery::deployed_worker(env)?;
+    use tickctl::delivery::{drains_needed, predict};
     let batch = queue_worker::targets::function::function_batch(env)? as u64;
-    let d = DeliveryInput {
-        units: tenants,
-        units_per_item: tickwork::batch::MAX_BATCH_UNITS as u64,
-        arrive_ms: sweep.total_ms,
-        signal_ms,
-        handler_ms: a.deliver_to.call_ms(handler_ms, round_trip_ms, batch),
-        units_per_call: a.deliver_to.units_per_call(batch),
-        request_ms: latency_ms,
-        invoke_ms,
-        concurrency: a.concurrency.unwrap_or(worker.concurrency as u32),
-        drains: a.drains.unwrap_or(worker.drains),
-        window_ms: worker.window_ms,
-        poll_keys: worker.poll_keys,
-    };
+    let d =
+        drains_input(env, a, tenants, tickwork::batch::MAX_BATCH_UNITS as u64, sweep.total_ms, latency_ms, invoke_ms)?;
     let time = predict(&d);
     // Each unit's handler writes one row (the shipped handlers' summary), every drain busy; a
     // queue or a bus writes nothing of ours.
@@ -182,17 +154,13 @@ fn pulses_a_month(input: &CostInput) -> Result<f64> {
 /// `--burst` fires due in the same minute: the sweep's hand-over ([`tickctl::schedules::burst`],
 /// woken at the minute's end at worst) and the drains' delivery of the fires' batch items (one
 /// item a transaction of records).
-fn burst(env: &Env, a: &CostArgs, input: &CostInput, prices: &tickctl::bill::Prices) -> Result<render::Burst> {
-    use tickctl::delivery::{predict, DeliveryInput};
+fn burst(env: &Env, a: &CostArgs, input: &CostInput) -> Result<render::Burst> {
+    use tickctl::delivery::predict;
     use tickctl::schedules::{burst, BurstInput};
     let latency_ms = cost::parse_interval(&a.latency).context("--latency")? as f64;
     let invoke_ms = cost::parse_interval(&a.invoke_latency).context("--invoke-latency")? as f64;
-    let handler_ms = cost::parse_interval(&a.handler).context("--handler")? as f64;
-    let signal_ms = cost::parse_interval(&a.signal_latency).context("--signal-latency")? as f64;
     let target_ms = cost::parse_interval(&a.target).context("--target")? as f64;
     let sweep = pulse_sweep::PulseConfig::from_env(env, std::time::Duration::from_secs(1))?;
-    let core = tickwork::config::CoreConfig::from_env(env)?;
-    let timeout = core.function_timeout.unwrap_or(std::time::Duration::from_secs(300));
     let b = BurstInput {
         fires: a.burst,
         // A local hour falls on a quarter-hour tick in every zone: the tick fires it.
@@ -200,26 +168,60 @@ fn burst(env: &Env, a: &CostArgs, input: &CostInput, prices: &tickctl::bill::Pri
         latency_ms,
         serial_ms: 0.0,
         tenant_concurrency: sweep.tenant_concurrency as u32,
-        invocation_ms: timeout.saturating_sub(core.margin).as_millis() as f64,
+        invocation_ms: invocation_ms(env)?,
         interval_ms: input.tick_ms as f64,
     };
     let t = burst(&b);
+    // The fires' items hold a transaction's records at most; they land while the sweep fires.
+    let d = drains_input(env, a, a.burst, pulse_sweep::FIRE_CHUNK as u64, t.handover_ms, latency_ms, invoke_ms)?;
+    let delivery = predict(&d);
+    Ok(render::Burst { input: b, time: t, done_ms: delivery.done_ms, target_ms, delivery: d })
+}
+
+/// How long one sweep invocation works: the functions' own reading of timeout and margin (bounds,
+/// margin below timeout), the template's 300 s timeout where none is declared.
+fn invocation_ms(env: &Env) -> Result<f64> {
+    let core = tickwork::config::CoreConfig::from_env(env)?;
+    let timeout = core.function_timeout.unwrap_or(std::time::Duration::from_secs(300));
+    anyhow::ensure!(
+        core.margin < timeout,
+        "{} ({} s) leaves no time to work in a {} s function",
+        tickwork::env::DEADLINE_MARGIN_SECS,
+        core.margin.as_secs_f64(),
+        timeout.as_secs_f64()
+    );
+    Ok(timeout.saturating_sub(core.margin).as_millis() as f64)
+}
+
+/// The drains' part of a delivery of `units` in items of `units_per_item`, landing over
+/// `arrive_ms`: the worker as deployed (unless the command line says otherwise), its handler or
+/// its target (`--deliver-to`: a call's batch and time) as assumed on the command line.
+fn drains_input(
+    env: &Env,
+    a: &CostArgs,
+    units: u64,
+    units_per_item: u64,
+    arrive_ms: f64,
+    request_ms: f64,
+    invoke_ms: f64,
+) -> Result<tickctl::delivery::DeliveryInput> {
+    let handler_ms = cost::parse_interval(&a.handler).context("--handler")? as f64;
+    let signal_ms = cost::parse_interval(&a.signal_latency).context("--signal-latency")? as f64;
+    let round_trip_ms = cost::parse_interval(&a.call_latency).context("--call-latency")? as f64;
     let worker = tickctl::delivery::deployed_worker(env)?;
-    let d = DeliveryInput {
-        units: a.burst,
-        units_per_item: pulse_sweep::FIRE_CHUNK as u64,
-        arrive_ms: t.handover_ms,
-        signal_ms: b.start_ms + signal_ms,
-        handler_ms,
-        units_per_call: 1,
-        request_ms: latency_ms,
+    let batch = queue_worker::targets::function::function_batch(env)? as u64;
+    Ok(tickctl::delivery::DeliveryInput {
+        units,
+        units_per_item,
+        arrive_ms,
+        signal_ms,
+        handler_ms: a.deliver_to.call_ms(handler_ms, round_trip_ms, batch),
+        units_per_call: a.deliver_to.units_per_call(batch),
+        request_ms,
         invoke_ms,
         concurrency: a.concurrency.unwrap_or(worker.concurrency as u32),
         drains: a.drains.unwrap_or(worker.drains),
         window_ms: worker.window_ms,
         poll_keys: worker.poll_keys,
-    };
-    let delivery = predict(&d);
-    let _ = prices;
-    Ok(render::Burst { input: b, time: t, done_ms: delivery.done_ms, target_ms, delivery: d })
+    })
 }
