@@ -23,7 +23,6 @@
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::types::KeysAndAttributes;
 use futures::future::BoxFuture;
 use futures::stream::{self, StreamExt};
 use tickwork::budget::Budget;
@@ -260,33 +259,11 @@ async fn delete_versions(deps: &Deps, rows: &[String]) -> Result<u64, ArchiveErr
 /// The listed rows still at their listed version, in the listed order (strongly consistent
 /// BatchGetItem, 100 keys a request, unprocessed keys retried).
 async fn reload(deps: &Deps, rows: &[String]) -> Result<Vec<Item>, ArchiveError> {
+    let keys: Vec<Item> = rows.iter().map(|t| Item::from([(PK.to_string(), av_s(pk_of(t)))])).collect();
     let mut found: HashMap<String, Item> = HashMap::new();
-    for chunk in rows.chunks(100) {
-        let mut keys: Vec<Item> = chunk.iter().map(|t| Item::from([(PK.to_string(), av_s(pk_of(t)))])).collect();
-        let mut rounds = 0;
-        while !keys.is_empty() {
-            rounds += 1;
-            if rounds > 10 {
-                return Err(ArchiveError::Db(DbError::Unprocessed {
-                    op: "BatchGetItem",
-                    table: deps.table.clone(),
-                    left: keys.len(),
-                    rounds: 10,
-                }));
-            }
-            let ka =
-                KeysAndAttributes::builder().set_keys(Some(keys.clone())).consistent_read(true).build().expect("keys");
-            let out = deps.db.batch_get(deps.db.client().batch_get_item().request_items(&deps.table, ka)).await?;
-            for item in out.responses().and_then(|r| r.get(&deps.table)).cloned().unwrap_or_default() {
-                if let Some(t) = get_s(&item, TSID) {
-                    found.insert(t.to_string(), item);
-                }
-            }
-            keys =
-                out.unprocessed_keys().and_then(|u| u.get(&deps.table)).map(|k| k.keys().to_vec()).unwrap_or_default();
-            if !keys.is_empty() {
-                tokio::time::sleep(std::time::Duration::from_millis(fastrand::u64(0..=50u64 << rounds.min(5)))).await;
-            }
+    for item in deps.db.batch_get_all(&deps.table, keys, true, 10).await? {
+        if let Some(t) = get_s(&item, TSID) {
+            found.insert(t.to_string(), item);
         }
     }
     Ok(rows.iter().filter_map(|t| found.remove(t)).collect())

@@ -152,12 +152,6 @@ async fn fire_page(
     Ok(true)
 }
 
-/// A transaction's items at most (DynamoDB's TransactWriteItems limit).
-const MAX_TRANSACTION_ITEMS: usize = 100;
-
-/// A transaction's bytes, kept below DynamoDB's 4 MB aggregate with room for keys and the fence.
-const MAX_TRANSACTION_BYTES: usize = 3_500_000;
-
 /// Records replaced in one transaction: two writes each (the successor, the delete) beside the
 /// fires' batch items and the fence, well inside a transaction's 100 items.
 pub const FIRE_CHUNK: usize = 40;
@@ -190,13 +184,10 @@ async fn write_chunk(
     }
     let replace = deps.schedules.replace_items(&next, &done, &finished);
     // Many fires (a backlog caught up) make many batch items: halves, each its own transaction,
-    // within a transaction's items and bytes.
-    let bytes: usize = queued
-        .iter()
-        .chain(replace.iter())
-        .filter_map(|w| w.put().map(|p| tickwork::capacity::item_size(p.item())))
-        .sum();
-    if (queued.len() + replace.len() + 1 > MAX_TRANSACTION_ITEMS || bytes > MAX_TRANSACTION_BYTES) && chunk.len() > 1 {
+    // while the whole (with the fence) passes DynamoDB's transaction limits (tickwork::limits).
+    let whole: Vec<_> =
+        std::iter::once(fence.condition_check()).chain(queued.iter().cloned()).chain(replace.iter().cloned()).collect();
+    if tickwork::limits::transaction(&whole).is_err() && chunk.len() > 1 {
         let (a, b) = chunk.split_at(chunk.len() / 2);
         return Ok(Box::pin(write_chunk(deps, fence, now_ms, a, report)).await?
             && Box::pin(write_chunk(deps, fence, now_ms, b, report)).await?);

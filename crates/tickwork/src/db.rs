@@ -484,6 +484,49 @@ impl Db {
         }
     }
 
+    /// Reads every key of `table` (at most once each), 100 keys a BatchGetItem, retrying
+    /// `UnprocessedKeys` with jittered exponential backoff until none remain or `max_rounds`
+    /// passes leave some. The items come back in no particular order.
+    pub async fn batch_get_all(
+        &self,
+        table: &str,
+        keys: Vec<Item>,
+        consistent: bool,
+        max_rounds: u32,
+    ) -> Result<Vec<Item>, DbError> {
+        let mut out = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(100) {
+            let mut pending = chunk.to_vec();
+            let mut rounds = 0u32;
+            while !pending.is_empty() {
+                let ka = aws_sdk_dynamodb::types::KeysAndAttributes::builder()
+                    .set_keys(Some(std::mem::take(&mut pending)))
+                    .consistent_read(consistent)
+                    .build()
+                    .expect("keys are set");
+                let res = self.batch_get(self.client.batch_get_item().request_items(table, ka)).await?;
+                out.extend(res.responses().and_then(|r| r.get(table)).cloned().unwrap_or_default());
+                pending =
+                    res.unprocessed_keys().and_then(|u| u.get(table)).map(|k| k.keys().to_vec()).unwrap_or_default();
+                if pending.is_empty() {
+                    break;
+                }
+                rounds += 1;
+                if rounds > max_rounds {
+                    return Err(DbError::Unprocessed {
+                        op: "BatchGetItem",
+                        table: table.to_string(),
+                        left: pending.len(),
+                        rounds: max_rounds,
+                    });
+                }
+                let cap = 50u64.saturating_mul(1 << rounds.min(6));
+                tokio::time::sleep(Duration::from_millis(fastrand::u64(0..=cap))).await;
+            }
+        }
+        Ok(out)
+    }
+
     /// Writes every request, in batches of 25, retrying `UnprocessedItems` with jittered
     /// exponential backoff until none remain or `max_rounds` passes fail to make progress.
     pub async fn batch_write_all(

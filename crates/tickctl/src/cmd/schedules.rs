@@ -167,11 +167,14 @@ pub async fn run(env: &Env, as_json: bool, action: SchedCmd) -> Result<i32> {
                 None => jiff::Timestamp::now().as_millisecond(),
             };
             let zone = zone_of(&tenants, &tenant).await?;
-            let mut all = s.list(&tenant).await?;
-            if let Some(n) = &name {
-                all.retain(|x| &x.def.name == n);
-                anyhow::ensure!(!all.is_empty(), "tenant `{tenant}` has no schedule `{n}`");
-            }
+            // One schedule by its key (the name is the definition's sort key), or the tenant's all.
+            let all = match &name {
+                Some(n) => vec![s
+                    .get(&tenant, n)
+                    .await?
+                    .ok_or_else(|| anyhow::anyhow!("tenant `{tenant}` has no schedule `{n}`"))?],
+                None => s.list(&tenant).await?,
+            };
             let mut coming = Vec::new();
             for x in &all {
                 for (o, due) in upcoming(x, &zone, from_ms, count as usize)? {

@@ -161,8 +161,11 @@ pub async fn run(env: &Env, as_json: bool, action: TenantCmd) -> Result<i32> {
             one(&id, &format!("in {zone}"))
         }
         TenantCmd::Remove { id } => {
-            anyhow::ensure!(t.remove(&id).await?, "no tenant `{id}`");
+            // Its schedules first: a remove stopped between the two is run again and finds the
+            // tenant still there (the other order would leave definitions no command reaches,
+            // which a tenant added again under the id would find `Unchanged` and never fire).
             crate::cmd::schedules::store(env).await?.0.remove_all(&id).await?;
+            anyhow::ensure!(t.remove(&id).await?, "no tenant `{id}`");
             one(&id, "removed")
         }
     }

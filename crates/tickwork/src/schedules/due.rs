@@ -3,8 +3,6 @@
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::types::KeysAndAttributes;
-
 use super::record::{def_pk, due_bound, due_pk, DueRecord, Schedule, DUE_SHARDS};
 use super::store::{key_pair, Schedules, BATCH_ROUNDS};
 use crate::clock::Millis;
@@ -54,45 +52,16 @@ impl Schedules {
                 keys.push(key(def_pk(&self.job, &r.tenant), &r.name));
             }
         }
-        for chunk in keys.chunks(100) {
-            let mut pending = chunk.to_vec();
-            let mut rounds = 0;
-            while !pending.is_empty() {
-                // Strongly consistent: a definition read a moment stale (just added, changed or
-                // resumed) would drop its new record as another's.
-                let req = self.db.client().batch_get_item().request_items(
-                    &self.table,
-                    KeysAndAttributes::builder()
-                        .set_keys(Some(pending.clone()))
-                        .consistent_read(true)
-                        .build()
-                        .expect("keys"),
-                );
-                let res = self.db.batch_get(req).await?;
-                for item in res.responses().and_then(|r| r.get(&self.table)).cloned().unwrap_or_default() {
-                    // Named by its key, so that one that does not read is isolated, not taken
-                    // for a schedule removed.
-                    let prefix = def_pk(&self.job, "");
-                    let tenant = crate::schema::get_s(&item, PK).and_then(|p| p.strip_prefix(prefix.as_str()));
-                    let (Some(tenant), Some(name)) = (tenant, crate::schema::get_s(&item, SK)) else { continue };
-                    let s = Schedule::from_item(&item).map_err(|e| e.to_string());
-                    out.insert((tenant.to_string(), name.to_string()), s);
-                }
-                pending = res
-                    .unprocessed_keys()
-                    .and_then(|m| m.get(&self.table))
-                    .map(|k| k.keys().to_vec())
-                    .unwrap_or_default();
-                rounds += 1;
-                if rounds > BATCH_ROUNDS && !pending.is_empty() {
-                    return Err(DbError::Unprocessed {
-                        op: "BatchGetItem",
-                        table: self.table.clone(),
-                        left: pending.len(),
-                        rounds: BATCH_ROUNDS,
-                    });
-                }
-            }
+        // Strongly consistent: a definition read a moment stale (just added, changed or resumed)
+        // would drop its new record as another's.
+        for item in self.db.batch_get_all(&self.table, keys, true, BATCH_ROUNDS).await? {
+            // Named by its key, so that one that does not read is isolated, not taken for a
+            // schedule removed.
+            let prefix = def_pk(&self.job, "");
+            let tenant = crate::schema::get_s(&item, PK).and_then(|p| p.strip_prefix(prefix.as_str()));
+            let (Some(tenant), Some(name)) = (tenant, crate::schema::get_s(&item, SK)) else { continue };
+            let s = Schedule::from_item(&item).map_err(|e| e.to_string());
+            out.insert((tenant.to_string(), name.to_string()), s);
         }
         Ok(out)
     }

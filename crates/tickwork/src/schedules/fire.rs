@@ -271,11 +271,15 @@ mod tests {
         let r = first_record(&s, "Europe/Berlin").unwrap().unwrap();
         let offset = spread_ms("acme", "nudge", 30);
         assert_eq!(r.due_ms, ms("2026-11-01T07:00:00Z") + offset);
-        // Five days later: two days within lateness fire (All), the older three are passed over.
+        // Five days later: the occurrences within two days' lateness fire (All), the older are
+        // passed over.
         let now = ms("2026-11-06T07:00:00Z") + offset;
         match plan(&r, Some(&s), Some(BERLIN), now, &POLICY).unwrap() {
             FirePlan::Fire { fire, skipped, next, .. } => {
                 assert_eq!(fire.len() as u32 + skipped, 6);
+                // Which ones: those within the two days' lateness (November 4th, exactly two days
+                // late, the 5th and the 6th) fire; the 1st to the 3rd are passed over.
+                assert_eq!((fire.len() as u32, skipped), (3, 3));
                 assert_eq!(fire.last().unwrap().key, "2026-11-06T08:00:00+01:00");
                 assert_eq!(next.unwrap().due_ms, ms("2026-11-07T07:00:00Z") + offset);
             }
