@@ -80,8 +80,7 @@ pub(crate) async fn fire_due(
             if budget.exhausted() {
                 return Ok(FireEnd::Stopped);
             }
-            let (page, next) =
-                deps.schedules.due_page(k, now_ms, FIRE_PAGE, start.as_ref()).await.map_err(page_error)?;
+            let (page, next) = deps.schedules.due_page(k, now_ms, FIRE_PAGE, start.as_ref()).await?;
             if !fire_page(deps, fence, now_ms, page, report).await? {
                 return Ok(FireEnd::LeaseLost);
             }
@@ -219,12 +218,4 @@ async fn write_chunk(
     }
     tracing::warn!("a chunk whose fires were found queued twice could not be written: left to the next tick");
     Ok(true)
-}
-
-fn page_error(e: tickwork::pager::PageError<std::convert::Infallible>) -> PulseError {
-    match e {
-        tickwork::pager::PageError::Db(d) => PulseError::Db(d),
-        tickwork::pager::PageError::Cursor(c) => PulseError::Cursor(c),
-        tickwork::pager::PageError::Handler(never) => match never {},
-    }
 }

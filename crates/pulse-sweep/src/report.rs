@@ -124,3 +124,14 @@ impl From<PulseError> for lambda_runtime::Diagnostic {
         tickwork_lambda::diagnostic(error_type, &e)
     }
 }
+
+/// A page read that has no handler of its own (`Infallible`): its database or cursor error.
+impl From<tickwork::pager::PageError<std::convert::Infallible>> for PulseError {
+    fn from(e: tickwork::pager::PageError<std::convert::Infallible>) -> Self {
+        match e {
+            tickwork::pager::PageError::Db(d) => PulseError::Db(d),
+            tickwork::pager::PageError::Cursor(c) => PulseError::Cursor(c),
+            tickwork::pager::PageError::Handler(never) => match never {},
+        }
+    }
+}

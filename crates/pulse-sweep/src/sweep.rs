@@ -216,12 +216,7 @@ pub(crate) async fn page_shard(
         if budget.exhausted() {
             return Ok(ShardEnd::Stopped);
         }
-        let (page, next) =
-            deps.tenants.zone_page(&g.group, sh.k, state.cursor(), deps.cfg.page_size).await.map_err(|e| match e {
-                tickwork::pager::PageError::Db(d) => PulseError::Db(d),
-                tickwork::pager::PageError::Cursor(c) => PulseError::Cursor(c),
-                tickwork::pager::PageError::Handler(never) => match never {},
-            })?;
+        let (page, next) = deps.tenants.zone_page(&g.group, sh.k, state.cursor(), deps.cfg.page_size).await?;
         report.tenants += page.len() as u64;
         let failed = page.iter().filter(|r| r.is_err()).count();
         if tickwork::failures::systemic(failed, page.len()) {
