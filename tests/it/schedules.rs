@@ -246,6 +246,61 @@ async fn a_process_that_dies_before_or_after_its_fire_transaction_fires_each_occ
     }
 }
 
+/// A group larger than a page goes out a page and a transaction at a time, its progress in its
+/// record: 45 tenants' one-off at one instant (40 members a page), the process dying after the
+/// first page's transaction, or before the second's; the next tick fires the rest, each once, and
+/// the one-off leaves nothing behind (definitions, members, head, record).
+#[tokio::test]
+async fn a_group_larger_than_a_page_goes_out_a_page_at_a_time_and_a_crash_between_pages_repeats_nothing() {
+    let local = Local::new().await;
+    for (fault, nth) in [(Fault::CrashAfter, 1), (Fault::CrashBefore, 2)] {
+        let p = unique("schedpages");
+        ok(&tickctl(&local, &p, &["provision"]));
+        let (deps, queue) = sweep(&local, &p, None);
+        local.clock.set(ms("2026-12-24T06:00:00Z"));
+        let ids: Vec<String> = (0..45).map(|i| format!("t{i:02}")).collect();
+        let tenants: Vec<Tenant> = ids.iter().map(|id| Tenant::new(id.as_str(), "Europe/Berlin")).collect();
+        pulse_sweep::add_tenants(&deps, &tenants).await.unwrap();
+        let rows = ids
+            .iter()
+            .map(|id| (id.clone(), "Europe/Berlin".to_string(), def("call", "at 2026-12-24T09:00")))
+            .collect();
+        schedules(&deps).put_many(rows, &POLICY).await.unwrap();
+        // The new tenants' first sight first: the 08:00Z tick's transactions are the fires'.
+        tick(&local, &deps, "2026-12-24T06:15:00Z").await;
+        tick(&local, &deps, "2026-12-24T06:30:00Z").await;
+        let faults = Faults::new();
+        faults.plan(Planned { op: Some("TransactWriteItems"), nth, fault });
+        let (crashing, _) = sweep(&local, &p, Some(&faults));
+        local.clock.set(ms("2026-12-24T08:00:00Z"));
+        let tk = Tick::parse(&Tick::envelope(ms("2026-12-24T08:00:00Z"), false)).unwrap();
+        assert!(
+            pulse_sweep::run(&crashing, &tk, &Unlimited, "w").await.is_err(),
+            "{fault:?}: the crash stops the tick"
+        );
+        assert!(faults.crashed());
+        assert_eq!(fires(&local, &queue).await.len(), 40, "{fault:?}: the first page landed, the second did not");
+        let r = tick(&local, &deps, "2026-12-24T08:15:00Z").await;
+        assert_eq!(r.fires, 5, "{fault:?}: the rest");
+        let got = fires(&local, &queue).await;
+        let want: BTreeSet<_> = ids.iter().map(|id| fire(id, "call", "2026-12-24T09:00:00+01:00")).collect();
+        assert_eq!(got, want, "{fault:?}: each once (`fires` checks every key was queued once)");
+        // Nothing left behind: no definition, member, head or due record.
+        for id in &ids {
+            assert!(schedules(&deps).list(id).await.unwrap().is_empty(), "{fault:?}: {id}'s definition");
+        }
+        let control = tickwork_sim::scan_all(&local.db, &format!("{p}-control")).await.unwrap();
+        let left: Vec<&str> = control
+            .iter()
+            .filter_map(|i| tickwork::schema::get_s(i, "pk"))
+            .filter(|pk| ["smem#", "shead#", "sdue#", "sched#"].iter().any(|x| pk.starts_with(x)))
+            .collect();
+        assert!(left.is_empty(), "{fault:?}: {left:?}");
+        let state = deps.marks.read_strong(&deps.cfg.job).await.unwrap();
+        assert_eq!(state.sched_next, None, "{fault:?}");
+    }
+}
+
 #[tokio::test]
 async fn bad_input_is_refused_by_name_and_writes_nothing() {
     let local = Local::new().await;
@@ -269,7 +324,9 @@ async fn bad_input_is_refused_by_name_and_writes_nothing() {
     let e = s.put("acme", "Mars/Olympus", def("n", "daily 08:00"), &POLICY).await.unwrap_err().to_string();
     assert!(e.contains("Mars/Olympus"), "{e}");
     let long = def("a-name-of-twenty-six-bytes", "daily 08:00");
-    let e = s.put(&"x".repeat(1_000), "UTC", long, &POLICY).await.unwrap_err().to_string();
+    // A member's sort key is the tenant id (1,024 bytes at most); its definition's partition key
+    // holds it too (2,048).
+    let e = s.put(&"x".repeat(1_100), "UTC", long, &POLICY).await.unwrap_err().to_string();
     assert!(e.contains("longer than DynamoDB allows"), "{e}");
     let e = s.set_paused("acme", "nope", true, "UTC").await.unwrap_err().to_string();
     assert!(e.contains("no schedule `nope`"), "{e}");
@@ -450,10 +507,11 @@ async fn the_schedules_cost_model_predicts_a_live_fire_tick() {
 }
 
 /// Review findings, each a test: a schedule removed and added again under its name does not take
-/// its former record for its own (it fired the new time twice: once from each record); a record
-/// whose tenant's zone no longer reads is set an hour aside, and the ticks between are idle.
+/// its former group's record for its own (it fired the new time twice: once from each record); a
+/// member whose tenant's zone no longer reads is reported, the ticks after it are idle, and its
+/// group goes on to its next occurrence.
 #[tokio::test]
-async fn a_schedule_added_again_ignores_its_former_record_and_a_bad_one_is_set_aside_for_an_hour() {
+async fn a_schedule_added_again_ignores_its_former_group_and_a_tenant_whose_zone_does_not_read_is_reported() {
     let local = Local::new().await;
     let p = unique("schedagain");
     ok(&tickctl(&local, &p, &["provision"]));
@@ -466,8 +524,12 @@ async fn a_schedule_added_again_ignores_its_former_record_and_a_bad_one_is_set_a
     // 08:00Z chunk holds both, so a fire repeated there would be queued in a batch of its own
     // composition, not found as already queued.
     pulse_sweep::add_tenants(&deps, &[Tenant::new("beta", "Europe/London")]).await.unwrap();
-    let shard = tickwork::schedules::due_shard("acme", "nudge");
-    let name = (0..).map(|i| format!("n{i}")).find(|n| tickwork::schedules::due_shard("beta", n) == shard).unwrap();
+    let group = |t: &str, zone: &str, d: ScheduleDef| tickwork::schedules::Group::of(t, &d, zone).id();
+    let shard = tickwork::schedules::due_shard(&group("acme", "Europe/Berlin", def("nudge", "daily 09:00")));
+    let name = (0..)
+        .map(|i| format!("n{i}"))
+        .find(|n| tickwork::schedules::due_shard(&group("beta", "Europe/London", def(n, "daily 08:00"))) == shard)
+        .unwrap();
     s.put("beta", "Europe/London", def(&name, "daily 08:00"), &POLICY).await.unwrap();
     tick(&local, &deps, "2026-12-01T10:15:00Z").await;
     tick(&local, &deps, "2026-12-01T10:30:00Z").await;
@@ -488,13 +550,15 @@ async fn a_schedule_added_again_ignores_its_former_record_and_a_bad_one_is_set_a
     let r = tick(&local, &deps, "2026-12-02T08:30:00Z").await;
     assert_eq!((r.fires, r.failed_tenants), (0, 1), "isolated, counted");
     let state = deps.marks.read_strong(&deps.cfg.job).await.unwrap();
-    assert_eq!(state.sched_next, Some(ms("2026-12-02T09:30:00Z")), "set an hour aside");
+    // Its group goes on to its next occurrence (08:30Z tomorrow); the earliest record is acme's
+    // 08:00 in Berlin.
+    assert_eq!(state.sched_next, Some(ms("2026-12-03T07:00:00Z")), "its group goes on");
     let before = deps.db.meter().read_write_requests();
     tick(&local, &deps, "2026-12-02T08:45:00Z").await;
     tick(&local, &deps, "2026-12-02T09:00:00Z").await;
     let after = deps.db.meter().read_write_requests();
-    assert_eq!((after.0 - before.0, after.1 - before.1), (2, 0), "the ticks between are idle");
-    assert_eq!(tick(&local, &deps, "2026-12-02T09:30:00Z").await.failed_tenants, 1, "tried again, reported again");
+    assert_eq!((after.0 - before.0, after.1 - before.1), (2, 0), "the ticks after are idle");
+    assert_eq!(tick(&local, &deps, "2026-12-03T08:30:00Z").await.failed_tenants, 1, "reported again at the next");
 }
 
 /// The sweep wakes itself at a schedule's instant: a tick that fires sets the one-time Scheduler

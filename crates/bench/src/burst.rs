@@ -66,6 +66,7 @@ pub async fn run(sdk: &SdkConfig) -> Result<()> {
     let requests = (after.0 - before.0) + (after.1 - before.1);
     let b = BurstInput {
         fires: FIRES,
+        groups: 1,
         start_ms: 0.0,
         latency_ms: LATENCY_MS as f64,
         serial_ms: service_ms,

@@ -1,10 +1,11 @@
 //! What schedules cost: one fire tick's requests and units replayed through the sweep's own rules
-//! (`pulse_sweep`'s fires: pages of [`pulse_sweep::FIRE_PAGE`] due records, transactions of
-//! [`pulse_sweep::FIRE_CHUNK`]), with the items the code builds sized by DynamoDB's rules, and the
-//! month's bill of a daily schedule per tenant beside one EventBridge Scheduler schedule each.
-//!
-//! Every fire today is its own due record, so a fire costs the same whether tenants share a spec
-//! or not: tenants sharing a (zone, spec) are not yet fired as a group.
+//! (`pulse_sweep`'s fires: pages of [`pulse_sweep::FIRE_PAGE`] groups' due records, each group's
+//! members a page of [`pulse_sweep::MEMBER_PAGE`] at a time with their tenants, transactions of
+//! [`pulse_sweep::FIRE_CHUNK`] records), with the items the code builds sized by DynamoDB's rules,
+//! and the month's bill of a daily schedule per tenant beside one EventBridge Scheduler schedule
+//! each: tenants sharing their schedules' (zone, spec, name) are one group, and a fire then costs
+//! its tenant id's bytes in a shared batch item; tenants whose every schedule differs are each a
+//! group of one, and a fire costs its group's record replaced.
 
 use std::collections::BTreeMap;
 
@@ -13,12 +14,14 @@ use serde::Serialize;
 use tickwork::batch::Batch;
 use tickwork::capacity::{self, Consistency};
 use tickwork::queue::{enqueue_item, QueueConfig};
-use tickwork::schedules::{due_shard, DueRecord};
+use tickwork::schedules::{due_shard, DueRecord, Group, Member, ScheduleDef};
+use tickwork::tenants::Tenant;
 
 use crate::bill::{scheduler_per_tenant, Prices, Stack};
 use crate::cost::calls::{table, Calls, READ_STRONG, TXN_SMALL, WRITE};
 
-/// One schedule due at the tick: its tenant, name and occurrence.
+/// One schedule due at the tick: its tenant, name and occurrence. Schedules of one (name,
+/// occurrence) are one group (a daily 08:00 in Berlin, as the model sizes its items).
 #[derive(Debug, Clone)]
 pub struct Due {
     /// Tenant id.
@@ -29,78 +32,96 @@ pub struct Due {
     pub occurrence: String,
 }
 
-fn record(d: &Due, due_ms: i64) -> DueRecord {
-    DueRecord {
-        due_ms,
-        tenant: d.tenant.clone(),
-        name: d.name.clone(),
-        ver: 1,
-        zone: "Europe/Berlin".into(),
-        after_ms: due_ms,
-    }
+/// The group a model's schedule of `name` is in.
+fn group(name: &str) -> Group {
+    let def = ScheduleDef::new(name, "daily 08:00".parse().expect("a spec"), 0, Default::default()).expect("a def");
+    Group::of("", &def, "Europe/Berlin")
 }
 
-/// The calls of a tick at which `due` fire (each its own record, its tenant active, one fire each),
-/// for the sweep's `job` and queue settings, after the tick's state read and lease.
+fn record(g: &Group, due_ms: i64, cursor: Option<&str>) -> DueRecord {
+    DueRecord { due_ms, group: g.clone(), after_ms: due_ms, cursor: cursor.map(str::to_string) }
+}
+
+/// One group due at the tick, as the sweep pages it.
+struct GroupDue<'a> {
+    group: Group,
+    occurrence: &'a str,
+    tenants: Vec<&'a str>,
+}
+
+/// The pages of a group's `n` members, [`pulse_sweep::MEMBER_PAGE`] each: a full page returns a
+/// cursor, and the next one is read (empty, after an exactly full last page).
+fn member_pages(n: usize) -> Vec<std::ops::Range<usize>> {
+    let page = pulse_sweep::MEMBER_PAGE;
+    (0..=n / page).map(|i| i * page..((i + 1) * page).min(n)).collect()
+}
+
+/// The calls of a tick at which `due` fire (their tenants active, one occurrence each), for the
+/// sweep's `job` and queue settings, after the tick's state read and lease.
 pub fn fire_tick(due: &[Due], job: &str, queue: &QueueConfig, now_ms: i64) -> Result<Vec<Calls>> {
     let mut v = crate::cost::tick_calls(true);
-    let mut by_shard: BTreeMap<u32, Vec<&Due>> = BTreeMap::new();
+    let mut groups: BTreeMap<(String, String), GroupDue> = BTreeMap::new();
     for d in due {
-        by_shard.entry(due_shard(&d.tenant, &d.name)).or_default().push(d);
+        groups
+            .entry((d.name.clone(), d.occurrence.clone()))
+            .or_insert_with(|| GroupDue { group: group(&d.name), occurrence: &d.occurrence, tenants: Vec::new() })
+            .tenants
+            .push(&d.tenant);
     }
+    // By shard, and in a shard by sort key (the same due instant: by group id), as the sweep
+    // reads them; a group's members by tenant id.
+    let mut by_shard: BTreeMap<u32, BTreeMap<String, GroupDue>> = BTreeMap::new();
+    for (_, mut g) in groups {
+        g.tenants.sort_unstable();
+        let id = g.group.id();
+        by_shard.entry(due_shard(&id)).or_default().insert(id, g);
+    }
+    let member = |t: &str| {
+        capacity::item_size(
+            &Member { tenant: t.into(), ver: 1, since_ms: now_ms, owed_ms: now_ms }.to_item(job, &"0".repeat(32)),
+        )
+    };
+    let tenant = |t: &str| capacity::item_size(&Tenant::new(t, "Europe/Berlin").to_item(8));
     let page = pulse_sweep::FIRE_PAGE as usize;
     for k in 0..tickwork::schedules::DUE_SHARDS {
-        let shard = by_shard.get(&k).map(Vec::as_slice).unwrap_or(&[]);
-        // Pages to the end: a full page returns a cursor, and the next one is read (empty).
-        let mut pages: Vec<&[&Due]> = shard.chunks(page).collect();
+        let shard: Vec<&GroupDue> = by_shard.get(&k).map(|m| m.values().collect()).unwrap_or_default();
+        let mut pages: Vec<&[&GroupDue]> = shard.chunks(page).collect();
         if shard.len() % page == 0 {
             pages.push(&[]);
         }
         for p in pages {
-            let sizes = p.iter().map(|d| capacity::item_size(&record(d, now_ms).to_item(job)));
+            let sizes = p.iter().map(|g| capacity::item_size(&record(&g.group, now_ms, None).to_item(job)));
             v.push(Calls {
                 table: table::CONTROL,
                 op: "Query",
                 n: 1,
                 units: capacity::query_units(sizes, Consistency::Strong),
             });
-            if p.is_empty() {
-                continue;
+            // Each group's first page of members, their tenants 100 a BatchGetItem, and a
+            // transaction a chunk of groups; then the groups larger than a page, alone.
+            let mut first: Vec<(&GroupDue, std::ops::Range<usize>, bool)> = Vec::new();
+            for g in p {
+                let pages = member_pages(g.tenants.len());
+                let r = pages[0].clone();
+                v.push(member_query(&g.tenants[r.clone()], &member));
+                first.push((g, r, pages.len() > 1));
             }
-            // Definitions: 100 keys a BatchGetItem, each a small item read strongly consistently.
-            for c in p.chunks(100) {
-                v.push(Calls { table: table::CONTROL, op: "BatchGetItem", n: 1, units: READ_STRONG * c.len() as f64 });
+            let ids: Vec<&str> = first.iter().flat_map(|(g, r, _)| g.tenants[r.clone()].iter().copied()).collect();
+            v.extend(tenant_reads(&ids, &tenant));
+            for chunk in first.chunks(pulse_sweep::FIRE_CHUNK) {
+                let segs: Vec<(&GroupDue, std::ops::Range<usize>, bool, bool)> =
+                    chunk.iter().map(|(g, r, more)| (*g, r.clone(), *more, false)).collect();
+                v.extend(transaction(&segs, job, queue, now_ms)?);
             }
-            // Tenants: one strongly consistent GetItem each.
-            v.push(Calls { table: table::TENANTS, op: "GetItem", n: p.len() as u64, units: READ_STRONG });
-            for chunk in p.chunks(pulse_sweep::FIRE_CHUNK) {
-                let mut batch = Batch::new(Default::default());
-                for d in chunk {
-                    batch.add(vec![pulse_sweep::fire_entry(&d.name, &d.occurrence)], [d.tenant.clone()]);
+            for (g, _, more) in &first {
+                if !more {
+                    continue;
                 }
-                // The fence's check, and per record the successor's put and the fired one's delete.
-                let control: f64 = TXN_SMALL
-                    + chunk
-                        .iter()
-                        .map(|d| {
-                            let put = capacity::write_units(
-                                None,
-                                Some(capacity::item_size(&record(d, now_ms + 86_400_000).to_item(job))),
-                            );
-                            capacity::transactional(put) + TXN_SMALL
-                        })
-                        .sum::<f64>();
-                v.push(Calls { table: table::CONTROL, op: "TransactWriteItems", n: 1, units: control });
-                for item in pulse_sweep::fire_items(batch, now_ms) {
-                    let w = enqueue_item("queue", queue, &item, now_ms)?;
-                    let size = w.put().map(|p| capacity::item_size(p.item())).unwrap_or(0);
-                    // Written in the same transaction: billed on the control table's request.
-                    v.push(Calls {
-                        table: table::QUEUE,
-                        op: "TransactWriteItems",
-                        n: 0,
-                        units: capacity::transactional(capacity::write_units(None, Some(size))),
-                    });
+                let pages = member_pages(g.tenants.len());
+                for (i, r) in pages.iter().enumerate().skip(1) {
+                    v.push(member_query(&g.tenants[r.clone()], &member));
+                    v.extend(tenant_reads(&g.tenants[r.clone()], &tenant));
+                    v.extend(transaction(&[(*g, r.clone(), i + 1 < pages.len(), true)], job, queue, now_ms)?);
                 }
             }
         }
@@ -117,11 +138,73 @@ pub fn fire_tick(due: &[Due], job: &str, queue: &QueueConfig, now_ms: i64) -> Re
     Ok(v)
 }
 
-/// A burst: `fires` schedules due at the same instant (a populous zone's 08:00).
+/// A page of members read (strongly consistent).
+fn member_query(tenants: &[&str], member: &dyn Fn(&str) -> usize) -> Calls {
+    let units = capacity::query_units(tenants.iter().map(|t| member(t)), Consistency::Strong);
+    Calls { table: table::CONTROL, op: "Query", n: 1, units }
+}
+
+/// The tenants of a page, 100 keys a BatchGetItem (strongly consistent, each item its own units).
+fn tenant_reads(ids: &[&str], tenant: &dyn Fn(&str) -> usize) -> Vec<Calls> {
+    ids.chunks(100)
+        .map(|c| {
+            let units = c.iter().map(|t| capacity::read_units(Some(tenant(t)), Consistency::Strong)).sum();
+            Calls { table: table::TENANTS, op: "BatchGetItem", n: 1, units }
+        })
+        .collect()
+}
+
+/// One fenced transaction of pages `(group, members, more follow, resumed after a cursor)`: the
+/// fence, each record moved on (its cursor updated, or it deleted and its successor put), and the
+/// fires' batch items on the queue's table.
+fn transaction(
+    segs: &[(&GroupDue, std::ops::Range<usize>, bool, bool)],
+    job: &str,
+    queue: &QueueConfig,
+    now_ms: i64,
+) -> Result<Vec<Calls>> {
+    let mut batch = Batch::new(Default::default());
+    let mut control = TXN_SMALL;
+    for (g, r, more, resumed) in segs {
+        let tenants: Vec<String> = g.tenants[r.clone()].iter().map(|t| t.to_string()).collect();
+        if !tenants.is_empty() {
+            batch.add(vec![pulse_sweep::fire_entry(&g.group.name, g.occurrence)], tenants);
+        }
+        let cursor = resumed.then(|| g.tenants[r.start.saturating_sub(1)]);
+        let old = capacity::item_size(&record(&g.group, now_ms, cursor).to_item(job));
+        if *more {
+            let last = g.tenants[r.end - 1];
+            let new = capacity::item_size(&record(&g.group, now_ms, Some(last)).to_item(job));
+            control += capacity::transactional(capacity::write_units(Some(old), Some(new)));
+        } else {
+            let next = capacity::item_size(&record(&g.group, now_ms + 86_400_000, None).to_item(job));
+            control += capacity::transactional(capacity::write_units(Some(old), None))
+                + capacity::transactional(capacity::write_units(None, Some(next)));
+        }
+    }
+    let mut v = vec![Calls { table: table::CONTROL, op: "TransactWriteItems", n: 1, units: control }];
+    for item in pulse_sweep::fire_items(batch, now_ms) {
+        let w = enqueue_item("queue", queue, &item, now_ms)?;
+        let size = w.put().map(|p| capacity::item_size(p.item())).unwrap_or(0);
+        // Written in the same transaction: billed on the control table's request.
+        v.push(Calls {
+            table: table::QUEUE,
+            op: "TransactWriteItems",
+            n: 0,
+            units: capacity::transactional(capacity::write_units(None, Some(size))),
+        });
+    }
+    Ok(v)
+}
+
+/// A burst: `fires` schedules due at the same instant (a populous zone's 08:00), in `groups`.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct BurstInput {
     /// Fires due at once.
     pub fires: u64,
+    /// The groups they fall in: 1 when every tenant's schedule is the zone's `daily 08:00`; a
+    /// 30-minute spread makes up to 30 (one a minute's offset); `fires` when every spec differs.
+    pub groups: u64,
     /// From their instant until the sweep runs, ms: 0 when the instant is a tick's (a local hour
     /// falls on a quarter hour in every zone), up to a minute when a wake runs it (Scheduler's
     /// 60-second precision, the wake rounded up to the minute).
@@ -131,7 +214,7 @@ pub struct BurstInput {
     /// A server's own time a request that does not overlap, ms: 0 for DynamoDB; a local server
     /// that serves one request at a time (moto) is measured for the benchmark.
     pub serial_ms: f64,
-    /// Tenants read at once (`TICKWORK_PULSE_TENANT_CONCURRENCY`).
+    /// Groups' first member pages read at once (`TICKWORK_PULSE_TENANT_CONCURRENCY`).
     pub tenant_concurrency: u32,
     /// How long one sweep invocation fires, ms (its timeout less the margin).
     pub invocation_ms: f64,
@@ -144,7 +227,9 @@ pub struct BurstInput {
 pub struct BurstTime {
     /// Due-record pages read (of [`pulse_sweep::FIRE_PAGE`]).
     pub pages: u64,
-    /// Requests, in order (the sweep fires shard after shard, page after page).
+    /// Member pages read (of up to [`pulse_sweep::MEMBER_PAGE`]).
+    pub member_pages: u64,
+    /// Requests.
     pub requests: u64,
     /// The requests' own time, ms (before the partition's write limit).
     pub requests_ms: f64,
@@ -152,52 +237,73 @@ pub struct BurstTime {
     pub handover_ms: f64,
     /// Sweep invocations it takes (more than one: the rest waited for a tick).
     pub invocations: u64,
-    /// The least time the due partitions' write limit allows, ms: every fire replaces its due
-    /// record (a put and a delete, transactional: [`DUE_WCU_PER_FIRE`]) in its own due shard's
+    /// The least time the due partitions' write limit allows, ms: every group's fire replaces its
+    /// due record (a put and a delete, transactional: [`DUE_WCU_PER_GROUP`]) in its due shard's
     /// partition, of at most 1,000 write units a second, and the sweep fires one shard after
     /// another: one partition takes the writes at a time.
     pub partition_floor_ms: f64,
 }
 
-/// Write units a fire spends in its due partition: the successor's put and the fired record's
-/// delete, each a transactional write of a small item (2 units each).
-pub const DUE_WCU_PER_FIRE: f64 = 4.0;
+/// Write units a group's fire spends in its due partition: the successor's put and the fired
+/// record's delete, each a transactional write of a small item (2 units each).
+pub const DUE_WCU_PER_GROUP: f64 = 4.0;
 
-/// The sweep's part of a burst, from its own paging (pure): per page of due records a Query, the
-/// definitions 100 keys a BatchGetItem, the tenants `tenant_concurrency` at a time, and a
-/// transaction per [`pulse_sweep::FIRE_CHUNK`] records, each request `latency_ms`, one page after
-/// another over [`tickwork::schedules::DUE_SHARDS`] shards; then the earliest record left and
-/// `sched_next`. Not modelled: the calendar groups the same invocation sweeps first (at a local
-/// hour that is not midnight, a tick with no boundary: a read).
+/// The sweep's part of a burst, from its own paging (pure): per page of due records a Query, each
+/// group's first page of members (`tenant_concurrency` Queries at once), their tenants 100 keys a
+/// BatchGetItem, and a transaction per [`pulse_sweep::FIRE_CHUNK`] records; then each group
+/// larger than a page alone, a Query, its BatchGetItems and a transaction a page; each request
+/// `latency_ms`, one after another over [`tickwork::schedules::DUE_SHARDS`] shards; then the
+/// earliest record left and `sched_next`. Not modelled: the calendar groups the same invocation
+/// sweeps first (at a local hour that is not midnight, a tick with no boundary: a read).
 pub fn burst(b: &BurstInput) -> BurstTime {
     let page = pulse_sweep::FIRE_PAGE as u64;
+    let member_page = pulse_sweep::MEMBER_PAGE as u64;
     let shards = u64::from(tickwork::schedules::DUE_SHARDS);
+    let groups = b.groups.clamp(1, b.fires.max(1));
+    // Groups as even as the fires allow: `big` of them one member more.
+    let (small, big) = (b.fires / groups, b.fires % groups);
     let mut t = BurstTime::default();
     let mut work_ms = 0.0;
+    let mut rounds = 0u64;
+    let mut seen = 0u64;
+    let c = u64::from(b.tenant_concurrency.max(1));
     for k in 0..shards {
-        let n = b.fires / shards + u64::from(k < b.fires % shards);
-        let full = n / page;
-        let rest = n % page;
-        // A full last page returns a cursor: one more (empty) page is read.
-        let sizes: Vec<u64> = std::iter::repeat_n(page, full as usize).chain(std::iter::once(rest)).collect();
-        for p in sizes {
-            // A Query; then the definitions 100 keys a BatchGetItem, the tenants a GetItem each,
-            // `tenant_concurrency` at once, and a transaction a chunk.
-            let one_by_one = 1 + if p == 0 { 0 } else { p.div_ceil(100) + p.div_ceil(pulse_sweep::FIRE_CHUNK as u64) };
-            let tenants = if p == 0 { 0 } else { p };
-            let rounds = tenants.div_ceil(u64::from(b.tenant_concurrency.max(1)));
+        let n = groups / shards + u64::from(k < groups % shards);
+        let sizes: Vec<u64> = std::iter::repeat_n(page, (n / page) as usize).chain(std::iter::once(n % page)).collect();
+        for r in sizes {
             t.pages += 1;
-            t.requests += one_by_one + tenants;
-            work_ms += one_by_one as f64 * (b.latency_ms + b.serial_ms)
-                + rounds as f64 * b.latency_ms
-                + tenants as f64 * b.serial_ms;
+            t.requests += 1;
+            rounds += 1;
+            if r == 0 {
+                continue;
+            }
+            // This page's groups, and how many members each.
+            let members: Vec<u64> = (seen..seen + r).map(|i| small + u64::from(i < big)).collect();
+            seen += r;
+            let first: u64 = members.iter().map(|m| (*m).min(member_page)).sum();
+            let txns = r.div_ceil(pulse_sweep::FIRE_CHUNK as u64);
+            t.member_pages += r;
+            t.requests += r + first.div_ceil(100) + txns;
+            rounds += r.div_ceil(c) + first.div_ceil(100) + txns;
+            for m in members {
+                // Pages after the first: a Query, its tenants' BatchGetItems and a transaction
+                // each (an exactly full last page is followed by an empty one).
+                for j in 1..=m / member_page {
+                    let tenants = (m - j * member_page).min(member_page);
+                    let reqs = 2 + tenants.div_ceil(100);
+                    t.member_pages += 1;
+                    t.requests += reqs;
+                    rounds += reqs;
+                }
+            }
         }
     }
     // Then the earliest record left (a Query a shard) and `sched_next` set.
     t.requests += shards + 1;
-    work_ms += (shards + 1) as f64 * (b.latency_ms + b.serial_ms);
+    rounds += shards + 1;
+    work_ms += rounds as f64 * b.latency_ms + t.requests as f64 * b.serial_ms;
     t.requests_ms = work_ms;
-    t.partition_floor_ms = b.fires as f64 * DUE_WCU_PER_FIRE / crate::boundary::PARTITION_MAX_WCU_PER_SEC * 1000.0;
+    t.partition_floor_ms = groups as f64 * DUE_WCU_PER_GROUP / crate::boundary::PARTITION_MAX_WCU_PER_SEC * 1000.0;
     // Requests faster than the partitions take their writes are throttled down to them.
     let work_ms = work_ms.max(t.partition_floor_ms);
     let window = b.invocation_ms.max(1.0);
@@ -208,21 +314,31 @@ pub fn burst(b: &BurstInput) -> BurstTime {
     t
 }
 
-/// A fire's cost, and a month of one daily schedule per tenant beside the Scheduler.
+/// What a fire costs, by the model's tick.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PerFire {
+    /// Requests a fire.
+    pub requests: f64,
+    /// Read units a fire.
+    pub rcu: f64,
+    /// Write units a fire.
+    pub wcu: f64,
+    /// A month of one daily fire per tenant, DynamoDB, US dollars.
+    pub month_usd: f64,
+}
+
+/// A fire's cost when tenants share their schedules and when every one differs, and a month of
+/// one daily schedule per tenant beside the Scheduler.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct SchedulesCost {
     /// Tenants, each with one daily schedule.
     pub tenants: u64,
     /// Fires in the modelled tick.
     pub fires: u64,
-    /// Requests a fire.
-    pub requests_per_fire: f64,
-    /// Read units a fire.
-    pub rcu_per_fire: f64,
-    /// Write units a fire (tenants sharing a spec or not: the same today).
-    pub wcu_per_fire: f64,
-    /// A month of fires, DynamoDB, US dollars.
-    pub month_usd: f64,
+    /// Every tenant's schedule the same `daily 08:00` in one zone: one group.
+    pub shared: PerFire,
+    /// Every tenant's schedule its own: a group each.
+    pub distinct: PerFire,
     /// One EventBridge Scheduler schedule per tenant instead, a month, US dollars.
     pub scheduler_month_usd: f64,
 }
@@ -240,27 +356,33 @@ pub fn totals(calls: &[Calls]) -> (u64, f64, f64) {
 }
 
 /// One daily schedule for each of `tenants`, modelled from a tick firing `sample` of them at once
-/// (the per-fire cost of a large tick), priced for 30 days.
+/// (the per-fire cost of a large tick), priced for 30 days: all of one group, and each its own.
 pub fn month(tenants: u64, sample: u64, job: &str, prices: &Prices) -> Result<SchedulesCost> {
-    let due: Vec<Due> = (0..sample)
-        .map(|i| Due {
-            tenant: format!("tenant-{i:07}"),
-            name: "nudge".into(),
-            occurrence: "2026-12-01T08:00:00+01:00".into(),
+    let per_fire = |distinct: bool| -> Result<PerFire> {
+        let due: Vec<Due> = (0..sample)
+            .map(|i| Due {
+                tenant: format!("tenant-{i:07}"),
+                name: if distinct { format!("nudge-{i:07}") } else { "nudge".into() },
+                occurrence: "2026-12-01T08:00:00+01:00".into(),
+            })
+            .collect();
+        let calls = fire_tick(&due, job, &QueueConfig::default(), 1_796_108_400_000)?;
+        let (n, r, w) = totals(&calls);
+        let f = sample.max(1) as f64;
+        let fires_month = tenants as f64 * 30.0;
+        Ok(PerFire {
+            requests: n as f64 / f,
+            rcu: r / f,
+            wcu: w / f,
+            month_usd: prices.units_usd(r / f * fires_month, w / f * fires_month),
         })
-        .collect();
-    let calls = fire_tick(&due, job, &QueueConfig::default(), 1_796_108_400_000)?;
-    let (n, r, w) = totals(&calls);
-    let f = sample.max(1) as f64;
-    let fires_month = tenants as f64 * 30.0;
+    };
     let sched = scheduler_per_tenant(tenants as usize, &Stack::default(), prices);
     Ok(SchedulesCost {
         tenants,
         fires: sample,
-        requests_per_fire: n as f64 / f,
-        rcu_per_fire: r / f,
-        wcu_per_fire: w / f,
-        month_usd: prices.units_usd(r / f * fires_month, w / f * fires_month),
+        shared: per_fire(false)?,
+        distinct: per_fire(true)?,
         scheduler_month_usd: sched.total(),
     })
 }
@@ -269,9 +391,10 @@ pub fn month(tenants: u64, sample: u64, job: &str, prices: &Prices) -> Result<Sc
 mod tests {
     use super::*;
 
-    fn burst_of(fires: u64) -> BurstInput {
+    fn burst_of(fires: u64, groups: u64) -> BurstInput {
         BurstInput {
             fires,
+            groups,
             start_ms: 0.0,
             latency_ms: 10.0,
             serial_ms: 0.0,
@@ -282,38 +405,59 @@ mod tests {
     }
 
     #[test]
-    fn a_burst_is_paged_shard_by_shard_and_what_passes_an_invocation_waits_for_a_tick() {
-        // 800 fires: 200 a shard, a full page and an empty one each; a full page is a Query, 2
-        // BatchGets, 200 tenants' GetItems in 25 rounds of 8, and 5 transactions.
-        let t = burst(&burst_of(800));
+    fn a_burst_of_distinct_schedules_is_paged_group_by_group_and_waits_on_its_due_partitions() {
+        // 800 groups of one: 200 a shard, a full page and an empty one each; a full page is a
+        // Query, 200 member Queries in 25 rounds of 8, 2 BatchGets of tenants and 5 transactions.
+        let t = burst(&burst_of(800, 800));
         // Then 4 Queries for the earliest record and `sched_next`'s update.
-        assert_eq!((t.pages, t.requests, t.invocations), (8, 4 * (208 + 1) + 5, 1));
+        assert_eq!((t.pages, t.member_pages, t.requests, t.invocations), (8, 800, 4 * (208 + 1) + 5, 1));
         assert_eq!(t.requests_ms, (4.0 * (33.0 + 1.0) + 5.0) * 10.0);
         // 1.41 s of requests, but 3,200 write units for one partition at a time: 3.2 s.
         assert_eq!(t.partition_floor_ms, 3_200.0);
         assert_eq!(t.handover_ms, 3_200.0);
-        let slow = burst(&BurstInput { latency_ms: 30.0, ..burst_of(800) });
+        let slow = burst(&BurstInput { latency_ms: 30.0, ..burst_of(800, 800) });
         assert_eq!(slow.handover_ms, 141.0 * 30.0, "the requests, when they take longer");
-        // A million: 5,000 pages of 208 requests in 33 rounds, 1,650 s; but one due partition at a
-        // time takes their 4 million write units, at 1,000 a second: 4,000 s, in windows of
-        // 255 s, the rest waiting a tick each time.
-        let m = burst(&burst_of(1_000_000));
-        assert_eq!(m.requests, 5_000 * 208 + 4 + 5);
         // A server that serves one request at a time adds its own time to every request.
-        let serial = burst(&BurstInput { serial_ms: 1.0, ..burst_of(800) });
+        let serial = burst(&BurstInput { serial_ms: 1.0, ..burst_of(800, 800) });
         assert_eq!(serial.requests_ms, t.requests_ms + serial.requests as f64);
+        // A million distinct schedules: 4 million write units through one due partition at a
+        // time, at 1,000 a second: 4,000 s, in windows of 255 s, the rest waiting a tick each time.
+        let m = burst(&burst_of(1_000_000, 1_000_000));
         assert_eq!(m.partition_floor_ms, 4_000_000.0);
         assert_eq!(m.invocations, 16);
-        assert_eq!(m.handover_ms, 15.0 * 900_000.0 + (4_000_000.0 - 15.0 * 255_000.0));
     }
 
     #[test]
-    fn a_fire_costs_about_four_write_units_and_a_million_daily_fires_cost_more_than_the_scheduler() {
+    fn a_million_fires_of_one_group_go_out_a_thousand_members_a_page_within_five_minutes() {
+        // One record: its first page with the others' records (1 member Query, 10 BatchGets, 1
+        // transaction), then 999 full pages (a Query, 10 BatchGets, a transaction each) and an
+        // empty one (a Query and a transaction); 4 due pages; the closing 5.
+        let m = burst(&burst_of(1_000_000, 1));
+        assert_eq!((m.pages, m.member_pages), (4, 1_001));
+        assert_eq!(m.requests, 4 + 12 + 999 * 12 + 2 + 5);
+        assert_eq!(m.requests_ms, m.requests as f64 * 10.0, "one after another");
+        assert!(m.handover_ms < 300_000.0 && m.invocations == 1, "{m:?}");
+        assert_eq!(m.partition_floor_ms, 4.0);
+        // A 30-minute spread makes 30 groups of 33,333 or 33,334: about the same requests.
+        let spread = burst(&burst_of(1_000_000, 30));
+        assert!(spread.handover_ms < 300_000.0, "{spread:?}");
+        assert!((spread.requests as f64 / m.requests as f64 - 1.0).abs() < 0.05, "{spread:?}");
+    }
+
+    #[test]
+    fn a_shared_fire_costs_a_fraction_of_a_write_unit_and_a_distinct_one_its_record() {
         let c = month(1_000_000, 10_000, "pulse-sweep", &Prices::default()).unwrap();
-        assert!((4.0..4.5).contains(&c.wcu_per_fire), "{c:?}");
-        assert!((1.9..2.2).contains(&c.rcu_per_fire), "{c:?}");
-        // 30 million fires: 30 M × ~4.1 WCU at $0.625/M is about $78, beside the Scheduler's
-        // 16 million paid invocations at $1/M plus their Lambda requests.
-        assert!(c.month_usd > c.scheduler_month_usd, "{c:?}");
+        eprintln!("{c:?}");
+        // Shared: a tenant id's bytes in a batch item (transactional), the record and fence
+        // shared by a thousand: the 0.05 at most.
+        assert!(c.shared.wcu <= 0.05, "{c:?}");
+        assert!(c.shared.requests < 0.02, "{c:?}");
+        // Distinct: each fire its group's record deleted and its successor put (4 units) and
+        // its bytes in a batch item.
+        assert!((4.0..4.5).contains(&c.distinct.wcu), "{c:?}");
+        // 30 million fires a month: shared, a few dollars beside the Scheduler's $16 and more;
+        // distinct, more than the Scheduler.
+        assert!(c.shared.month_usd < c.scheduler_month_usd / 4.0, "{c:?}");
+        assert!(c.distinct.month_usd > c.scheduler_month_usd, "{c:?}");
     }
 }

@@ -1,40 +1,30 @@
-//! The decisions of a page of due records, from what the sweep read (`fires` does the reads and
-//! the writes): what each record gets — fired or dropped as [`plan`] says, or set aside when its
-//! tenant or definition cannot be read — and what one transaction of them writes. Pure.
+//! The decisions of a page of groups' due records, from what the sweep read (`fires` does the
+//! reads and the writes): how many members a page reads, how each record's page of members ends
+//! (the cursor moved on, the record replaced, or the group retired), what each member gets — fired
+//! as [`member_fires`] says, or counted as failed when its item or its tenant does not read — and
+//! what one transaction of pages writes. Pure.
 
 use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 use tickwork::batch::Batch;
-use tickwork::calendar::Policy;
-use tickwork::item::Item;
-use tickwork::schedules::{plan, DueRecord, FirePlan, Schedule, TenantNow};
+use tickwork::schedules::{member_fires, DueRecord, FirePlan, Member, MemberFires, RecordEnd, TenantNow};
 use tickwork::tenants::Tenant;
 
 /// How long a record set aside waits before it is tried again.
 pub const ISOLATED_RETRY_MS: i64 = 3_600_000;
 
-/// A record and what to do with it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Planned {
-    pub(crate) rec: DueRecord,
-    pub(crate) plan: Action,
-    /// The definition's `ver` it was planned with.
-    pub(crate) ver: u64,
-    /// When the definition was added or last changed (a fire is not expected before it was
-    /// asked for: a one-off added after its instant is due from its adding).
-    pub(crate) since_ms: i64,
-}
+/// Members a page reads at most: a thousand tenants' units make one batch item of a few tens of
+/// kilobytes, so a page is one transaction of the fence, that item and the record's cursor.
+pub const MEMBER_PAGE: usize = 1000;
 
-/// Fire (or drop) as planned, or set the record aside.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Action {
-    Plan(FirePlan),
-    /// Its tenant or definition cannot be read, or it cannot be planned: counted as a failed
-    /// unit and looked at again in [`ISOLATED_RETRY_MS`] (not at every tick, which would keep
-    /// `sched_next` in the past and cost every idle tick a query).
-    Isolate(String),
-}
+/// Members of a one-off group a page: each finished member's membership and definition are
+/// deleted in its page's transaction (two writes each, within the 100 a transaction takes).
+pub const ONE_OFF_PAGE: usize = 40;
+
+/// Units a page hands over at most (members × occurrences, a backlog caught up under `all`): their
+/// batch items stay well inside a transaction's 4 MB.
+pub const PAGE_UNITS: usize = 20_000;
 
 /// A batch entry for one fire (the unit key's parts: name, then occurrence).
 pub fn entry(name: &str, occurrence: &str) -> Map<String, Value> {
@@ -44,55 +34,73 @@ pub fn entry(name: &str, occurrence: &str) -> Map<String, Value> {
     ])
 }
 
-/// Each record's action, given its definition (`defs`, by tenant and name: a definition that
-/// does not read is `Err`), its tenant (`tenants`: `None` when gone) or why its tenant could not
-/// be read (`unreadable`).
-pub(crate) fn plan_records(
-    records: &[DueRecord],
-    defs: &HashMap<(String, String), Result<Schedule, String>>,
-    tenants: &HashMap<&str, Option<Tenant>>,
-    unreadable: &HashMap<&str, String>,
-    now_ms: i64,
-    policy: &Policy,
-) -> Vec<Planned> {
-    records
-        .iter()
-        .map(|r| {
-            let isolate = |why: String| Planned { rec: r.clone(), plan: Action::Isolate(why), ver: 0, since_ms: 0 };
-            if let Some(e) = unreadable.get(r.tenant.as_str()) {
-                return isolate(format!("tenant unreadable: {e}"));
-            }
-            let def = match defs.get(&(r.tenant.clone(), r.name.clone())) {
-                Some(Ok(s)) => Some(s),
-                Some(Err(e)) => return isolate(format!("definition unreadable: {e}")),
-                None => None,
-            };
-            let t = tenants.get(r.tenant.as_str()).and_then(|t| t.as_ref());
-            let now = t.map(|t| TenantNow { zone: &t.zone, active: t.active });
-            match plan(r, def, now, now_ms, policy) {
-                Ok(p) => Planned {
-                    rec: r.clone(),
-                    plan: Action::Plan(p),
-                    ver: def.map_or(0, |d| d.ver),
-                    since_ms: def.map_or(0, |d| d.since_ms),
-                },
-                Err(e) => isolate(format!("cannot be planned: {e}")),
-            }
-        })
-        .collect()
+/// The members one page of `plan`'s fire reads.
+pub fn member_page(plan: &FirePlan, one_off: bool) -> usize {
+    let cap = if one_off { ONE_OFF_PAGE } else { MEMBER_PAGE };
+    (PAGE_UNITS / plan.fire.len().max(1)).clamp(1, cap)
 }
 
-/// What one transaction of planned records writes, and what it counts.
+/// A member's tenant as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum TenantRead {
+    Found(Tenant),
+    /// Its item does not read: why.
+    Unreadable(String),
+}
+
+/// What was read of one page of a record's members.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct PageRead {
+    /// Each member, or its tenant and why its item does not read.
+    pub(crate) members: Vec<Result<Member, (String, String)>>,
+    /// More members follow.
+    pub(crate) more: bool,
+    /// The head's joins, read before the members when the group may be retired (a one-off
+    /// done, or a group found empty).
+    pub(crate) joins: Option<u64>,
+}
+
+/// One record and what its page does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Segment {
+    pub(crate) rec: DueRecord,
+    pub(crate) action: Action,
+}
+
+/// Fire a page of members as planned, or set the record aside.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Action {
+    Page(Box<FirePlan>, PageRead),
+    /// Its group cannot be planned (a zone the tz database no longer knows): counted as a failed
+    /// unit and looked at again in [`ISOLATED_RETRY_MS`] (not at every tick, which would keep
+    /// `sched_next` in the past and cost every idle tick a query).
+    Isolate(String),
+}
+
+/// How a page ends: see [`RecordEnd`].
+pub(crate) fn page_end(rec: &DueRecord, plan: &FirePlan, read: &PageRead) -> RecordEnd {
+    let last = read.members.last().map(|m| match m {
+        Ok(m) => m.tenant.clone(),
+        Err((t, _)) => t.clone(),
+    });
+    match (read.more, last) {
+        (true, Some(last)) => RecordEnd::Advance(last),
+        _ if plan.finished => read.joins.map_or(RecordEnd::Replace(None), RecordEnd::Retire),
+        (_, None) if rec.cursor.is_none() => read.joins.map_or(RecordEnd::Replace(None), RecordEnd::Retire),
+        _ => RecordEnd::Replace(plan.next.clone()),
+    }
+}
+
+/// A record, how its page ends, and the finished one-off members (tenant, `ver`) that go with it.
+pub(crate) type End = (DueRecord, RecordEnd, Vec<(String, u64)>);
+
+/// What one transaction of pages writes, and what it counts.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct ChunkPlan {
     /// The fires, as units of a batch.
     pub(crate) batch: Batch,
-    /// Successor records (an isolated one: itself, an hour on).
-    pub(crate) next: Vec<DueRecord>,
-    /// The keys of the records replaced.
-    pub(crate) done: Vec<Item>,
-    /// Finished one-offs: tenant, name, the version fired.
-    pub(crate) finished: Vec<(String, String, u64)>,
+    /// Each record's end, and the finished one-off members (tenant, `ver`) that go with it.
+    pub(crate) ends: Vec<End>,
     pub(crate) fired: u64,
     pub(crate) skipped: u64,
     pub(crate) dropped: u64,
@@ -101,35 +109,73 @@ pub(crate) struct ChunkPlan {
     /// since then, so the worker's `QueueLag` counts a schedule's wait from its instant, the
     /// sweep's part included, and an hour of lateness raises `QueueLagAlarm` however it came.
     pub(crate) ready_ms: i64,
+    /// Why members were not fired (tenant, why), for the log.
+    pub(crate) failures: Vec<(String, String)>,
 }
 
-/// The writes and counts of `chunk` for `job` at `now_ms`.
-pub(crate) fn chunk_plan(chunk: &[Planned], job: &str, now_ms: i64) -> ChunkPlan {
+/// The writes and counts of `segs` at `now_ms`, their members' tenants read as `tenants` (an id
+/// absent: the tenant is gone).
+pub(crate) fn chunk_plan(segs: &[Segment], tenants: &HashMap<String, TenantRead>, now_ms: i64) -> ChunkPlan {
     let mut c = ChunkPlan { batch: Batch::new(Map::new()), ready_ms: now_ms, ..Default::default() };
-    for Planned { rec: r, plan, ver, since_ms } in chunk {
-        match plan {
-            Action::Isolate(_) => {
+    for Segment { rec, action } in segs {
+        let (plan, read) = match action {
+            Action::Isolate(why) => {
                 c.isolated += 1;
-                c.next.push(DueRecord { due_ms: now_ms + ISOLATED_RETRY_MS, ..r.clone() });
+                c.failures.push((format!("group of `{}` in {}", rec.group.name, rec.group.zone), why.clone()));
+                let aside = DueRecord { due_ms: now_ms + ISOLATED_RETRY_MS, ..rec.clone() };
+                c.ends.push((rec.clone(), RecordEnd::Replace(Some(aside)), Vec::new()));
+                continue;
             }
-            Action::Plan(FirePlan::Drop { .. }) => c.dropped += 1,
-            Action::Plan(FirePlan::Fire { fire, skipped, next, finished }) => {
-                for o in fire {
-                    c.batch.add(vec![entry(&r.name, &o.key)], [r.tenant.clone()]);
-                    // Its instant plus the spread: the record's due for its first occurrence
-                    // (a later one caught up is due no earlier than that); and never before
-                    // the schedule was asked for (a one-off added after its instant).
-                    c.ready_ms = c.ready_ms.min(o.at_ms.max(r.due_ms).max(*since_ms));
+            Action::Page(plan, read) => (plan, read),
+        };
+        let mut owed: Vec<Vec<String>> = vec![Vec::new(); plan.fire.len()];
+        let mut finished = Vec::new();
+        for m in &read.members {
+            let m = match m {
+                Ok(m) => m,
+                Err((tenant, why)) => {
+                    c.isolated += 1;
+                    c.failures.push((tenant.clone(), format!("member unreadable: {why}")));
+                    continue;
                 }
-                c.fired += fire.len() as u64;
-                c.skipped += u64::from(*skipped);
-                c.next.extend(next.clone());
-                if *finished {
-                    c.finished.push((r.tenant.clone(), r.name.clone(), *ver));
+            };
+            if plan.finished {
+                finished.push((m.tenant.clone(), m.ver));
+            }
+            let t = match tenants.get(&m.tenant) {
+                Some(TenantRead::Unreadable(why)) => {
+                    c.isolated += 1;
+                    c.failures.push((m.tenant.clone(), format!("tenant unreadable: {why}")));
+                    continue;
+                }
+                Some(TenantRead::Found(t)) => Some(TenantNow { zone: &t.zone, active: t.active }),
+                None => None,
+            };
+            match member_fires(&plan.fire, m, t, &rec.group) {
+                MemberFires::Fire(ix) => {
+                    c.skipped += u64::from(plan.skipped);
+                    for i in ix {
+                        owed[i].push(m.tenant.clone());
+                        // Its instant plus the spread, and never before the schedule was asked for
+                        // (a one-off added after its instant).
+                        c.ready_ms = c.ready_ms.min((plan.fire[i].at_ms + rec.group.offset_ms).max(m.since_ms));
+                    }
+                }
+                MemberFires::Passed(n) => c.skipped += u64::from(n + plan.skipped),
+                MemberFires::Gone => c.dropped += 1,
+                MemberFires::Unreadable(why) => {
+                    c.isolated += 1;
+                    c.failures.push((m.tenant.clone(), format!("tenant's zone unreadable: {why}")));
                 }
             }
         }
-        c.done.push(r.key(job));
+        for (o, tenants) in plan.fire.iter().zip(owed) {
+            c.fired += tenants.len() as u64;
+            if !tenants.is_empty() {
+                c.batch.add(vec![entry(&rec.group.name, &o.key)], tenants);
+            }
+        }
+        c.ends.push((rec.clone(), page_end(rec, plan, read), finished));
     }
     c
 }
@@ -137,8 +183,8 @@ pub(crate) fn chunk_plan(chunk: &[Planned], job: &str, now_ms: i64) -> ChunkPlan
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tickwork::calendar::CatchUp;
-    use tickwork::schedules::{first_record, Dst, ScheduleDef};
+    use tickwork::calendar::{CatchUp, Policy};
+    use tickwork::schedules::{first_record, member_of, plan, Dst, Schedule, ScheduleDef};
 
     const POLICY: Policy = Policy { catch_up: CatchUp::All, max_lateness_ms: 86_400_000, interval_ms: 900_000 };
 
@@ -146,84 +192,117 @@ mod tests {
         s.parse::<jiff::Timestamp>().unwrap().as_millisecond()
     }
 
-    fn sched(tenant: &str, name: &str, spec: &str) -> Schedule {
+    fn sched(tenant: &str, name: &str, spec: &str, since: &str) -> Schedule {
         Schedule {
             tenant: tenant.into(),
             def: ScheduleDef::new(name, spec.parse().unwrap(), 0, Dst::default()).unwrap(),
             paused: false,
             ver: 7,
-            since_ms: ms("2026-12-01T10:00:00Z"),
+            since_ms: ms(since),
+            group: None,
+        }
+    }
+
+    fn berlin(id: &str) -> (String, TenantRead) {
+        (id.to_string(), TenantRead::Found(Tenant::new(id, "Europe/Berlin")))
+    }
+
+    #[test]
+    fn a_page_fires_each_member_what_it_is_owed_and_counts_the_rest() {
+        let since = "2026-12-01T10:00:00Z";
+        let members: Vec<Member> = ["ok", "gone", "badtenant", "asleep", "late"]
+            .iter()
+            .map(|t| member_of(&sched(t, "n", "daily 08:00", since), "Europe/Berlin").unwrap().1)
+            .collect();
+        let (g, m0) = member_of(&sched("ok", "n", "daily 08:00", since), "Europe/Berlin").unwrap();
+        let rec = first_record(&g, m0.owed_ms).unwrap().unwrap();
+        let now = ms("2026-12-02T07:00:30Z");
+        let p = plan(&rec, now, &POLICY).unwrap();
+        let mut read: Vec<Result<Member, (String, String)>> = members.iter().cloned().map(Ok).collect();
+        // Joined after the occurrence: not owed it.
+        read[4] = Ok(Member { owed_ms: now, since_ms: now, ..members[4].clone() });
+        read.push(Err(("broken".into(), "no ver".into())));
+        let mut asleep = Tenant::new("asleep", "Europe/Berlin");
+        asleep.active = false;
+        let tenants: HashMap<String, TenantRead> = [
+            berlin("ok"),
+            berlin("late"),
+            ("badtenant".into(), TenantRead::Unreadable("no zone".into())),
+            ("asleep".into(), TenantRead::Found(asleep)),
+        ]
+        .into_iter()
+        .collect();
+        let seg = Segment {
+            rec: rec.clone(),
+            action: Action::Page(Box::new(p.clone()), PageRead { members: read, ..Default::default() }),
+        };
+        let c = chunk_plan(&[seg], &tenants, now);
+        let keys: Vec<String> = c.batch.units("sched").into_iter().map(|u| u.key).collect();
+        assert_eq!(keys, ["sched#ok#n#2026-12-02T08:00:00+01:00"]);
+        assert_eq!((c.fired, c.dropped, c.isolated, c.skipped), (1, 1, 2, 1), "gone; two unreadable; suspended");
+        assert_eq!(c.ends, [(rec.clone(), RecordEnd::Replace(p.next.clone()), vec![])]);
+        assert_eq!(c.ready_ms, ms("2026-12-02T07:00:00Z"), "ready since its instant");
+    }
+
+    #[test]
+    fn a_page_ends_by_moving_on_replacing_or_retiring_its_record() {
+        let since = "2026-12-24T08:30:00Z";
+        let once = sched("a", "call", "at 2026-12-24T09:00", since);
+        let (g, m) = member_of(&once, "Europe/Berlin").unwrap();
+        let rec = first_record(&g, m.owed_ms).unwrap().unwrap();
+        let p = plan(&rec, ms("2026-12-24T08:31:00Z"), &POLICY).unwrap();
+        assert!(p.finished);
+        let read = |n: usize, more: bool, joins: Option<u64>| PageRead {
+            members: (0..n).map(|i| Ok(Member { tenant: format!("t{i}"), ..m.clone() })).collect(),
+            more,
+            joins,
+        };
+        // A full page: the cursor moves to its last member, finished or not.
+        assert_eq!(page_end(&rec, &p, &read(3, true, Some(4))), RecordEnd::Advance("t2".into()));
+        // The last page of a one-off: the head goes at the joins read before the members.
+        assert_eq!(page_end(&rec, &p, &read(3, false, Some(4))), RecordEnd::Retire(4));
+        let seg = Segment { rec: rec.clone(), action: Action::Page(Box::new(p.clone()), read(2, false, Some(4))) };
+        let tenants: HashMap<String, TenantRead> = [berlin("t0"), berlin("t1")].into_iter().collect();
+        let c = chunk_plan(&[seg], &tenants, ms("2026-12-24T08:31:00Z"));
+        assert_eq!(
+            c.ends[0].2,
+            [("t0".to_string(), 7), ("t1".to_string(), 7)],
+            "their definitions go at their version"
+        );
+        assert_eq!(c.ready_ms, ms(since), "a one-off added after its instant is expected from its adding");
+        // A recurring group: replaced by its successor; found empty at its first page: retired.
+        let daily = sched("b", "nudge", "daily 09:00", "2026-12-01T10:00:00Z");
+        let (g, m) = member_of(&daily, "Europe/Berlin").unwrap();
+        let rec = first_record(&g, m.owed_ms).unwrap().unwrap();
+        let p = plan(&rec, rec.due_ms, &POLICY).unwrap();
+        assert_eq!(page_end(&rec, &p, &read(1, false, None)), RecordEnd::Replace(p.next.clone()));
+        assert_eq!(page_end(&rec, &p, &read(0, false, Some(9))), RecordEnd::Retire(9));
+        let resumed = DueRecord { cursor: Some("t5".into()), ..rec.clone() };
+        assert_eq!(
+            page_end(&resumed, &p, &read(0, false, None)),
+            RecordEnd::Replace(p.next.clone()),
+            "the end of a paged group"
+        );
+        // A group that cannot be planned is set an hour aside.
+        let seg = Segment { rec: rec.clone(), action: Action::Isolate("no zone".into()) };
+        let c = chunk_plan(&[seg], &HashMap::new(), rec.due_ms);
+        match &c.ends[0].1 {
+            RecordEnd::Replace(Some(n)) => assert_eq!(n.due_ms, rec.due_ms + ISOLATED_RETRY_MS),
+            e => panic!("{e:?}"),
         }
     }
 
     #[test]
-    fn each_record_is_fired_dropped_or_set_aside_by_what_was_read() {
-        let ok = sched("ok", "n", "daily 08:00");
-        let gone = sched("gone", "n", "daily 08:00");
-        let bad_def = sched("baddef", "n", "daily 08:00");
-        let bad_tenant = sched("badtenant", "n", "daily 08:00");
-        let moon = sched("moon", "n", "daily 08:00");
-        let all = [&ok, &gone, &bad_def, &bad_tenant, &moon];
-        let records: Vec<DueRecord> = all.iter().map(|s| first_record(s, "Europe/Berlin").unwrap().unwrap()).collect();
-        let mut defs: HashMap<(String, String), Result<Schedule, String>> =
-            all.iter().map(|s| ((s.tenant.clone(), "n".into()), Ok((*s).clone()))).collect();
-        defs.insert(("baddef".into(), "n".into()), Err("no spec".into()));
-        let berlin = |id: &str| Some(Tenant::new(id, "Europe/Berlin"));
-        let tenants: HashMap<&str, Option<Tenant>> = [
-            ("ok", berlin("ok")),
-            ("gone", None),
-            ("baddef", berlin("baddef")),
-            ("moon", Some(Tenant::new("moon", "Mars/Olympus"))),
-        ]
-        .into_iter()
-        .collect();
-        let unreadable: HashMap<&str, String> = [("badtenant", "throttled".to_string())].into_iter().collect();
-        let p = plan_records(&records, &defs, &tenants, &unreadable, ms("2026-12-02T07:00:00Z"), &POLICY);
-        let kind = |a: &Action| match a {
-            Action::Plan(FirePlan::Fire { fire, .. }) => format!("fire {}", fire.len()),
-            Action::Plan(FirePlan::Drop { why }) => format!("drop: {why}"),
-            Action::Isolate(why) => format!("isolate: {why}"),
+    fn a_page_reads_fewer_members_the_more_occurrences_it_fires() {
+        let p = |n: usize| FirePlan {
+            fire: (0..n).map(|i| tickwork::schedules::Occurrence { at_ms: i as i64, key: i.to_string() }).collect(),
+            skipped: 0,
+            next: None,
+            finished: false,
         };
-        let got: Vec<String> = p.iter().map(|x| kind(&x.plan)).collect();
-        assert_eq!(got[0], "fire 1");
-        assert_eq!(got[1], "drop: tenant removed");
-        assert!(got[2].starts_with("isolate: definition unreadable"), "{}", got[2]);
-        assert!(got[3].starts_with("isolate: tenant unreadable: throttled"), "{}", got[3]);
-        assert!(got[4].starts_with("isolate: cannot be planned") && got[4].contains("Mars/Olympus"), "{}", got[4]);
-        assert_eq!(p[0].ver, 7, "planned with the definition's version");
-    }
-
-    #[test]
-    fn a_chunk_writes_its_fires_successors_and_deletes_and_sets_the_isolated_aside() {
-        let now = ms("2026-12-24T08:30:00Z");
-        let once = sched("a", "call", "at 2026-12-24T09:00");
-        // Added a minute ago: owed nothing yet.
-        let daily = Schedule { since_ms: now - 60_000, ..sched("b", "nudge", "daily 09:00") };
-        let r_once = first_record(&once, "Europe/Berlin").unwrap().unwrap();
-        let r_daily = first_record(&daily, "Europe/Berlin").unwrap().unwrap();
-        let berlin = |id: &str| Some(Tenant::new(id, "Europe/Berlin"));
-        let defs = [(("a".into(), "call".into()), Ok(once.clone())), (("b".into(), "nudge".into()), Ok(daily.clone()))]
-            .into_iter()
-            .collect();
-        let tenants: HashMap<&str, Option<Tenant>> = [("a", berlin("a")), ("b", berlin("b"))].into_iter().collect();
-        let mut planned =
-            plan_records(&[r_once.clone(), r_daily.clone()], &defs, &tenants, &HashMap::new(), now, &POLICY);
-        planned.push(Planned { rec: r_daily.clone(), plan: Action::Isolate("x".into()), ver: 0, since_ms: 0 });
-        let c = chunk_plan(&planned, "pulse-sweep", now);
-        let keys: Vec<String> = c.batch.units("sched").into_iter().map(|u| u.key).collect();
-        assert_eq!(keys, ["sched#a#call#2026-12-24T09:00:00+01:00"], "the one-off is due; the daily is not yet owed");
-        assert_eq!((c.fired, c.isolated, c.dropped), (1, 1, 0));
-        assert_eq!(c.finished, [("a".to_string(), "call".to_string(), 7)], "a one-off done goes at its version");
-        assert_eq!(c.done, [r_once.key("pulse-sweep"), r_daily.key("pulse-sweep"), r_daily.key("pulse-sweep")]);
-        assert_eq!(c.next.last().unwrap().due_ms, now + ISOLATED_RETRY_MS, "set an hour aside");
-        assert_eq!(c.next.len(), 2, "the daily's successor and the isolated one; the one-off has none");
-        // The one-off was due at 09:00 Berlin, half an hour ago: its item is ready since then.
-        assert_eq!(c.ready_ms, ms("2026-12-24T08:00:00Z"));
-        let none = chunk_plan(&planned[1..], "pulse-sweep", now);
-        assert_eq!(none.ready_ms, now, "nothing fired: ready now");
-        // A one-off added after its instant is expected from its adding.
-        let added = ms("2026-12-24T08:20:00Z");
-        let late = [Planned { since_ms: added, ..planned[0].clone() }];
-        assert_eq!(chunk_plan(&late, "pulse-sweep", now).ready_ms, added);
+        assert_eq!(member_page(&p(1), false), MEMBER_PAGE);
+        assert_eq!(member_page(&p(1), true), ONE_OFF_PAGE);
+        assert_eq!(member_page(&p(500), false), 40);
+        assert_eq!(member_page(&p(0), false), MEMBER_PAGE);
     }
 }

@@ -188,6 +188,11 @@ pub struct CostArgs {
     /// 08:00).
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     pub burst: u64,
+    /// With `--schedules`: the groups the burst's fires fall in — 1 when every tenant's schedule
+    /// is the zone's `daily 08:00`, up to 30 with a 30-minute spread, `--burst` when every spec
+    /// differs (a group of one each).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub burst_groups: u64,
     /// Price schedules instead: one daily schedule per tenant, the units a fire costs (tenants
     /// sharing a spec or not), and the month beside one EventBridge Scheduler schedule per tenant;
     /// and how long a burst of `--burst` fires takes to hand over and to deliver.

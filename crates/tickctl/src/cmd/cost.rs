@@ -163,6 +163,7 @@ fn burst(env: &Env, a: &CostArgs, input: &CostInput) -> Result<render::Burst> {
     let sweep = pulse_sweep::PulseConfig::from_env(env, std::time::Duration::from_secs(1))?;
     let b = BurstInput {
         fires: a.burst,
+        groups: a.burst_groups.min(a.burst),
         // A local hour falls on a quarter-hour tick in every zone: the tick fires it.
         start_ms: 0.0,
         latency_ms,
@@ -172,8 +173,10 @@ fn burst(env: &Env, a: &CostArgs, input: &CostInput) -> Result<render::Burst> {
         interval_ms: input.tick_ms as f64,
     };
     let t = burst(&b);
-    // The fires' items hold a transaction's records at most; they land while the sweep fires.
-    let d = drains_input(env, a, a.burst, pulse_sweep::FIRE_CHUNK as u64, t.handover_ms, latency_ms, invoke_ms)?;
+    // A batch item holds a page of a group's members, or a transaction's groups of one; they
+    // land while the sweep fires.
+    let per_item = (a.burst / b.groups).clamp(pulse_sweep::FIRE_CHUNK as u64, pulse_sweep::MEMBER_PAGE as u64);
+    let d = drains_input(env, a, a.burst, per_item, t.handover_ms, latency_ms, invoke_ms)?;
     let delivery = predict(&d);
     Ok(render::Burst { input: b, time: t, done_ms: delivery.done_ms, target_ms, delivery: d })
 }

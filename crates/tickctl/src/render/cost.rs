@@ -315,36 +315,37 @@ pub fn print_schedules(as_json: bool, s: &tickctl::schedules::SchedulesCost, b: 
         "schedules: one daily schedule for each of {} tenants (modelled from a tick firing {} at once)",
         s.tenants, s.fires
     );
-    println!(
-        "  a fire: {:.2} requests, {:.2} read units, {:.2} write units (the same whether tenants share a spec or not:",
-        s.requests_per_fire, s.rcu_per_fire, s.wcu_per_fire
-    );
-    println!("  each fire is its own due record; firing a shared (zone, spec) as a group is not built yet)");
-    println!(
-        "  a month: ${:.2} of DynamoDB units, beside ${:.2} for one EventBridge Scheduler schedule per tenant",
-        s.month_usd, s.scheduler_month_usd
-    );
+    for (what, f) in
+        [("sharing one (zone, spec, name), one group", &s.shared), ("each schedule its own, a group each", &s.distinct)]
+    {
+        println!(
+            "  a fire, tenants {what}: {:.4} requests, {:.4} read units, {:.4} write units; a month ${:.2} of DynamoDB units",
+            f.requests, f.rcu, f.wcu, f.month_usd
+        );
+    }
+    println!("  beside ${:.2} a month for one EventBridge Scheduler schedule per tenant", s.scheduler_month_usd);
     let (i, t) = (&b.input, &b.time);
     println!(
-        "a burst of {} fires due at one local hour ({} ms a request, {} tenants read at once, the tick at their instant, an invocation firing for {:.0} s, a tick every {:.0} s):",
+        "a burst of {} fires in {} group(s) due at one local hour ({} ms a request, {} groups' members read at once, the tick at their instant, an invocation firing for {:.0} s, a tick every {:.0} s):",
         i.fires,
+        i.groups,
         i.latency_ms,
         i.tenant_concurrency,
         i.invocation_ms / 1000.0,
         i.interval_ms / 1000.0
     );
     println!(
-        "  handed to the queue {:.1} s after their instant ({} pages, {} requests, the tenants' {} at a time and the rest one after another, {} sweep invocation(s){})",
+        "  handed to the queue {:.1} s after their instant ({} due pages, {} member pages, {} requests, {} sweep invocation(s){})",
         t.handover_ms / 1000.0,
         t.pages,
+        t.member_pages,
         t.requests,
-        i.tenant_concurrency,
         t.invocations,
         if t.invocations > 1 { ", the rest waiting for the next tick" } else { "" }
     );
     println!(
-        "  (its {:.0} write units go to one due partition at a time, at most 1,000 a second: {:.0} s at the least, however fast the requests)",
-        i.fires as f64 * tickctl::schedules::DUE_WCU_PER_FIRE,
+        "  (its groups' {:.0} record write units go to one due partition at a time, at most 1,000 a second: {:.1} s at the least, however fast the requests)",
+        i.groups as f64 * tickctl::schedules::DUE_WCU_PER_GROUP,
         t.partition_floor_ms / 1000.0
     );
     println!(
@@ -357,7 +358,7 @@ pub fn print_schedules(as_json: bool, s: &tickctl::schedules::SchedulesCost, b: 
             format!("within {:.0} s", b.target_ms / 1000.0)
         } else {
             format!(
-                "NOT within {:.0} s: the sweep fires one record at a time; grouping fires is not built",
+                "NOT within {:.0} s: a group's record is written per group, and the sweep fires one due partition at a time",
                 b.target_ms / 1000.0
             )
         }

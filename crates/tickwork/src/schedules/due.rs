@@ -1,17 +1,29 @@
-//! The sweep's side of the schedules' store: the due index read by key condition, the records'
-//! definitions, the writes that replace fired records, and the state item's `sched_next`.
+//! The sweep's side of the schedules' store: the due index read by key condition, a group's
+//! members a page at a time, its head's count of joins, the writes that move a record on as its
+//! fire goes out, and the state item's `sched_next`.
 
-use std::collections::HashMap;
-
-use super::record::{def_pk, due_bound, due_pk, DueRecord, Schedule, DUE_SHARDS};
-use super::store::{key_pair, Schedules, BATCH_ROUNDS};
+use super::record::{def_pk, due_bound, due_pk, head_key, member_pk, DueRecord, Member, CURSOR, DUE_SHARDS, JOINS};
+use super::store::{member_delete, record_put, Schedules};
 use crate::clock::Millis;
 use crate::error::DbError;
 use crate::item::Item;
 use crate::pager::{fetch_page, Cursor, PageError};
-use crate::schema::{av_n, key, PK, SK};
+use crate::schema::{av_n, av_s, get_i64, key, PK, SK};
 use crate::watermark::{watermark_key, SCHED_ADDS, SCHED_NEXT, SCHED_WAKE};
+use aws_sdk_dynamodb::types::{Delete, TransactWriteItem, Update};
 use std::convert::Infallible;
+
+/// How a record's fire of one page of members ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordEnd {
+    /// More members follow: the record's cursor moves to this member.
+    Advance(String),
+    /// Every member done: the record is replaced by its successor (none: deleted).
+    Replace(Option<DueRecord>),
+    /// The group is done (a one-off fired) or found empty: its record and head (at the `joins`
+    /// read before its members) are deleted.
+    Retire(u64),
+}
 
 impl Schedules {
     /// One page of shard `k`'s records due by `now_ms` (strongly consistent), from `start`; each
@@ -38,79 +50,112 @@ impl Schedules {
         Ok((records, page.next))
     }
 
-    /// The definitions of `records`, by (tenant, name) (eventually consistent BatchGetItem, 100
-    /// keys a request, unprocessed keys retried).
-    pub async fn definitions(
+    /// Up to `limit` members of group `gid` after member `after` (strongly consistent: a member
+    /// just joined is seen): each member, or its tenant and what is wrong with it; and whether
+    /// more follow.
+    pub async fn members_page(
         &self,
-        records: &[&DueRecord],
-    ) -> Result<HashMap<(String, String), Result<Schedule, String>>, DbError> {
-        let mut out = HashMap::new();
-        let mut keys: Vec<Item> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for r in records {
-            if seen.insert((r.tenant.clone(), r.name.clone())) {
-                keys.push(key(def_pk(&self.job, &r.tenant), &r.name));
-            }
-        }
-        // Strongly consistent: a definition read a moment stale (just added, changed or resumed)
-        // would drop its new record as another's.
-        for item in self.db.batch_get_all(&self.table, keys, true, BATCH_ROUNDS).await? {
-            // Named by its key, so that one that does not read is isolated, not taken for a
-            // schedule removed.
-            let prefix = def_pk(&self.job, "");
-            let tenant = crate::schema::get_s(&item, PK).and_then(|p| p.strip_prefix(prefix.as_str()));
-            let (Some(tenant), Some(name)) = (tenant, crate::schema::get_s(&item, SK)) else { continue };
-            let s = Schedule::from_item(&item).map_err(|e| e.to_string());
-            out.insert((tenant.to_string(), name.to_string()), s);
-        }
-        Ok(out)
-    }
-
-    /// The writes that replace fired records, for the sweep's transaction with the fires' queue
-    /// items (all or nothing: a fire is enqueued exactly when its record moves on): each
-    /// successor put, each fired record deleted (only if still there: another writer that moved
-    /// it cancels the transaction), each finished one-off's definition deleted (only if still the
-    /// version fired: a one-off added again under its name meanwhile stays).
-    pub fn replace_items(
-        &self,
-        next: &[DueRecord],
-        done: &[Item],
-        finished: &[(String, String, u64)],
-    ) -> Vec<aws_sdk_dynamodb::types::TransactWriteItem> {
-        use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
-        // A successor can have the key of the record it replaces (a record recomputed to the same
-        // instant): it is put, not deleted, and a transaction may not name a key twice (nor two
-        // successors one key).
-        let mut put_keys = std::collections::HashSet::new();
-        let next: Vec<&DueRecord> = next.iter().filter(|r| put_keys.insert(key_pair(&r.key(&self.job)))).collect();
-        let mut out: Vec<TransactWriteItem> = next
+        gid: &str,
+        after: Option<&str>,
+        limit: i32,
+    ) -> Result<(Vec<Result<Member, (String, String)>>, bool), PageError<Infallible>> {
+        let query = self.partition(member_pk(&self.job, gid), None);
+        let start = after.map(|t| Cursor::encode(&key(member_pk(&self.job, gid), t))).transpose()?;
+        let page = fetch_page(&self.db, &query, start.as_ref(), limit).await?;
+        let members = page
+            .items
             .iter()
-            .map(|r| {
-                let put = Put::builder().table_name(&self.table).set_item(Some(r.to_item(&self.job))).build();
-                TransactWriteItem::builder().put(put.expect("put has table and item")).build()
+            .map(|i| {
+                Member::from_item(i)
+                    .map_err(|e| (crate::schema::get_s(i, SK).unwrap_or_default().to_string(), e.to_string()))
             })
             .collect();
-        out.extend(done.iter().filter(|k| !put_keys.contains(&key_pair(k))).map(|k| {
+        Ok((members, page.next.is_some()))
+    }
+
+    /// Group `gid`'s count of joins (strongly consistent); `None` when it has no head.
+    pub async fn head_joins(&self, gid: &str) -> Result<Option<u64>, DbError> {
+        let item = self.db.get_strong(&self.table, head_key(&self.job, gid)).await?;
+        Ok(item.map(|i| get_i64(&i, JOINS).unwrap_or(0).max(0) as u64))
+    }
+
+    /// The writes of one page of `rec`'s fire, for the sweep's transaction with the page's queue
+    /// items (all or nothing: the members' fires are queued exactly when the record moves past
+    /// them). Every write to the record is conditional on the cursor the sweep read, so a page
+    /// written twice (a retry after a lost answer, another sweep) cancels instead of firing again.
+    /// `finished` are members of a one-off group that is done (tenant, the definition's `ver`):
+    /// their memberships and definitions go too (a definition only if still the version fired).
+    pub fn record_items(&self, rec: &DueRecord, end: &RecordEnd, finished: &[(String, u64)]) -> Vec<TransactWriteItem> {
+        let gid = rec.group.id();
+        let (cond, mut names, mut values) = match &rec.cursor {
+            Some(c) => {
+                ("attribute_exists(#pk) AND #c = :seen", vec![("#pk", PK), ("#c", CURSOR)], vec![(":seen", av_s(c))])
+            }
+            None => ("attribute_exists(#pk) AND attribute_not_exists(#c)", vec![("#pk", PK), ("#c", CURSOR)], vec![]),
+        };
+        let mut out = Vec::new();
+        match end {
+            RecordEnd::Advance(to) => {
+                values.push((":to", av_s(to)));
+                let mut u = Update::builder()
+                    .table_name(&self.table)
+                    .set_key(Some(rec.key(&self.job)))
+                    .update_expression("SET #c = :to")
+                    .condition_expression(cond);
+                for (k, v) in names.drain(..) {
+                    u = u.expression_attribute_names(k, v);
+                }
+                for (k, v) in values.drain(..) {
+                    u = u.expression_attribute_values(k, v);
+                }
+                out.push(TransactWriteItem::builder().update(u.build().expect("update is whole")).build());
+            }
+            RecordEnd::Replace(_) | RecordEnd::Retire(_) => {
+                let next = match end {
+                    RecordEnd::Replace(n) => n.as_ref(),
+                    _ => None,
+                };
+                // A successor with the record's own key (recomputed to the same instant) replaces
+                // it by its put alone: a transaction names a key once.
+                if next.is_none_or(|n| n.key(&self.job) != rec.key(&self.job)) {
+                    let mut d = Delete::builder()
+                        .table_name(&self.table)
+                        .set_key(Some(rec.key(&self.job)))
+                        .condition_expression(cond);
+                    for (k, v) in names.drain(..) {
+                        d = d.expression_attribute_names(k, v);
+                    }
+                    for (k, v) in values.drain(..) {
+                        d = d.expression_attribute_values(k, v);
+                    }
+                    out.push(TransactWriteItem::builder().delete(d.build().expect("delete is whole")).build());
+                }
+                out.extend(next.map(|n| record_put(&self.table, &self.job, n)));
+                if let RecordEnd::Retire(joins) = end {
+                    let d = Delete::builder()
+                        .table_name(&self.table)
+                        .set_key(Some(head_key(&self.job, &gid)))
+                        .condition_expression("#j = :j")
+                        .expression_attribute_names("#j", JOINS)
+                        .expression_attribute_values(":j", av_n(*joins))
+                        .build()
+                        .expect("delete is whole");
+                    out.push(TransactWriteItem::builder().delete(d).build());
+                }
+            }
+        }
+        for (tenant, ver) in finished {
+            out.push(member_delete(&self.table, &self.job, &gid, tenant));
             let del = Delete::builder()
                 .table_name(&self.table)
-                .set_key(Some(k.clone()))
-                .condition_expression("attribute_exists(#pk)")
-                .expression_attribute_names("#pk", PK)
-                .build()
-                .expect("delete has table and key");
-            TransactWriteItem::builder().delete(del).build()
-        }));
-        out.extend(finished.iter().map(|(t, n, ver)| {
-            let del = Delete::builder()
-                .table_name(&self.table)
-                .set_key(Some(key(def_pk(&self.job, t), n)))
+                .set_key(Some(key(def_pk(&self.job, tenant), &rec.group.name)))
                 .condition_expression("attribute_not_exists(#ver) OR #ver = :ver")
                 .expression_attribute_names("#ver", "ver")
                 .expression_attribute_values(":ver", av_n(*ver))
                 .build()
                 .expect("delete has table and key");
-            TransactWriteItem::builder().delete(del).build()
-        }));
+            out.push(TransactWriteItem::builder().delete(del).build());
+        }
         out
     }
 

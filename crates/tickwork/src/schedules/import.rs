@@ -1,25 +1,32 @@
 //! Many schedules at once (`tickctl schedules import`, an application's migration): each new
-//! schedule's definition and first due record written together, 49 schedules a transaction with
-//! the state item's `sched_next` lowered to the earliest of them ([`super::commit`]). A million
-//! schedules are about 41,000 requests (a read of the state item and a transaction a chunk), not
-//! the three a schedule [`Schedules::put`] makes.
+//! schedule's definition and membership written together, up to 49 schedules a transaction with
+//! their groups' heads (counted, or put with the group's first record) and the state item's
+//! `sched_next` lowered to the earliest new record ([`super::commit`]). A million schedules
+//! sharing a few groups are about 41,000 requests (a read of the state item, of the chunk's heads,
+//! and a transaction a chunk), not the four a schedule [`Schedules::put`] makes.
 //!
 //! A schedule that already exists is not overwritten here: its chunk's transaction is cancelled
 //! by it, and that chunk is written one schedule at a time through [`Schedules::put`] (same
 //! definition: unchanged; another: changed, owed from now). A crash between chunks loses
 //! nothing: the written chunks are whole, and running the import again finds them unchanged.
 
+use std::collections::BTreeMap;
+
 use super::commit::{commit, Committed};
 use super::error::{ScheduleError, SpecError};
-use super::fire::first_record;
-use super::record::Schedule;
+use super::fire::member_of;
+use super::record::{Group, Member, Schedule};
 use super::spec::ScheduleDef;
-use super::store::{next_ver, record_put, Changed, Schedules};
+use super::store::{member_put, next_ver, record_put, Changed, Schedules};
 use crate::calendar::Policy;
+use crate::error::DbError;
 use crate::schema::put_new_item;
 
-/// Schedules a transaction: two writes each, beside the state item's.
-const CHUNK: usize = 49;
+/// A transaction's writes at most: DynamoDB's 100, less the state item's.
+const MAX_WRITES: usize = 99;
+
+/// Attempts of a chunk whose heads change between their read and its transaction.
+const ATTEMPTS: u32 = 8;
 
 /// What an import did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -42,7 +49,7 @@ impl Schedules {
         policy: &Policy,
     ) -> Result<Imported, ScheduleError> {
         let now = self.clock_now();
-        let mut firsts = Vec::with_capacity(rows.len());
+        let mut firsts: Vec<(Schedule, Group, Member)> = Vec::with_capacity(rows.len());
         let mut seen = std::collections::HashSet::new();
         for (i, (tenant, zone, def)) in rows.iter().enumerate() {
             let row = |e: SpecError| SpecError(format!("row {} (`{tenant}` `{}`): {}", i + 1, def.name, e.0));
@@ -50,29 +57,38 @@ impl Schedules {
             if !seen.insert((tenant.as_str(), def.name.as_str())) {
                 return Err(row(SpecError("named twice".into())).into());
             }
-            let s = Schedule {
+            let mut s = Schedule {
                 tenant: tenant.clone(),
                 def: def.clone(),
                 paused: false,
                 ver: next_ver(None, now),
                 since_ms: now,
+                group: None,
             };
-            let record = first_record(&s, zone).map_err(row)?;
-            firsts.push((s, record));
+            let (g, m) = member_of(&s, zone).map_err(row)?;
+            s.group = Some(g.id());
+            firsts.push((s, g, m));
         }
         let mut out = Imported::default();
-        for (chunk, rows) in firsts.chunks(CHUNK).zip(rows.chunks(CHUNK)) {
-            let mut writes = Vec::with_capacity(chunk.len() * 2);
-            for (s, r) in chunk {
-                writes.push(put_new_item(&self.table, s.to_item(&self.job)));
-                writes.extend(r.as_ref().map(|r| record_put(&self.table, &self.job, r)));
+        let mut at = 0;
+        while at < firsts.len() {
+            // Rows while their writes (two each, and two for each new group) fit a transaction.
+            let (mut end, mut groups) = (at, std::collections::BTreeSet::new());
+            while end < firsts.len() {
+                let new_group = !groups.contains(&firsts[end].1.id());
+                let writes = 2 * (end - at + 1) + 2 * (groups.len() + usize::from(new_group));
+                if writes > MAX_WRITES {
+                    break;
+                }
+                groups.insert(firsts[end].1.id());
+                end += 1;
             }
-            let due = chunk.iter().filter_map(|(_, r)| r.as_ref().map(|r| r.due_ms)).min();
-            match commit(&self.db, &self.table, &self.job, writes, due).await? {
-                Committed::Written => out.added += chunk.len() as u64,
+            let chunk = &firsts[at..end];
+            match self.import_chunk(chunk).await? {
+                true => out.added += chunk.len() as u64,
                 // A schedule of the chunk exists: the chunk one schedule at a time.
-                Committed::ConditionFailed(_) => {
-                    for (tenant, zone, def) in rows {
+                false => {
+                    for (tenant, zone, def) in &rows[at..end] {
                         match self.put(tenant, zone, def.clone(), policy).await? {
                             Changed::Added => out.added += 1,
                             Changed::Changed => out.changed += 1,
@@ -81,7 +97,43 @@ impl Schedules {
                     }
                 }
             }
+            at = end;
         }
         Ok(out)
+    }
+
+    /// One chunk of new schedules: `false` when one of them exists (nothing written).
+    async fn import_chunk(&self, chunk: &[(Schedule, Group, Member)]) -> Result<bool, ScheduleError> {
+        let mut by_group: BTreeMap<String, (&Group, &Member, u64)> = BTreeMap::new();
+        for (_, g, m) in chunk {
+            by_group.entry(g.id()).or_insert((g, m, 0)).2 += 1;
+        }
+        for _ in 0..ATTEMPTS {
+            let mut writes = Vec::new();
+            for (s, g, m) in chunk {
+                writes.push(put_new_item(&self.table, s.to_item(&self.job)));
+                writes.push(member_put(&self.table, &self.job, &g.id(), m));
+            }
+            let defs = writes.len();
+            let mut due: Option<i64> = None;
+            for (g, m, n) in by_group.values() {
+                // The group's first record owed after the earliest member's instant: every member
+                // of an import is owed from the same `now`, or a one-off from its own instant.
+                let first = chunk.iter().filter(|(_, cg, _)| cg.id() == g.id()).map(|(_, _, cm)| cm.owed_ms).min();
+                let m = Member { owed_ms: first.unwrap_or(m.owed_ms), ..(*m).clone() };
+                let (head, record) = self.join_items(g, &m, *n).await?;
+                writes.push(head);
+                if let Some(r) = record {
+                    due = Some(due.map_or(r.due_ms, |d: i64| d.min(r.due_ms)));
+                    writes.push(record_put(&self.table, &self.job, &r));
+                }
+            }
+            match commit(&self.db, &self.table, &self.job, writes, due).await? {
+                Committed::Written => return Ok(true),
+                Committed::ConditionFailed(i) if i < defs => return Ok(false),
+                Committed::ConditionFailed(_) => continue,
+            }
+        }
+        Err(DbError::Contended { what: "the heads of an import's groups".into(), attempts: ATTEMPTS }.into())
     }
 }

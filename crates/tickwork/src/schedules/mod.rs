@@ -6,10 +6,11 @@
 //! - [`cron`]: the 5-field expression, matched against nominal local times;
 //! - [`occurrence`]: the instants those times name under the DST policy, each fire's key, the
 //!   stable spread, and the catch-up policy applied to fires;
-//! - [`record`]: how a schedule and its next fire are stored (the due index);
-//! - [`fire`]: what the sweep does with a due record (pure);
+//! - [`record`]: how a schedule, its group (tenants sharing zone, spec, policy, name and spread
+//!   offset), the group's members and its next fire are stored (the due index);
+//! - [`fire`]: what the sweep does with a group's due record and each member (pure);
 //! - [`store`]: the reads and writes of schedules; `due`: the sweep's reads and writes of the due
-//!   index.
+//!   index and the groups.
 
 mod commit;
 pub mod cron;
@@ -25,10 +26,11 @@ pub mod store;
 #[cfg(test)]
 mod oracle_tests;
 
+pub use due::RecordEnd;
 pub use error::{ScheduleError, SpecError};
-pub use fire::{first_record, plan, upcoming, FirePlan, TenantNow};
+pub use fire::{first_record, member_fires, member_of, plan, upcoming, FirePlan, MemberFires, TenantNow};
 pub use import::Imported;
 pub use occurrence::{between, catch_up, next_after, occurrence_key, resolve, spread_ms, Occurrence};
-pub use record::{due_shard, DueRecord, Schedule, DUE_SHARDS, SCHED_KIND};
+pub use record::{due_shard, DueRecord, Group, Member, Schedule, DUE_SHARDS, SCHED_KIND};
 pub use spec::{Dst, Fold, Gap, MonthDay, ScheduleDef, Spec};
 pub use store::{Changed, Schedules, ONE_OFF_MARGIN_MS};

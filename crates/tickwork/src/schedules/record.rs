@@ -1,27 +1,39 @@
-//! How schedules are stored: a definition item per (tenant, name) and one due record per active
-//! schedule, both in the control table; keys and item codecs, pure.
+//! How schedules are stored: a definition per (tenant, name); tenants whose schedules share a
+//! (zone, spec, DST policy, name, spread offset) are members of one **group**, and the due index
+//! holds one record per group, not per schedule. Keys and item codecs, pure.
 //!
 //! ## Items (control table)
 //! | item | `pk` | `sk` |
 //! |---|---|---|
 //! | definition | `sched#<job>#<tenant>` | `<name>` |
-//! | due record | `sdue#<job>#<k>` | `<due ms, 13 digits>#<tenant>#<name>` |
+//! | member | `smem#<job>#<group>` | `<tenant>` |
+//! | group head | `shead#<job>#<group>` | `-` |
+//! | due record | `sdue#<job>#<k>` | `<due ms, 15 digits>#<group>` |
+//!
+//! Why groups: a million tenants' `daily 08:00` in one zone are one due record and one fire a
+//! day, whose members are read a page (a thousand) at a time and handed to the queue as batch
+//! items of shared units, like the calendar's zone groups. A fire then costs its unit's bytes in a
+//! batch item, not a record replaced per tenant (about 4 write units before groups).
 //!
 //! Why the control table: the sweep that fires them already reads it strongly consistently (a due
 //! record just written is seen, where an index would lag and a schedule could fire a day late),
-//! and its key prefixes are what the template's IAM conditions name. Why a due record apart from
-//! the definition: the due index is the sort key itself, so "what is due by now" is one key
-//! condition on each of [`DUE_SHARDS`] partitions (never a scan), and firing replaces a small
-//! record (a put and a delete) without rewriting the definition.
+//! and its key prefixes are what the template's IAM conditions name. The due index is the sort key
+//! itself, so "what is due by now" is one key condition on each of [`DUE_SHARDS`] partitions.
 //!
-//! A definition's `ver` moves on every change (spec, pause, resume, zone move); the due record
-//! carries the `ver` it was computed from. A record whose definition moved on is stale: the change
-//! wrote its successor, and the sweep deletes the stale one unfired when it comes due.
+//! ## Invariants
+//! - A definition that is active names its group (`grp`), and the group holds it as a member;
+//!   both are written in one transaction (a change moves the member from its old group to its new).
+//! - A group has a head exactly while it has a due record: a writer that finds no head writes the
+//!   head and the group's first record together; the sweep deletes both together, when a group is
+//!   found empty or a one-off group is done. Two records of one group would fire its members twice.
+//! - A member carries the instant its schedule is owed from: a group's fire hands over an
+//!   occurrence only to the members owed it.
 
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
+use super::occurrence::spread_ms;
 use super::spec::{Dst, ScheduleDef, Spec, SpecError};
 use crate::clock::Millis;
 use crate::item::Item;
@@ -31,9 +43,8 @@ use crate::schema::{av_n, av_s, get_bool, get_i64, get_s, PK, SK};
 /// (`sched#<tenant>#<name>#<occurrence>`): the worker's handler for it is registered under this.
 pub const SCHED_KIND: &str = "sched";
 
-/// Partitions the due records spread over: a million fires in one minute are a million record
-/// writes, more than one partition takes (1,000 WCU/s) within the minute. Changing it would strand
-/// records under the old count, so it is a constant.
+/// Partitions the due records spread over: groups due at one minute are written across them.
+/// Changing it would strand records under the old count, so it is a constant.
 pub const DUE_SHARDS: u32 = 4;
 
 /// A stored schedule: its definition, whose it is, and its state.
@@ -43,29 +54,57 @@ pub struct Schedule {
     pub tenant: String,
     /// What it says.
     pub def: ScheduleDef,
-    /// Paused: no record, nothing fires.
+    /// Paused: in no group, nothing fires.
     pub paused: bool,
     /// Moves on every change.
     pub ver: u64,
     /// Occurrences at or before this instant are not owed (when it was added or last changed).
     pub since_ms: Millis,
+    /// The group it is a member of ([`Group::id`]); none while paused.
+    pub group: Option<String>,
 }
 
-/// The next fire of one schedule, waiting in the due index.
+/// What the members of a group share: everything that decides a fire's instant and key.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DueRecord {
-    /// When it is due: its occurrence's instant plus the schedule's spread.
-    pub due_ms: Millis,
+pub struct Group {
+    /// The zone its occurrences are computed in (the members' tenants', when they joined).
+    pub zone: String,
+    /// The spec.
+    pub spec: Spec,
+    /// The DST policy.
+    pub dst: Dst,
+    /// The schedules' name (a unit's key holds it).
+    pub name: String,
+    /// The members' spread offset ([`spread_ms`]: whole minutes, so a 30-minute spread makes at
+    /// most 30 groups of a (zone, spec, name)).
+    pub offset_ms: Millis,
+}
+
+/// A member of a group: one tenant's schedule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
     /// The tenant.
     pub tenant: String,
-    /// The schedule's name.
-    pub name: String,
-    /// The definition's `ver` it was computed from.
+    /// The definition's `ver` (a finished one-off's definition is deleted at it).
     pub ver: u64,
-    /// The zone its occurrence was computed in (the tenant's, then).
-    pub zone: String,
-    /// Occurrences at or before this instant were handled (fired or passed over) or not owed.
+    /// When the schedule was added or last changed (a fire is not expected before it).
+    pub since_ms: Millis,
+    /// Occurrences after this instant are owed to it.
+    pub owed_ms: Millis,
+}
+
+/// A group's next fire, waiting in the due index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueRecord {
+    /// When it is due: its occurrence's instant plus the group's spread offset.
+    pub due_ms: Millis,
+    /// The group.
+    pub group: Group,
+    /// Occurrences at or before this instant were handled (fired or passed over).
     pub after_ms: Millis,
+    /// The last member this record's fire handed over, while a large group is fired a page at a
+    /// time (a crash resumes after it).
+    pub cursor: Option<String>,
 }
 
 /// The definition item's `pk` for `tenant`'s schedules.
@@ -73,23 +112,31 @@ pub fn def_pk(job: &str, tenant: &str) -> String {
     format!("sched#{job}#{tenant}")
 }
 
+/// The members' partition of group `gid`.
+pub fn member_pk(job: &str, gid: &str) -> String {
+    format!("smem#{job}#{gid}")
+}
+
+/// Group `gid`'s head item's key.
+pub fn head_key(job: &str, gid: &str) -> Item {
+    crate::schema::key(format!("shead#{job}#{gid}"), "-")
+}
+
 /// The due partition of shard `k`.
 pub fn due_pk(job: &str, k: u32) -> String {
     format!("sdue#{job}#{k}")
 }
 
-/// The shard of `(tenant, name)`'s due records: stable, from a digest.
-pub fn due_shard(tenant: &str, name: &str) -> u32 {
-    use sha2::Digest;
-    let d =
-        sha2::Sha256::new().chain_update(tenant.as_bytes()).chain_update(b"#").chain_update(name.as_bytes()).finalize();
-    u32::from_be_bytes(d[..4].try_into().expect("4 bytes")) % DUE_SHARDS
+/// The shard of group `gid`'s due records: stable, from its id (itself a digest).
+pub fn due_shard(gid: &str) -> u32 {
+    let n = u32::from_str_radix(gid.get(..8).unwrap_or("0"), 16).unwrap_or(0);
+    n % DUE_SHARDS
 }
 
 /// A due record's sort key: due instant first, so "due by now" is a key condition. Fifteen digits:
 /// every instant up to the year 9999 (the latest a one-off can name) sorts by its value.
-pub fn due_sk(due_ms: Millis, tenant: &str, name: &str) -> String {
-    format!("{:015}#{tenant}#{name}", due_ms.max(0))
+pub fn due_sk(due_ms: Millis, gid: &str) -> String {
+    format!("{:015}#{gid}", due_ms.max(0))
 }
 
 /// The exclusive upper bound of the sort keys due at or before `now_ms`.
@@ -109,11 +156,19 @@ const NAME: &str = "name";
 const ZONE: &str = "zone";
 const AFTER: &str = "after";
 const DUE: &str = "due";
+const GRP: &str = "grp";
+const OFFSET: &str = "offset";
+const OWED: &str = "owed";
+/// The record's member cursor attribute (the sweep's conditions name it).
+pub const CURSOR: &str = "cursor";
+/// The head's count of members that joined (a writer's join moves it, so the sweep's deletion of
+/// a head it read before the join is refused).
+pub const JOINS: &str = "joins";
 
 impl Schedule {
     /// The definition item.
     pub fn to_item(&self, job: &str) -> Item {
-        HashMap::from([
+        let mut item = HashMap::from([
             (PK.to_string(), av_s(def_pk(job, &self.tenant))),
             (SK.to_string(), av_s(&self.def.name)),
             (TENANT.to_string(), av_s(&self.tenant)),
@@ -124,7 +179,11 @@ impl Schedule {
             (PAUSED.to_string(), AttributeValue::Bool(self.paused)),
             (VER.to_string(), av_n(self.ver)),
             (SINCE.to_string(), av_n(self.since_ms)),
-        ])
+        ]);
+        if let Some(g) = &self.group {
+            item.insert(GRP.to_string(), av_s(g));
+        }
+        item
     }
 
     /// A definition item read back; an error names what is wrong with it.
@@ -140,6 +199,7 @@ impl Schedule {
             paused: get_bool(item, PAUSED).unwrap_or(false),
             ver: get_i64(item, VER).unwrap_or(0).max(0) as u64,
             since_ms: get_i64(item, SINCE).unwrap_or(0),
+            group: get_s(item, GRP).map(str::to_string),
         })
     }
 
@@ -151,40 +211,114 @@ impl Schedule {
     }
 }
 
+impl Group {
+    /// The group of `tenant`'s schedule `def` in `zone`.
+    pub fn of(tenant: &str, def: &ScheduleDef, zone: &str) -> Group {
+        Group {
+            zone: zone.to_string(),
+            spec: def.spec.clone(),
+            dst: def.dst,
+            name: def.name.clone(),
+            offset_ms: spread_ms(tenant, &def.name, def.spread_min),
+        }
+    }
+
+    /// Its id: a digest of what its members share (SHA-256, the first 16 bytes in hex), so that
+    /// every writer finds one group for one (zone, spec, policy, name, offset).
+    pub fn id(&self) -> String {
+        use sha2::Digest;
+        let text = format!(
+            "{}\n{}\n{}\n{}\n{}\n{}",
+            self.zone, self.spec, self.dst.gap, self.dst.fold, self.name, self.offset_ms
+        );
+        let d = sha2::Sha256::digest(text.as_bytes());
+        d[..16].iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn write_to(&self, item: &mut Item) {
+        item.extend([
+            (ZONE.to_string(), av_s(&self.zone)),
+            (SPEC.to_string(), av_s(self.spec.to_string())),
+            (GAP.to_string(), av_s(self.dst.gap.to_string())),
+            (FOLD.to_string(), av_s(self.dst.fold.to_string())),
+            (NAME.to_string(), av_s(&self.name)),
+            (OFFSET.to_string(), av_n(self.offset_ms)),
+        ]);
+    }
+
+    fn read_from(item: &Item) -> Result<Group, SpecError> {
+        let s = |n: &str| get_s(item, n).ok_or_else(|| SpecError(format!("group item without `{n}`")));
+        Ok(Group {
+            zone: s(ZONE)?.to_string(),
+            spec: s(SPEC)?.parse()?,
+            dst: Dst { gap: s(GAP)?.parse()?, fold: s(FOLD)?.parse()? },
+            name: s(NAME)?.to_string(),
+            offset_ms: get_i64(item, OFFSET).ok_or_else(|| SpecError("group item without `offset`".into()))?,
+        })
+    }
+
+    /// The head item of a group with one member joined (what its first writer puts).
+    pub fn head_item(&self, job: &str) -> Item {
+        let mut item = head_key(job, &self.id());
+        self.write_to(&mut item);
+        item.insert(JOINS.to_string(), av_n(1));
+        item
+    }
+}
+
+impl Member {
+    /// The member item in group `gid`.
+    pub fn to_item(&self, job: &str, gid: &str) -> Item {
+        HashMap::from([
+            (PK.to_string(), av_s(member_pk(job, gid))),
+            (SK.to_string(), av_s(&self.tenant)),
+            (VER.to_string(), av_n(self.ver)),
+            (SINCE.to_string(), av_n(self.since_ms)),
+            (OWED.to_string(), av_n(self.owed_ms)),
+        ])
+    }
+
+    /// A member read back.
+    pub fn from_item(item: &Item) -> Result<Self, SpecError> {
+        let n = |n: &str| get_i64(item, n).ok_or_else(|| SpecError(format!("member without `{n}`")));
+        Ok(Member {
+            tenant: get_s(item, SK).ok_or_else(|| SpecError("member without its tenant".into()))?.to_string(),
+            ver: n(VER)?.max(0) as u64,
+            since_ms: n(SINCE)?,
+            owed_ms: n(OWED)?,
+        })
+    }
+}
+
 impl DueRecord {
     /// The record's key.
     pub fn key(&self, job: &str) -> Item {
+        let gid = self.group.id();
         HashMap::from([
-            (PK.to_string(), av_s(due_pk(job, due_shard(&self.tenant, &self.name)))),
-            (SK.to_string(), av_s(due_sk(self.due_ms, &self.tenant, &self.name))),
+            (PK.to_string(), av_s(due_pk(job, due_shard(&gid)))),
+            (SK.to_string(), av_s(due_sk(self.due_ms, &gid))),
         ])
     }
 
     /// The record item.
     pub fn to_item(&self, job: &str) -> Item {
         let mut item = self.key(job);
-        item.extend([
-            (TENANT.to_string(), av_s(&self.tenant)),
-            (NAME.to_string(), av_s(&self.name)),
-            (VER.to_string(), av_n(self.ver)),
-            (ZONE.to_string(), av_s(&self.zone)),
-            (AFTER.to_string(), av_n(self.after_ms)),
-            (DUE.to_string(), av_n(self.due_ms)),
-        ]);
+        self.group.write_to(&mut item);
+        item.extend([(AFTER.to_string(), av_n(self.after_ms)), (DUE.to_string(), av_n(self.due_ms))]);
+        if let Some(c) = &self.cursor {
+            item.insert(CURSOR.to_string(), av_s(c));
+        }
         item
     }
 
     /// A record read back.
     pub fn from_item(item: &Item) -> Result<Self, SpecError> {
-        let s = |n: &str| get_s(item, n).ok_or_else(|| SpecError(format!("due record without `{n}`")));
         let n = |n: &str| get_i64(item, n).ok_or_else(|| SpecError(format!("due record without `{n}`")));
         Ok(DueRecord {
             due_ms: n(DUE)?,
-            tenant: s(TENANT)?.to_string(),
-            name: s(NAME)?.to_string(),
-            ver: n(VER)?.max(0) as u64,
-            zone: s(ZONE)?.to_string(),
+            group: Group::read_from(item)?,
             after_ms: n(AFTER)?,
+            cursor: get_s(item, CURSOR).map(str::to_string),
         })
     }
 }
@@ -193,32 +327,52 @@ impl DueRecord {
 mod tests {
     use super::*;
 
+    fn group(zone: &str, tenant: &str, spread: u32) -> Group {
+        let def = ScheduleDef::new("nudge", "weekly mon-fri 08:00".parse().unwrap(), spread, Dst::default()).unwrap();
+        Group::of(tenant, &def, zone)
+    }
+
     #[test]
     fn items_read_back_and_due_keys_sort_by_instant() {
         let def = ScheduleDef::new("nudge", "weekly mon-fri 08:00".parse().unwrap(), 30, Dst::default()).unwrap();
-        let s = Schedule { tenant: "acme".into(), def, paused: false, ver: 3, since_ms: 1_000 };
+        let s =
+            Schedule { tenant: "acme".into(), def, paused: false, ver: 3, since_ms: 1_000, group: Some("ab".into()) };
         assert_eq!(Schedule::from_item(&s.to_item("pulse-sweep")).unwrap(), s);
         let r = DueRecord {
             due_ms: 1_796_000_000_000,
-            tenant: "acme".into(),
-            name: "nudge".into(),
-            ver: 3,
-            zone: "Europe/Berlin".into(),
+            group: group("Europe/Berlin", "acme", 30),
             after_ms: 5,
+            cursor: Some("t9".into()),
         };
         let item = r.to_item("pulse-sweep");
         assert_eq!(DueRecord::from_item(&item).unwrap(), r);
         assert!(get_s(&item, PK).unwrap().starts_with("sdue#pulse-sweep#"));
+        let m = Member { tenant: "acme".into(), ver: 3, since_ms: 7, owed_ms: 6 };
+        assert_eq!(Member::from_item(&m.to_item("pulse-sweep", "g")).unwrap(), m);
         // Due at or before `now` sorts below the bound; a millisecond later does not.
-        let sk = due_sk(r.due_ms, "acme", "nudge");
+        let sk = due_sk(r.due_ms, "g");
         assert!(sk.as_str() < due_bound(r.due_ms).as_str());
         assert!(sk.as_str() >= due_bound(r.due_ms - 1).as_str());
-        assert!(due_sk(999, "z", "z") < due_sk(1_000, "a", "a"), "zero-padded: the instant decides");
+        assert!(due_sk(999, "ff") < due_sk(1_000, "00"), "zero-padded: the instant decides");
         // A one-off in 2300 (14 digits of milliseconds) sorts after today's records.
         let y2300 = "2300-01-01T00:00:00Z".parse::<jiff::Timestamp>().unwrap().as_millisecond();
-        assert!(due_sk(y2300, "a", "a") > due_sk(r.due_ms, "z", "z"));
+        assert!(due_sk(y2300, "00") > due_sk(r.due_ms, "ff"));
+    }
+
+    #[test]
+    fn tenants_sharing_zone_spec_name_and_offset_share_a_group_and_others_do_not() {
+        let a = group("Europe/Berlin", "acme", 0);
+        assert_eq!(a.id(), group("Europe/Berlin", "beta", 0).id(), "no spread: one group for the zone's 08:00");
+        assert_ne!(a.id(), group("Europe/London", "acme", 0).id());
+        let def = ScheduleDef::new("other", "weekly mon-fri 08:00".parse().unwrap(), 0, Dst::default()).unwrap();
+        assert_ne!(a.id(), Group::of("acme", &def, "Europe/Berlin").id(), "another name");
+        // A 30-minute spread: at most 30 groups, many tenants each.
+        let ids: std::collections::BTreeSet<String> =
+            (0..1000).map(|i| group("Europe/Berlin", &format!("t{i}"), 30).id()).collect();
+        assert!(ids.len() <= 30 && ids.len() > 20, "{}", ids.len());
         // Spread over every shard.
-        let shards: std::collections::BTreeSet<u32> = (0..100).map(|i| due_shard(&format!("t{i}"), "n")).collect();
+        let shards: std::collections::BTreeSet<u32> =
+            (0..100).map(|i| due_shard(&group(&format!("Etc/GMT+{}", i % 12), "t", i).id())).collect();
         assert_eq!(shards.len() as u32, DUE_SHARDS);
     }
 }

@@ -1,15 +1,18 @@
 //! Schedules in the control table ([`super::record`] says which items): add, change, pause,
-//! resume, remove, retarget to a tenant's new zone. Every change writes the definition and its
-//! first due record in one transaction with the state item's `sched_next` ([`super::commit`]), so
-//! no sweep can move `sched_next` past a record it has not seen, whatever crashes between.
+//! resume, remove, retarget to a tenant's new zone. Every change writes the definition, its
+//! membership (out of its old group, into its new) and, for a group that has no head yet, the head
+//! and the group's first due record, in one transaction with the state item's `sched_next`
+//! ([`super::commit`]), so no sweep can move `sched_next` past a record it has not seen, whatever
+//! crashes between. A join to a group that has a head counts itself on the head (`joins`): a sweep
+//! that read the head before the join and found the group empty cannot delete it under the join.
 
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
-use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, WriteRequest};
+use aws_sdk_dynamodb::types::{DeleteRequest, WriteRequest};
 
 use super::commit::{commit, Committed};
 use super::error::{ScheduleError, SpecError};
-use super::fire::first_record;
-use super::record::{def_pk, DueRecord, Schedule};
+use super::fire::{first_record, member_of};
+use super::record::{def_pk, head_key, member_pk, DueRecord, Group, Member, Schedule, JOINS};
 use super::spec::ScheduleDef;
 use crate::calendar::{CatchUp, Policy};
 use crate::clock::{Millis, SharedClock};
@@ -114,7 +117,14 @@ impl Schedules {
             return Ok(Changed::Unchanged);
         }
         let paused = old.as_ref().is_some_and(|o| o.paused);
-        let s = Schedule { tenant: tenant.to_string(), def, paused, ver: next_ver(old.as_ref(), now), since_ms: now };
+        let s = Schedule {
+            tenant: tenant.to_string(),
+            def,
+            paused,
+            ver: next_ver(old.as_ref(), now),
+            since_ms: now,
+            group: None,
+        };
         self.write(&s, old.as_ref(), (!paused).then_some(zone)).await?;
         Ok(if old.is_some() { Changed::Changed } else { Changed::Added })
     }
@@ -208,61 +218,131 @@ impl Schedules {
         Ok(n)
     }
 
-    /// Removes a schedule (its due record fires nothing: the sweep drops it when it comes due);
-    /// `false` when there was none.
+    /// Removes a schedule and its membership in one transaction (the group's record fires
+    /// nothing for it); `false` when there was none.
     pub async fn remove(&self, tenant: &str, name: &str) -> Result<bool, ScheduleError> {
-        let req = self
-            .db
-            .client()
-            .delete_item()
-            .table_name(&self.table)
-            .set_key(Some(key(def_pk(&self.job, tenant), name)))
-            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld);
-        Ok(self.db.delete(req).await?.attributes().is_some())
+        for _ in 0..ATTEMPTS {
+            let Some(old) = self.get(tenant, name).await? else { return Ok(false) };
+            let del = aws_sdk_dynamodb::types::Delete::builder()
+                .table_name(&self.table)
+                .set_key(Some(key(def_pk(&self.job, tenant), name)))
+                .condition_expression("#ver = :ver")
+                .expression_attribute_names("#ver", "ver")
+                .expression_attribute_values(":ver", av_n(old.ver))
+                .build()
+                .expect("delete has table and key");
+            let mut items = vec![aws_sdk_dynamodb::types::TransactWriteItem::builder().delete(del).build()];
+            items.extend(old.group.as_deref().map(|g| member_delete(&self.table, &self.job, g, tenant)));
+            match self.db.transact_write(items).await {
+                Ok(_) => return Ok(true),
+                Err(DbError::TransactionCanceled { reasons })
+                    if reasons.first().is_some_and(|r| r.condition_failed()) =>
+                {
+                    continue
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(ScheduleError::Raced { tenant: tenant.into(), name: name.into() })
     }
 
-    /// Removes every schedule of `tenant` (the tenant was removed); how many.
+    /// Removes every schedule of `tenant` (the tenant was removed); how many. Memberships first,
+    /// then definitions: a removal stopped between leaves definitions that a second run finds,
+    /// never a member that fires for a schedule no longer there.
     pub async fn remove_all(&self, tenant: &str) -> Result<u32, ScheduleError> {
         let all = self.list(tenant).await?;
+        let members: Vec<WriteRequest> = all
+            .iter()
+            .filter_map(|s| s.group.as_deref())
+            .map(|g| delete(key(member_pk(&self.job, g), tenant)))
+            .collect();
+        self.db.batch_write_all(&self.table, members, BATCH_ROUNDS).await?;
         let deletes: Vec<WriteRequest> =
             all.iter().map(|s| delete(key(def_pk(&self.job, tenant), &s.def.name))).collect();
         self.db.batch_write_all(&self.table, deletes, BATCH_ROUNDS).await?;
         Ok(all.len() as u32)
     }
 
-    /// The definition (conditional on the version read) and its first record, committed with the
-    /// state item ([`super::commit`]).
+    /// The definition (conditional on the version read), its membership, and the group's head
+    /// and first record when it has no head, committed with the state item ([`super::commit`]).
+    /// A head that appeared or went between its read and the commit: read again and retried.
     async fn write(&self, s: &Schedule, old: Option<&Schedule>, zone: Option<&str>) -> Result<(), ScheduleError> {
-        let record = match zone {
-            Some(z) => first_record(s, z)?,
-            None => None,
-        };
-        let def_put = match old {
-            None => put_new_item(&self.table, s.to_item(&self.job)),
-            Some(o) => {
-                let put = aws_sdk_dynamodb::types::Put::builder()
-                    .table_name(&self.table)
-                    .set_item(Some(s.to_item(&self.job)))
-                    .condition_expression("#ver = :ver")
-                    .expression_attribute_names("#ver", "ver")
-                    .expression_attribute_values(":ver", av_n(o.ver))
-                    .build()
-                    .expect("put has table and item");
-                aws_sdk_dynamodb::types::TransactWriteItem::builder().put(put).build()
+        let joined = zone.map(|z| member_of(s, z)).transpose()?;
+        let s = Schedule { group: joined.as_ref().map(|(g, _)| g.id()), ..s.clone() };
+        let raced = || ScheduleError::Raced { tenant: s.tenant.clone(), name: s.def.name.clone() };
+        for _ in 0..ATTEMPTS {
+            let def_put = match old {
+                None => put_new_item(&self.table, s.to_item(&self.job)),
+                Some(o) => {
+                    let put = aws_sdk_dynamodb::types::Put::builder()
+                        .table_name(&self.table)
+                        .set_item(Some(s.to_item(&self.job)))
+                        .condition_expression("#ver = :ver")
+                        .expression_attribute_names("#ver", "ver")
+                        .expression_attribute_values(":ver", av_n(o.ver))
+                        .build()
+                        .expect("put has table and item");
+                    aws_sdk_dynamodb::types::TransactWriteItem::builder().put(put).build()
+                }
+            };
+            let mut items = vec![def_put];
+            if let Some(og) = old.and_then(|o| o.group.as_deref()).filter(|og| Some(*og) != s.group.as_deref()) {
+                items.push(member_delete(&self.table, &self.job, og, &s.tenant));
             }
-        };
-        let mut items = vec![def_put];
-        if let Some(r) = &record {
-            items.push(record_put(&self.table, &self.job, r));
-        }
-        match commit(&self.db, &self.table, &self.job, items, record.as_ref().map(|r| r.due_ms)).await? {
-            Committed::Written => Ok(()),
-            Committed::ConditionFailed(_) => {
-                Err(ScheduleError::Raced { tenant: s.tenant.clone(), name: s.def.name.clone() })
+            let mut due = None;
+            let mut head_at = None;
+            if let Some((g, m)) = &joined {
+                let (joins, record) = self.join_items(g, m, 1).await?;
+                head_at = Some(items.len() + 1);
+                items.push(member_put(&self.table, &self.job, &g.id(), m));
+                items.push(joins);
+                if let Some(r) = record {
+                    due = Some(r.due_ms);
+                    items.push(record_put(&self.table, &self.job, &r));
+                }
+            }
+            match commit(&self.db, &self.table, &self.job, items, due).await? {
+                Committed::Written => return Ok(()),
+                Committed::ConditionFailed(i) if Some(i) == head_at => continue,
+                Committed::ConditionFailed(_) => return Err(raced()),
             }
         }
+        Err(DbError::Contended { what: format!("the head of schedule `{}`'s group", s.def.name), attempts: ATTEMPTS }
+            .into())
+    }
+
+    /// How `n` members join group `g` (the first of them `m`): the head counted (it must still
+    /// be there), or, when the group has none, the head put (it must still be absent) and the
+    /// group's first record, owed after `m`'s instant.
+    pub(super) async fn join_items(
+        &self,
+        g: &Group,
+        m: &Member,
+        n: u64,
+    ) -> Result<(aws_sdk_dynamodb::types::TransactWriteItem, Option<DueRecord>), ScheduleError> {
+        let gid = g.id();
+        let head = self.db.get_strong(&self.table, head_key(&self.job, &gid)).await?;
+        if head.is_none() {
+            let mut item = g.head_item(&self.job);
+            item.insert(JOINS.to_string(), av_n(n));
+            return Ok((put_new_item(&self.table, item), first_record(g, m.owed_ms)?));
+        }
+        let u = aws_sdk_dynamodb::types::Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(head_key(&self.job, &gid)))
+            .update_expression("ADD #j :n")
+            .condition_expression("attribute_exists(#pk)")
+            .expression_attribute_names("#j", JOINS)
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_values(":n", av_n(n))
+            .build()
+            .expect("update has table, key and expression");
+        Ok((aws_sdk_dynamodb::types::TransactWriteItem::builder().update(u).build(), None))
     }
 }
+
+/// Attempts when a group's head changes between its read and the transaction.
+const ATTEMPTS: u32 = 8;
 
 /// A due record's put, for a transaction.
 pub(super) fn record_put(table: &str, job: &str, r: &DueRecord) -> aws_sdk_dynamodb::types::TransactWriteItem {
@@ -272,6 +352,22 @@ pub(super) fn record_put(table: &str, job: &str, r: &DueRecord) -> aws_sdk_dynam
         .build()
         .expect("put has table and item");
     aws_sdk_dynamodb::types::TransactWriteItem::builder().put(put).build()
+}
+
+/// A member's put, for a transaction.
+pub(super) fn member_put(table: &str, job: &str, gid: &str, m: &Member) -> aws_sdk_dynamodb::types::TransactWriteItem {
+    let put = aws_sdk_dynamodb::types::Put::builder().table_name(table).set_item(Some(m.to_item(job, gid))).build();
+    aws_sdk_dynamodb::types::TransactWriteItem::builder().put(put.expect("put has table and item")).build()
+}
+
+/// A member's delete, for a transaction (unconditional: gone already is the same).
+pub fn member_delete(table: &str, job: &str, gid: &str, tenant: &str) -> aws_sdk_dynamodb::types::TransactWriteItem {
+    let del = aws_sdk_dynamodb::types::Delete::builder()
+        .table_name(table)
+        .set_key(Some(key(member_pk(job, gid), tenant)))
+        .build()
+        .expect("delete has table and key");
+    aws_sdk_dynamodb::types::TransactWriteItem::builder().delete(del).build()
 }
 
 /// A changed definition's `ver`: above the old one and at least the change's instant, so that a
@@ -288,18 +384,13 @@ fn delete(k: Item) -> WriteRequest {
     WriteRequest::builder().delete_request(DeleteRequest::builder().set_key(Some(k)).build().expect("key")).build()
 }
 
-pub(super) fn key_pair(k: &Item) -> (String, String) {
-    let s = |a: &str| k.get(a).and_then(|v: &AttributeValue| v.as_s().ok()).cloned().unwrap_or_default();
-    (s(PK), s(SK))
-}
-
 /// The keys a schedule's items will have (its definition's, and a due record's at the latest
 /// instant a record can name), held to DynamoDB's key limits by [`crate::limits::key`] before
 /// anything is written: a tenant id near its limit plus a name can exceed a sort key's 1,024
 /// bytes.
 fn check_keys(job: &str, tenant: &str, name: &str) -> Result<(), SpecError> {
-    let latest = super::record::due_sk(jiff::Timestamp::MAX.as_millisecond(), tenant, name);
-    for k in [key(def_pk(job, tenant), name), key(super::record::due_pk(job, 0), latest)] {
+    let gid = "0".repeat(32);
+    for k in [key(def_pk(job, tenant), name), key(member_pk(job, &gid), tenant)] {
         crate::limits::key("PutItem", "control", &k).map_err(|e| {
             SpecError(format!(
                 "tenant id ({} bytes) and name ({} bytes) make a key longer than DynamoDB allows: {}",

@@ -134,6 +134,23 @@ impl Tenants {
             .map_err(|e| DbError::Unreadable { table: self.table.clone(), problem: e.to_string() })
     }
 
+    /// The stored tenants of `ids` (strongly consistent BatchGetItem, 100 keys a request): each
+    /// found one, or why its item does not read; an id that is not there is absent.
+    pub async fn get_many(
+        &self,
+        ids: &[&str],
+    ) -> Result<std::collections::HashMap<String, Result<Tenant, String>>, DbError> {
+        let keys = ids.iter().map(|id| Item::from([(PK.to_string(), av_s(*id))])).collect();
+        let items = self.db.batch_get_all(&self.table, keys, true, 8).await?;
+        Ok(items
+            .iter()
+            .filter_map(|i| {
+                let id = crate::schema::get_s(i, PK)?.to_string();
+                Some((id, Tenant::from_item(i).map_err(|e| e.to_string())))
+            })
+            .collect())
+    }
+
     /// The sweep's write that brings a visited tenant to `to`, as a transaction item: applied only
     /// if the tenant's zone and position are still the ones the sweep read.
     pub fn reposition_item(&self, t: &Tenant, to: Position) -> aws_sdk_dynamodb::types::TransactWriteItem {
