@@ -231,24 +231,40 @@ fn cost_answers_for_ten_million_tenants_with_the_boundary_of_three_million() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--latency must be above 0"));
 }
 
-/// `cost --schedules`: a fire's units, and a burst's hand-over and delivery from the sweep's own
-/// paging (800 fires: 4 shards of a full page and an empty one); `--deliver-to` prices a
-/// target's calls and uses its batch.
+/// `cost --schedules`: a fire's units and dollars, tenants sharing a group or each its own; a
+/// burst's hand-over and delivery from the sweep's own paging (800 groups of one: 4 shards of a
+/// full page and an empty one; a million fires of one group: a thousand member pages);
+/// `--deliver-to` prices a target's calls and uses its batch.
 #[test]
 fn cost_prices_schedules_a_burst_and_a_target() {
     let p = prefix();
-    let c = json(&tickctl(
-        &p,
-        &["--json", "cost", "--tenants", "1000", "--schedules", "--burst", "800", "--latency", "10ms"],
-    ));
-    let w = c["cost"]["wcu_per_fire"].as_f64().unwrap();
-    assert!((4.0..4.5).contains(&w), "{c}");
+    let args = ["--json", "cost", "--tenants", "1000000", "--schedules", "--burst", "800", "--burst-groups", "800"];
+    let c = json(&tickctl(&p, &[&args[..], &["--latency", "10ms"]].concat()));
+    let near = |v: &serde_json::Value, want: f64, tol: f64| (v.as_f64().unwrap() - want).abs() <= tol;
+    let (shared, distinct) = (&c["cost"]["shared"], &c["cost"]["distinct"]);
+    assert!(shared["wcu"].as_f64().unwrap() <= 0.05, "the issue's 0.05 a shared fire: {c}");
+    assert!((4.0..4.5).contains(&distinct["wcu"].as_f64().unwrap()), "{c}");
+    // A million daily fires, 30 days, at $0.625 a million write and $0.125 a million read units.
+    assert!(near(&shared["month_usd"], 4.57, 0.005), "{c}");
+    assert!(near(&distinct["month_usd"], 88.30, 0.005), "{c}");
+    assert!(near(&c["cost"]["scheduler_month_usd"], 24.60, 0.005), "{c}");
     let b = &c["burst"];
     assert_eq!((b["time"]["pages"].as_u64(), b["time"]["requests"].as_u64()), (Some(8), Some(841)), "{b}");
     // The tick at their instant, then 141 rounds of requests of 10 ms; but their 3,200 write
     // units take one due partition 3.2 s.
     assert_eq!(b["time"]["handover_ms"].as_f64(), Some(3_200.0), "{b}");
     assert!(b["done_ms"].as_f64().unwrap() >= b["time"]["handover_ms"].as_f64().unwrap());
+    // A million fires of one zone's 08:00 (the default: one group): 12,011 requests one after
+    // another, 120 s, delivered within five minutes.
+    let m = json(&tickctl(&p, &["--json", "cost", "--schedules", "--latency", "10ms"]));
+    let b = &m["burst"];
+    assert_eq!(
+        (b["time"]["member_pages"].as_u64(), b["time"]["requests"].as_u64()),
+        (Some(1_001), Some(12_011)),
+        "{b}"
+    );
+    assert_eq!(b["time"]["handover_ms"].as_f64(), Some(120_110.0), "{b}");
+    assert!(b["done_ms"].as_f64().unwrap() < 300_000.0, "{b}");
     let args = ["--json", "cost", "--tenants", "10000000", "--group-tenants", "3000000", "--shard-workers", "8"];
     for (to, calls, usd) in
         [("lambda", 36_875_000.0, 7.375), ("sqs", 36_875_000.0, 14.75), ("events", 36_875_000.0, 368.75)]
