@@ -89,7 +89,9 @@ pub(crate) async fn fire_due(
                 return Ok(FireEnd::Stopped);
             }
             let (page, next) = deps.schedules.due_page(k, now_ms, FIRE_PAGE, start.as_ref()).await?;
-            match fire_page(deps, fence, now_ms, page, budget, report).await? {
+            // Boxed, as the pages' own futures below: a page's reads and writes held inline made
+            // the sweep's future outgrow a test thread's stack.
+            match Box::pin(fire_page(deps, fence, now_ms, page, budget, report)).await? {
                 Wrote::All => {}
                 Wrote::LeaseLost => return Ok(FireEnd::LeaseLost),
                 Wrote::Stopped => return Ok(FireEnd::Stopped),
@@ -143,7 +145,7 @@ async fn fire_page(
     let reads: Vec<Result<Segment, PulseError>> = stream::iter(planned.into_iter().map(|(rec, p)| async move {
         Ok(match p {
             Ok(p) => {
-                let read = read_page(deps, &rec, &p).await?;
+                let read = Box::pin(read_page(deps, &rec, &p)).await?;
                 Segment { rec, action: Action::Page(Box::new(p), read) }
             }
             Err(why) => Segment { rec, action: Action::Isolate(why) },
@@ -156,7 +158,7 @@ async fn fire_page(
     let tenants = read_tenants(deps, &segs).await?;
     let mut going_on = Vec::new();
     for chunk in segs.chunks(FIRE_CHUNK) {
-        match write_chunk(deps, fence, now_ms, chunk, &tenants, report).await? {
+        match Box::pin(write_chunk(deps, fence, now_ms, chunk, &tenants, report)).await? {
             Written::Yes => going_on.extend(chunk.iter().filter_map(advanced)),
             Written::LeftToNextTick => {}
             Written::LeaseLost => return Ok(Wrote::LeaseLost),
@@ -168,10 +170,10 @@ async fn fire_page(
             if budget.exhausted() {
                 return Ok(Wrote::Stopped);
             }
-            let read = read_page(deps, &rec, &plan).await?;
+            let read = Box::pin(read_page(deps, &rec, &plan)).await?;
             let seg = Segment { rec: rec.clone(), action: Action::Page(Box::new(plan.clone()), read) };
             let tenants = read_tenants(deps, std::slice::from_ref(&seg)).await?;
-            match write_chunk(deps, fence, now_ms, std::slice::from_ref(&seg), &tenants, report).await? {
+            match Box::pin(write_chunk(deps, fence, now_ms, std::slice::from_ref(&seg), &tenants, report)).await? {
                 Written::Yes => match advanced(&seg) {
                     Some((next, _)) => rec = next,
                     None => break,
