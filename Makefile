@@ -141,9 +141,13 @@ TEST_RUNNER = $(if $(shell $(CARGO) nextest --version 2>/dev/null),nextest run -
 # Every call a function's code makes in any test is logged as the IAM access it needs
 # (tickwork::iam), then held against template.yaml: `iam-check`.
 IAM_LOG := $(CURDIR)/.local/iam-calls
+# A test thread's stack: 8 MiB, as a main thread's. `#[tokio::test]` pins a test's whole future on
+# its thread's stack, and in a debug build the larger ones (about 0.9 MB, measured in gdb) with
+# the SDK's poll frames beneath them pass the default 2 MiB (a firing tick overflowed there).
+TEST_STACK := RUST_MIN_STACK=8388608
 test: deps lint ## static checks, unit tests, integration tests against the local servers, then the IAM check of every call they made
 	rm -rf $(IAM_LOG)
-	TICKWORK_IAM_LOG=$(IAM_LOG) TICKWORK_MOTO_INSTANCES=2 RUST_TEST_THREADS=4 $(WITH_SERVERS) $(CARGO) $(TEST_RUNNER)
+	TICKWORK_IAM_LOG=$(IAM_LOG) TICKWORK_MOTO_INSTANCES=2 RUST_TEST_THREADS=4 $(TEST_STACK) $(WITH_SERVERS) $(CARGO) $(TEST_RUNNER)
 	$(MAKE) --no-print-directory iam-check
 
 iam-check: ## hold every call the last `make test` or `make chaos` logged against template.yaml's policies
@@ -153,7 +157,7 @@ iam-check: ## hold every call the last `make test` or `make chaos` logged agains
 # Seeds run four at a time over two servers; `SEED=n` replays one schedule exactly.
 chaos: deps ## randomised fault schedules over all four jobs: 200 seeds (CHAOS_SEEDS=n; SEED=n replays one); then the IAM check of every call made
 	rm -rf $(IAM_LOG)
-	TICKWORK_IAM_LOG=$(IAM_LOG) TICKWORK_MOTO_INSTANCES=2 CHAOS_SEEDS=$(or $(CHAOS_SEEDS),200) $(if $(SEED),SEED=$(SEED)) \
+	TICKWORK_IAM_LOG=$(IAM_LOG) TICKWORK_MOTO_INSTANCES=2 CHAOS_SEEDS=$(or $(CHAOS_SEEDS),200) $(if $(SEED),SEED=$(SEED)) $(TEST_STACK) \
 	  $(WITH_SERVERS) $(CARGO) test -p tickwork-tests --test it chaos::chaos_full -- --ignored --nocapture
 	TICKWORK_IAM_CHECK=allowed $(MAKE) --no-print-directory iam-check
 

@@ -285,13 +285,17 @@ async fn a_group_larger_than_a_page_goes_out_a_page_at_a_time_and_a_crash_betwee
         let got = fires(&local, &queue).await;
         let want: BTreeSet<_> = ids.iter().map(|id| fire(id, "call", "2026-12-24T09:00:00+01:00")).collect();
         assert_eq!(got, want, "{fault:?}: each once (`fires` checks every key was queued once)");
-        // Nothing left behind: no definition, member, head or due record.
+        // Nothing left behind: no definition, member, head or due record (a one-off's record is
+        // deleted as its group retires; a recurring group's fired records stay behind the shard's
+        // cursor until they expire).
         for id in &ids {
             assert!(schedules(&deps).list(id).await.unwrap().is_empty(), "{fault:?}: {id}'s definition");
         }
         let control = tickwork_sim::scan_all(&local.db, &format!("{p}-control")).await.unwrap();
+        // (The shards' cursors, `~`, stay.)
         let left: Vec<&str> = control
             .iter()
+            .filter(|i| tickwork::schema::get_s(i, "sk") != Some("~"))
             .filter_map(|i| tickwork::schema::get_s(i, "pk"))
             .filter(|pk| ["smem#", "shead#", "sdue#", "sched#"].iter().any(|x| pk.starts_with(x)))
             .collect();

@@ -8,7 +8,9 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 use tickwork::batch::Batch;
-use tickwork::schedules::{member_fires, DueRecord, FirePlan, Member, MemberFires, RecordEnd, TenantNow};
+use tickwork::schedules::{
+    member_fires, own_successor, DueRecord, FirePlan, Member, MemberFires, RecordEnd, Successor, TenantNow,
+};
 use tickwork::tenants::Tenant;
 
 /// How long a record set aside waits before it is tried again.
@@ -67,27 +69,47 @@ pub(crate) struct Segment {
     pub(crate) action: Action,
 }
 
+/// A record's plan, and how its successor is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Planned {
+    pub(crate) plan: FirePlan,
+    pub(crate) successor: Successor,
+}
+
 /// Fire a page of members as planned, or set the record aside.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Action {
-    Page(Box<FirePlan>, PageRead),
+    Page(Box<Planned>, PageRead),
     /// Its group cannot be planned (a zone the tz database no longer knows): counted as a failed
     /// unit and looked at again in [`ISOLATED_RETRY_MS`] (not at every tick, which would keep
     /// `sched_next` in the past and cost every idle tick a query).
     Isolate(String),
 }
 
-/// How a page ends: see [`RecordEnd`].
-pub(crate) fn page_end(rec: &DueRecord, plan: &FirePlan, read: &PageRead) -> RecordEnd {
+/// How a page ends: see [`RecordEnd`]. A group retired takes its record's own successor with it
+/// (an attempt before may have put it).
+pub(crate) fn page_end(rec: &DueRecord, p: &Planned, read: &PageRead) -> RecordEnd {
     let last = read.members.last().map(|m| match m {
         Ok(m) => m.tenant.clone(),
         Err((t, _)) => t.clone(),
     });
+    let retire = |joins: u64| RecordEnd::Retire { joins, successor: own_successor(rec).ok().flatten() };
     match (read.more, last) {
         (true, Some(last)) => RecordEnd::Advance(last),
-        _ if plan.finished => read.joins.map_or(RecordEnd::Replace(None), RecordEnd::Retire),
-        (_, None) if rec.cursor.is_none() => read.joins.map_or(RecordEnd::Replace(None), RecordEnd::Retire),
-        _ => RecordEnd::Replace(plan.next.clone()),
+        _ if p.plan.finished => read.joins.map_or(RecordEnd::Done(None), retire),
+        (_, None) if rec.cursor.is_none() && read.joins.is_some() => read.joins.map_or(RecordEnd::Done(None), retire),
+        _ => RecordEnd::Done(match &p.successor {
+            Successor::Within { next, .. } => Some(next.clone()),
+            Successor::Before(_) | Successor::None => None,
+        }),
+    }
+}
+
+/// The successor to put before the transaction in which `rec`'s page ends as `end`.
+pub(crate) fn put_before(p: &Planned, end: &RecordEnd) -> Option<DueRecord> {
+    match (&p.successor, end) {
+        (Successor::Before(n), RecordEnd::Done(_)) => Some(n.clone()),
+        _ => None,
     }
 }
 
@@ -101,6 +123,8 @@ pub(crate) struct ChunkPlan {
     pub(crate) batch: Batch,
     /// Each record's end, and the finished one-off members (tenant, `ver`) that go with it.
     pub(crate) ends: Vec<End>,
+    /// Successors put before the transaction (each depends on its record alone).
+    pub(crate) before: Vec<DueRecord>,
     pub(crate) fired: u64,
     pub(crate) skipped: u64,
     pub(crate) dropped: u64,
@@ -122,12 +146,14 @@ pub(crate) fn chunk_plan(segs: &[Segment], tenants: &HashMap<String, TenantRead>
             Action::Isolate(why) => {
                 c.isolated += 1;
                 c.failures.push((format!("group of `{}` in {}", rec.group.name, rec.group.zone), why.clone()));
-                let aside = DueRecord { due_ms: now_ms + ISOLATED_RETRY_MS, ..rec.clone() };
-                c.ends.push((rec.clone(), RecordEnd::Replace(Some(aside)), Vec::new()));
+                let at = now_ms + ISOLATED_RETRY_MS;
+                let aside = DueRecord { due_ms: at, pos_ms: at, ..rec.clone() };
+                c.ends.push((rec.clone(), RecordEnd::Done(Some(aside)), Vec::new()));
                 continue;
             }
-            Action::Page(plan, read) => (plan, read),
+            Action::Page(p, read) => (p, read),
         };
+        let (planned, plan) = (plan, &plan.plan);
         let mut owed: Vec<Vec<String>> = vec![Vec::new(); plan.fire.len()];
         let mut finished = Vec::new();
         for m in &read.members {
@@ -175,7 +201,9 @@ pub(crate) fn chunk_plan(segs: &[Segment], tenants: &HashMap<String, TenantRead>
                 c.batch.add(vec![entry(&rec.group.name, &o.key)], tenants);
             }
         }
-        c.ends.push((rec.clone(), page_end(rec, plan, read), finished));
+        let end = page_end(rec, planned, read);
+        c.before.extend(put_before(planned, &end));
+        c.ends.push((rec.clone(), end, finished));
     }
     c
 }
@@ -184,7 +212,7 @@ pub(crate) fn chunk_plan(segs: &[Segment], tenants: &HashMap<String, TenantRead>
 mod tests {
     use super::*;
     use tickwork::calendar::{CatchUp, Policy};
-    use tickwork::schedules::{first_record, member_of, plan, Dst, Schedule, ScheduleDef};
+    use tickwork::schedules::{first_record, member_of, plan, successor, Dst, Schedule, ScheduleDef};
 
     const POLICY: Policy = Policy { catch_up: CatchUp::All, max_lateness_ms: 86_400_000, interval_ms: 900_000 };
 
@@ -207,6 +235,12 @@ mod tests {
         (id.to_string(), TenantRead::Found(Tenant::new(id, "Europe/Berlin")))
     }
 
+    fn planned(rec: &DueRecord, now: i64) -> Planned {
+        let plan = plan(rec, now, &POLICY).unwrap();
+        let successor = successor(rec, &plan, now).unwrap();
+        Planned { plan, successor }
+    }
+
     #[test]
     fn a_page_fires_each_member_what_it_is_owed_and_counts_the_rest() {
         let since = "2026-12-01T10:00:00Z";
@@ -217,7 +251,7 @@ mod tests {
         let (g, m0) = member_of(&sched("ok", "n", "daily 08:00", since), "Europe/Berlin").unwrap();
         let rec = first_record(&g, m0.owed_ms).unwrap().unwrap();
         let now = ms("2026-12-02T07:00:30Z");
-        let p = plan(&rec, now, &POLICY).unwrap();
+        let p = planned(&rec, now);
         let mut read: Vec<Result<Member, (String, String)>> = members.iter().cloned().map(Ok).collect();
         // Joined after the occurrence: not owed it.
         read[4] = Ok(Member { owed_ms: now, since_ms: now, ..members[4].clone() });
@@ -240,27 +274,53 @@ mod tests {
         let keys: Vec<String> = c.batch.units("sched").into_iter().map(|u| u.key).collect();
         assert_eq!(keys, ["sched#ok#n#2026-12-02T08:00:00+01:00"]);
         assert_eq!((c.fired, c.dropped, c.isolated, c.skipped), (1, 1, 2, 1), "gone; two unreadable; suspended");
-        assert_eq!(c.ends, [(rec.clone(), RecordEnd::Replace(p.next.clone()), vec![])]);
+        // Its successor, tomorrow's 08:00, depends on the record alone: put before the
+        // transaction, which moves the cursor past the record and writes nothing of it.
+        assert_eq!(c.ends, [(rec.clone(), RecordEnd::Done(None), vec![])]);
+        assert_eq!(c.before.len(), 1);
+        assert_eq!(c.before[0].due_ms, ms("2026-12-03T07:00:00Z"));
         assert_eq!(c.ready_ms, ms("2026-12-02T07:00:00Z"), "ready since its instant");
     }
 
     #[test]
-    fn a_page_ends_by_moving_on_replacing_or_retiring_its_record() {
+    fn a_backlog_puts_its_successor_in_the_transaction_after_the_sweeps_position() {
+        let (g, m) = member_of(&sched("a", "n", "daily 08:00", "2026-12-01T10:00:00Z"), "Europe/Berlin").unwrap();
+        let rec = first_record(&g, m.owed_ms).unwrap().unwrap();
+        // A day and a half late: the 2nd passed over (beyond the day's lateness), the 3rd fired,
+        // and the successor (the 4th) is the plan's own, not the record's (the 3rd).
+        let now = ms("2026-12-03T07:30:00Z");
+        let p = planned(&rec, now);
+        assert_eq!((p.plan.fire.len(), p.plan.skipped), (1, 1));
+        let Successor::Within { next, check } = &p.successor else { panic!("{:?}", p.successor) };
+        assert_eq!((next.due_ms, check.due_ms), (ms("2026-12-04T07:00:00Z"), ms("2026-12-03T07:00:00Z")));
+        let read = PageRead { members: vec![Ok(m.clone())], ..Default::default() };
+        assert_eq!(page_end(&rec, &p, &read), RecordEnd::Done(Some(next.clone())));
+        assert_eq!(put_before(&p, &page_end(&rec, &p, &read)), None);
+        // A slice of a long backlog: its successor is due already, positioned after now.
+        let (g, m) = member_of(&sched("a", "n", "cron * * * * *", "2026-12-01T00:00:00Z"), "Europe/Berlin").unwrap();
+        let rec = first_record(&g, m.owed_ms).unwrap().unwrap();
+        let now = ms("2026-12-01T12:00:00Z");
+        let Successor::Within { next, .. } = planned(&rec, now).successor else { panic!() };
+        assert!(next.due_ms < now && next.pos_ms == now + 1, "{next:?}");
+    }
+
+    #[test]
+    fn a_page_ends_by_moving_on_finishing_or_retiring_its_record() {
         let since = "2026-12-24T08:30:00Z";
         let once = sched("a", "call", "at 2026-12-24T09:00", since);
         let (g, m) = member_of(&once, "Europe/Berlin").unwrap();
         let rec = first_record(&g, m.owed_ms).unwrap().unwrap();
-        let p = plan(&rec, ms("2026-12-24T08:31:00Z"), &POLICY).unwrap();
-        assert!(p.finished);
+        let p = planned(&rec, ms("2026-12-24T08:31:00Z"));
+        assert!(p.plan.finished);
         let read = |n: usize, more: bool, joins: Option<u64>| PageRead {
             members: (0..n).map(|i| Ok(Member { tenant: format!("t{i}"), ..m.clone() })).collect(),
             more,
             joins,
         };
-        // A full page: the cursor moves to its last member, finished or not.
+        // A full page: the member cursor moves to its last member, finished or not.
         assert_eq!(page_end(&rec, &p, &read(3, true, Some(4))), RecordEnd::Advance("t2".into()));
         // The last page of a one-off: the head goes at the joins read before the members.
-        assert_eq!(page_end(&rec, &p, &read(3, false, Some(4))), RecordEnd::Retire(4));
+        assert_eq!(page_end(&rec, &p, &read(3, false, Some(4))), RecordEnd::Retire { joins: 4, successor: None });
         let seg = Segment { rec: rec.clone(), action: Action::Page(Box::new(p.clone()), read(2, false, Some(4))) };
         let tenants: HashMap<String, TenantRead> = [berlin("t0"), berlin("t1")].into_iter().collect();
         let c = chunk_plan(&[seg], &tenants, ms("2026-12-24T08:31:00Z"));
@@ -270,24 +330,22 @@ mod tests {
             "their definitions go at their version"
         );
         assert_eq!(c.ready_ms, ms(since), "a one-off added after its instant is expected from its adding");
-        // A recurring group: replaced by its successor; found empty at its first page: retired.
+        // A recurring group: done; found empty at its first page: retired, with the successor an
+        // attempt before may have put.
         let daily = sched("b", "nudge", "daily 09:00", "2026-12-01T10:00:00Z");
         let (g, m) = member_of(&daily, "Europe/Berlin").unwrap();
         let rec = first_record(&g, m.owed_ms).unwrap().unwrap();
-        let p = plan(&rec, rec.due_ms, &POLICY).unwrap();
-        assert_eq!(page_end(&rec, &p, &read(1, false, None)), RecordEnd::Replace(p.next.clone()));
-        assert_eq!(page_end(&rec, &p, &read(0, false, Some(9))), RecordEnd::Retire(9));
+        let p = planned(&rec, rec.due_ms);
+        assert_eq!(page_end(&rec, &p, &read(1, false, None)), RecordEnd::Done(None));
+        let own = tickwork::schedules::own_successor(&rec).unwrap();
+        assert_eq!(page_end(&rec, &p, &read(0, false, Some(9))), RecordEnd::Retire { joins: 9, successor: own });
         let resumed = DueRecord { cursor: Some("t5".into()), ..rec.clone() };
-        assert_eq!(
-            page_end(&resumed, &p, &read(0, false, None)),
-            RecordEnd::Replace(p.next.clone()),
-            "the end of a paged group"
-        );
+        assert_eq!(page_end(&resumed, &p, &read(0, false, None)), RecordEnd::Done(None), "the end of a paged group");
         // A group that cannot be planned is set an hour aside.
         let seg = Segment { rec: rec.clone(), action: Action::Isolate("no zone".into()) };
         let c = chunk_plan(&[seg], &HashMap::new(), rec.due_ms);
         match &c.ends[0].1 {
-            RecordEnd::Replace(Some(n)) => assert_eq!(n.due_ms, rec.due_ms + ISOLATED_RETRY_MS),
+            RecordEnd::Done(Some(n)) => assert_eq!(n.pos_ms, rec.due_ms + ISOLATED_RETRY_MS),
             e => panic!("{e:?}"),
         }
     }

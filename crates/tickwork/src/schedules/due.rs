@@ -2,7 +2,10 @@
 //! members a page at a time, its head's count of joins, the writes that move a record on as its
 //! fire goes out, and the state item's `sched_next`.
 
-use super::record::{def_pk, due_bound, due_pk, head_key, member_pk, DueRecord, Member, CURSOR, DUE_SHARDS, JOINS};
+use super::record::{
+    cursor_key, def_pk, due_bound, due_pk, head_key, member_pk, pos_of, DueRecord, Member, CUR, CURSOR, CURSOR_SK,
+    DUE_SHARDS, JOINS,
+};
 use super::store::{member_delete, record_put, Schedules};
 use crate::clock::Millis;
 use crate::error::DbError;
@@ -16,13 +19,20 @@ use std::convert::Infallible;
 /// How a record's fire of one page of members ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RecordEnd {
-    /// More members follow: the record's cursor moves to this member.
+    /// More members follow: the record's member cursor moves to this member.
     Advance(String),
-    /// Every member done: the record is replaced by its successor (none: deleted).
-    Replace(Option<DueRecord>),
+    /// Every member done: the shard's cursor moves past the record (in the same transaction), and
+    /// this successor is put with it (one written before the transaction is not here).
+    Done(Option<DueRecord>),
     /// The group is done (a one-off fired) or found empty: its record and head (at the `joins`
-    /// read before its members) are deleted.
-    Retire(u64),
+    /// read before its members) are deleted, and the record's own successor if an attempt before
+    /// put one.
+    Retire {
+        /// The head's joins, as read.
+        joins: u64,
+        /// The record's own successor.
+        successor: Option<DueRecord>,
+    },
 }
 
 impl Schedules {
@@ -81,66 +91,61 @@ impl Schedules {
 
     /// The writes of one page of `rec`'s fire, for the sweep's transaction with the page's queue
     /// items (all or nothing: the members' fires are queued exactly when the record moves past
-    /// them). Every write to the record is conditional on the cursor the sweep read, so a page
-    /// written twice (a retry after a lost answer, another sweep) cancels instead of firing again.
+    /// them). An advance is conditional on the member cursor the sweep read, and the shard
+    /// cursor's move ([`Schedules::cursor_move`]) on the shard cursor it read, so a page written
+    /// twice (a retry after a lost answer, another sweep) cancels instead of firing again.
     /// `finished` are members of a one-off group that is done (tenant, the definition's `ver`):
     /// their memberships and definitions go too (a definition only if still the version fired).
     pub fn record_items(&self, rec: &DueRecord, end: &RecordEnd, finished: &[(String, u64)]) -> Vec<TransactWriteItem> {
         let gid = rec.group.id();
-        let (cond, mut names, mut values) = match &rec.cursor {
-            Some(c) => {
-                ("attribute_exists(#pk) AND #c = :seen", vec![("#pk", PK), ("#c", CURSOR)], vec![(":seen", av_s(c))])
-            }
-            None => ("attribute_exists(#pk) AND attribute_not_exists(#c)", vec![("#pk", PK), ("#c", CURSOR)], vec![]),
+        let (cond, seen) = match &rec.cursor {
+            Some(c) => ("attribute_exists(#pk) AND #c = :seen", Some(av_s(c))),
+            None => ("attribute_exists(#pk) AND attribute_not_exists(#c)", None),
         };
         let mut out = Vec::new();
         match end {
             RecordEnd::Advance(to) => {
-                values.push((":to", av_s(to)));
-                let mut u = Update::builder()
+                let u = Update::builder()
                     .table_name(&self.table)
                     .set_key(Some(rec.key(&self.job)))
                     .update_expression("SET #c = :to")
-                    .condition_expression(cond);
-                for (k, v) in names.drain(..) {
-                    u = u.expression_attribute_names(k, v);
-                }
-                for (k, v) in values.drain(..) {
-                    u = u.expression_attribute_values(k, v);
-                }
-                out.push(TransactWriteItem::builder().update(u.build().expect("update is whole")).build());
+                    .condition_expression(cond)
+                    .expression_attribute_names("#pk", PK)
+                    .expression_attribute_names("#c", CURSOR)
+                    .set_expression_attribute_values(Some(
+                        [(":to".to_string(), av_s(to))]
+                            .into_iter()
+                            .chain(seen.map(|v| (":seen".to_string(), v)))
+                            .collect(),
+                    ))
+                    .build()
+                    .expect("update is whole");
+                out.push(TransactWriteItem::builder().update(u).build());
             }
-            RecordEnd::Replace(_) | RecordEnd::Retire(_) => {
-                let next = match end {
-                    RecordEnd::Replace(n) => n.as_ref(),
-                    _ => None,
-                };
-                // A successor with the record's own key (recomputed to the same instant) replaces
-                // it by its put alone: a transaction names a key once.
-                if next.is_none_or(|n| n.key(&self.job) != rec.key(&self.job)) {
-                    let mut d = Delete::builder()
-                        .table_name(&self.table)
-                        .set_key(Some(rec.key(&self.job)))
-                        .condition_expression(cond);
-                    for (k, v) in names.drain(..) {
-                        d = d.expression_attribute_names(k, v);
-                    }
-                    for (k, v) in values.drain(..) {
-                        d = d.expression_attribute_values(k, v);
-                    }
-                    out.push(TransactWriteItem::builder().delete(d.build().expect("delete is whole")).build());
-                }
-                out.extend(next.map(|n| record_put(&self.table, &self.job, n)));
-                if let RecordEnd::Retire(joins) = end {
-                    let d = Delete::builder()
-                        .table_name(&self.table)
-                        .set_key(Some(head_key(&self.job, &gid)))
-                        .condition_expression("#j = :j")
-                        .expression_attribute_names("#j", JOINS)
-                        .expression_attribute_values(":j", av_n(*joins))
-                        .build()
-                        .expect("delete is whole");
-                    out.push(TransactWriteItem::builder().delete(d).build());
+            RecordEnd::Done(next) => out.extend(next.iter().map(|n| record_put(&self.table, &self.job, n))),
+            RecordEnd::Retire { joins, successor } => {
+                let d = Delete::builder()
+                    .table_name(&self.table)
+                    .set_key(Some(rec.key(&self.job)))
+                    .condition_expression(cond)
+                    .expression_attribute_names("#pk", PK)
+                    .expression_attribute_names("#c", CURSOR)
+                    .set_expression_attribute_values(seen.map(|v| [(":seen".to_string(), v)].into_iter().collect()))
+                    .build()
+                    .expect("delete is whole");
+                out.push(TransactWriteItem::builder().delete(d).build());
+                let d = Delete::builder()
+                    .table_name(&self.table)
+                    .set_key(Some(head_key(&self.job, &gid)))
+                    .condition_expression("#j = :j")
+                    .expression_attribute_names("#j", JOINS)
+                    .expression_attribute_values(":j", av_n(*joins))
+                    .build()
+                    .expect("delete is whole");
+                out.push(TransactWriteItem::builder().delete(d).build());
+                if let Some(k) = successor.as_ref().map(|n| n.key(&self.job)).filter(|k| *k != rec.key(&self.job)) {
+                    let d = Delete::builder().table_name(&self.table).set_key(Some(k)).build();
+                    out.push(TransactWriteItem::builder().delete(d.expect("delete is whole")).build());
                 }
             }
         }
@@ -159,20 +164,67 @@ impl Schedules {
         out
     }
 
-    /// The earliest due instant of any record (one strongly consistent Query a shard, one item
-    /// each).
-    pub async fn earliest(&self) -> Result<Option<Millis>, DbError> {
+    /// The key of the item at sort key `sk` in shard `k`'s due partition (where a Query resumes).
+    pub fn due_key(&self, k: u32, sk: &str) -> Item {
+        key(due_pk(&self.job, k), sk)
+    }
+
+    /// Shard `k`'s cursor (strongly consistent): the sort key of the last record handled.
+    pub async fn shard_cursor(&self, k: u32) -> Result<Option<String>, DbError> {
+        let item = self.db.get_strong(&self.table, cursor_key(&self.job, k)).await?;
+        Ok(item.and_then(|i| crate::schema::get_s(&i, CUR).map(str::to_string)))
+    }
+
+    /// The move of shard `k`'s cursor from `seen` (as read) to `to`, for the sweep's transaction:
+    /// refused if another writer moved it.
+    pub fn cursor_move(&self, k: u32, seen: Option<&str>, to: &str) -> TransactWriteItem {
+        let u = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(cursor_key(&self.job, k)))
+            .update_expression("SET #cur = :to")
+            .expression_attribute_names("#cur", CUR)
+            .expression_attribute_values(":to", av_s(to));
+        let u = match seen {
+            Some(c) => u.condition_expression("#cur = :seen").expression_attribute_values(":seen", av_s(c)),
+            None => u.condition_expression("attribute_not_exists(#cur)"),
+        };
+        TransactWriteItem::builder().update(u.build().expect("update is whole")).build()
+    }
+
+    /// Whether the record at `key` is there (strongly consistent).
+    pub async fn record_exists(&self, key: Item) -> Result<bool, DbError> {
+        Ok(self.db.get_strong(&self.table, key).await?.is_some())
+    }
+
+    /// Puts `records` (BatchWriteItem, 25 a request, unprocessed items retried): successors that
+    /// depend on their records alone, written before the transaction that moves past those.
+    pub async fn put_records(&self, records: &[DueRecord]) -> Result<(), DbError> {
+        let puts = records
+            .iter()
+            .map(|r| {
+                let put = aws_sdk_dynamodb::types::PutRequest::builder().set_item(Some(r.to_item(&self.job))).build();
+                aws_sdk_dynamodb::types::WriteRequest::builder().put_request(put.expect("put has its item")).build()
+            })
+            .collect();
+        self.db.batch_write_all(&self.table, puts, super::store::BATCH_ROUNDS).await
+    }
+
+    /// The earliest position of any record after its shard's cursor (`cursors`, as the sweep
+    /// left them): one strongly consistent Query a shard, one item each.
+    pub async fn earliest(&self, cursors: &[Option<String>]) -> Result<Option<Millis>, DbError> {
         let mut best: Option<Millis> = None;
         for k in 0..DUE_SHARDS {
-            let page = fetch_page(&self.db, &self.partition(due_pk(&self.job, k), None), None, 1)
-                .await
-                .map_err(|e| DbError::from(PageError::<DbError>::widen(e)))?;
-            let first = page
-                .items
-                .first()
-                .and_then(|i| crate::schema::get_s(i, SK))
-                .and_then(|sk| sk.split_once('#').and_then(|(ms, _)| ms.parse::<Millis>().ok()));
-            if let Some(f) = first {
+            let start = cursors
+                .get(k as usize)
+                .and_then(|c| c.as_deref())
+                .map(|c| Cursor::encode(&key(due_pk(&self.job, k), c)))
+                .transpose()
+                .map_err(|e| DbError::Invalid(e.to_string()))?;
+            let page =
+                fetch_page(&self.db, &self.partition(due_pk(&self.job, k), Some(CURSOR_SK.into())), start.as_ref(), 1)
+                    .await
+                    .map_err(|e| DbError::from(PageError::<DbError>::widen(e)))?;
+            if let Some(f) = page.items.first().and_then(|i| crate::schema::get_s(i, SK)).and_then(pos_of) {
                 best = Some(best.map_or(f, |b| b.min(f)));
             }
         }

@@ -116,17 +116,76 @@ pub fn upcoming(
 fn next_record(group: &Group, tz: &jiff::tz::TimeZone, after_ms: Millis) -> Result<Option<DueRecord>, SpecError> {
     Ok(next_after(&group.spec, tz, group.dst, after_ms)?.map(|o| DueRecord {
         due_ms: o.at_ms + group.offset_ms,
+        pos_ms: o.at_ms + group.offset_ms,
         group: group.clone(),
         after_ms,
         cursor: None,
     }))
 }
 
+/// The record that follows `rec` when it fires its own occurrence alone (the one it was written
+/// for, at its due instant less the spread): the next occurrence after it. It depends on the
+/// record alone, so the sweep puts it before the transaction that moves past `rec`, outside it:
+/// a crash between leaves a successor that the record's next attempt puts again, the same.
+pub fn own_successor(rec: &DueRecord) -> Result<Option<DueRecord>, SpecError> {
+    let tz = zone(&rec.group.zone).map_err(|e| SpecError(e.0))?;
+    next_record(&rec.group, &tz, rec.due_ms - rec.group.offset_ms)
+}
+
+/// How a record's successor is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Successor {
+    /// None: a one-off done.
+    None,
+    /// [`own_successor`], put before the transaction (the plan fired the record's own
+    /// occurrence at most).
+    Before(DueRecord),
+    /// A backlog caught up past the record's own occurrence: the plan's successor, due later than
+    /// the record's own would be, put in the transaction — if no attempt before put the record's
+    /// own successor (`check`: the sweep reads it; there, the record fires its own occurrence
+    /// only, and the successor already there goes on).
+    Within {
+        /// The plan's successor.
+        next: DueRecord,
+        /// The record's own successor, whose existence the sweep checks first.
+        check: DueRecord,
+    },
+}
+
+/// How `plan`'s successor of `rec` is written, positioned after `now_ms` when it is due already
+/// (the shard's cursor reaches `now_ms` at most this tick).
+pub fn successor(rec: &DueRecord, plan: &FirePlan, now_ms: Millis) -> Result<Successor, SpecError> {
+    let own = own_successor(rec)?;
+    Ok(match (&plan.next, own) {
+        (None, _) => Successor::None,
+        (Some(n), Some(own)) if n.due_ms == own.due_ms => Successor::Before(own),
+        (Some(n), own) => {
+            let next = DueRecord { pos_ms: n.pos_ms.max(now_ms + 1), ..n.clone() };
+            match own {
+                Some(check) => Successor::Within { next, check },
+                None => Successor::Before(next),
+            }
+        }
+    })
+}
+
 /// The plan for `rec` at `now_ms`.
 pub fn plan(rec: &DueRecord, now_ms: Millis, policy: &Policy) -> Result<FirePlan, SpecError> {
+    plan_until(rec, now_ms, policy, None)
+}
+
+/// The plan for `rec` at `now_ms` when its own successor is already written: its own occurrence
+/// (and any before it) at most, and no successor of its own.
+pub fn plan_own(rec: &DueRecord, now_ms: Millis, policy: &Policy) -> Result<FirePlan, SpecError> {
+    let mut p = plan_until(rec, now_ms, policy, Some(rec.due_ms - rec.group.offset_ms))?;
+    p.next = None;
+    Ok(p)
+}
+
+fn plan_until(rec: &DueRecord, now_ms: Millis, policy: &Policy, cap: Option<Millis>) -> Result<FirePlan, SpecError> {
     let g = &rec.group;
     let tz = zone(&g.zone).map_err(|e| SpecError(e.0))?;
-    let until = now_ms - g.offset_ms;
+    let until = (now_ms - g.offset_ms).min(cap.unwrap_or(Millis::MAX));
     let mut missed: Vec<Occurrence> = between(&g.spec, &tz, g.dst, rec.after_ms, until)?;
     // A long backlog of a frequent spec under `all` goes out a slice a tick, oldest first: one
     // record's fires stay within a page's transaction, and the successor is due at once for the

@@ -76,7 +76,8 @@ impl Schedules {
             let (mut end, mut groups) = (at, std::collections::BTreeSet::new());
             while end < firsts.len() {
                 let new_group = !groups.contains(&firsts[end].1.id());
-                let writes = 2 * (end - at + 1) + 2 * (groups.len() + usize::from(new_group));
+                // And a shard cursor's check for each shard (4 at most).
+                let writes = 2 * (end - at + 1) + 2 * (groups.len() + usize::from(new_group)) + 4;
                 if writes > MAX_WRITES {
                     break;
                 }
@@ -116,18 +117,20 @@ impl Schedules {
             }
             let defs = writes.len();
             let mut due: Option<i64> = None;
+            let mut cursors = super::store::Cursors::new();
             for (g, m, n) in by_group.values() {
                 // The group's first record owed after the earliest member's instant: every member
                 // of an import is owed from the same `now`, or a one-off from its own instant.
                 let first = chunk.iter().filter(|(_, cg, _)| cg.id() == g.id()).map(|(_, _, cm)| cm.owed_ms).min();
                 let m = Member { owed_ms: first.unwrap_or(m.owed_ms), ..(*m).clone() };
-                let (head, record) = self.join_items(g, &m, *n).await?;
+                let (head, record) = self.join_items(g, &m, *n, &mut cursors).await?;
                 writes.push(head);
                 if let Some(r) = record {
-                    due = Some(due.map_or(r.due_ms, |d: i64| d.min(r.due_ms)));
+                    due = Some(due.map_or(r.pos_ms, |d: i64| d.min(r.pos_ms)));
                     writes.push(record_put(&self.table, &self.job, &r));
                 }
             }
+            writes.extend(self.cursor_checks(&cursors));
             match commit(&self.db, &self.table, &self.job, writes, due).await? {
                 Committed::Written => return Ok(true),
                 Committed::ConditionFailed(i) if i < defs => return Ok(false),

@@ -28,7 +28,10 @@ mod oracle_tests;
 
 pub use due::RecordEnd;
 pub use error::{ScheduleError, SpecError};
-pub use fire::{first_record, member_fires, member_of, plan, upcoming, FirePlan, MemberFires, TenantNow};
+pub use fire::{
+    first_record, member_fires, member_of, own_successor, plan, plan_own, successor, upcoming, FirePlan, MemberFires,
+    Successor, TenantNow,
+};
 pub use import::Imported;
 pub use occurrence::{between, catch_up, next_after, occurrence_key, resolve, spread_ms, Occurrence};
 pub use record::{due_shard, DueRecord, Group, Member, Schedule, DUE_SHARDS, SCHED_KIND};

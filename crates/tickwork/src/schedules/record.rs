@@ -8,7 +8,8 @@
 //! | definition | `sched#<job>#<tenant>` | `<name>` |
 //! | member | `smem#<job>#<group>` | `<tenant>` |
 //! | group head | `shead#<job>#<group>` | `-` |
-//! | due record | `sdue#<job>#<k>` | `<due ms, 15 digits>#<group>` |
+//! | due record | `sdue#<job>#<k>` | `<position ms, 15 digits>#<group>` |
+//! | shard cursor | `sdue#<job>#<k>` | `~` (after every record) |
 //!
 //! Why groups: a million tenants' `daily 08:00` in one zone are one due record and one fire a
 //! day, whose members are read a page (a thousand) at a time and handed to the queue as batch
@@ -19,6 +20,13 @@
 //! record just written is seen, where an index would lag and a schedule could fire a day late),
 //! and its key prefixes are what the template's IAM conditions name. The due index is the sort key
 //! itself, so "what is due by now" is one key condition on each of [`DUE_SHARDS`] partitions.
+//!
+//! Why a cursor: the due index is a log read forward. A fired record is not deleted — the shard's
+//! cursor moves past it in the transaction that queues its fires, and it expires (`ttl`) — and
+//! its successor, which depends on the record alone, is put before that transaction, outside it.
+//! A transactional delete and put were 4 of the 4.3 write units a fire of a group of one cost;
+//! a plain put is 1. Every record is written at a position after the shard's cursor (a writer
+//! reads the cursor and checks it in its transaction), so the cursor never passes one unread.
 //!
 //! ## Invariants
 //! - A definition that is active names its group (`grp`), and the group holds it as a member;
@@ -98,6 +106,9 @@ pub struct Member {
 pub struct DueRecord {
     /// When it is due: its occurrence's instant plus the group's spread offset.
     pub due_ms: Millis,
+    /// Where it sorts (at or after `due_ms`): after the shard's cursor when it was written, so
+    /// that a record due before the sweep's last position is still read (then at once).
+    pub pos_ms: Millis,
     /// The group.
     pub group: Group,
     /// Occurrences at or before this instant were handled (fired or passed over).
@@ -139,6 +150,23 @@ pub fn due_sk(due_ms: Millis, gid: &str) -> String {
     format!("{:015}#{gid}", due_ms.max(0))
 }
 
+/// The shard cursor's sort key: after every record's.
+pub const CURSOR_SK: &str = "~";
+
+/// Shard `k`'s cursor item's key.
+pub fn cursor_key(job: &str, k: u32) -> Item {
+    crate::schema::key(due_pk(job, k), CURSOR_SK)
+}
+
+/// The position a sort key names (its first 15 digits).
+pub fn pos_of(sk: &str) -> Option<Millis> {
+    sk.get(..15).and_then(|d| d.parse().ok())
+}
+
+/// How long a fired record stays behind its shard's cursor before it expires: past any retry of
+/// its tick, and readable by an operator for a while.
+pub const RECORD_TTL_MS: Millis = 2 * 86_400_000;
+
 /// The exclusive upper bound of the sort keys due at or before `now_ms`.
 pub fn due_bound(now_ms: Millis) -> String {
     format!("{:015}", now_ms.max(0) + 1)
@@ -161,6 +189,9 @@ const OFFSET: &str = "offset";
 const OWED: &str = "owed";
 /// The record's member cursor attribute (the sweep's conditions name it).
 pub const CURSOR: &str = "cursor";
+/// The shard cursor item's attribute: the sort key of the last record handled.
+pub const CUR: &str = "cur";
+const POS: &str = "pos";
 /// The head's count of members that joined (a writer's join moves it, so the sweep's deletion of
 /// a head it read before the join is refused).
 pub const JOINS: &str = "joins";
@@ -296,7 +327,7 @@ impl DueRecord {
         let gid = self.group.id();
         HashMap::from([
             (PK.to_string(), av_s(due_pk(job, due_shard(&gid)))),
-            (SK.to_string(), av_s(due_sk(self.due_ms, &gid))),
+            (SK.to_string(), av_s(due_sk(self.pos_ms, &gid))),
         ])
     }
 
@@ -304,7 +335,12 @@ impl DueRecord {
     pub fn to_item(&self, job: &str) -> Item {
         let mut item = self.key(job);
         self.group.write_to(&mut item);
-        item.extend([(AFTER.to_string(), av_n(self.after_ms)), (DUE.to_string(), av_n(self.due_ms))]);
+        item.extend([
+            (AFTER.to_string(), av_n(self.after_ms)),
+            (DUE.to_string(), av_n(self.due_ms)),
+            (POS.to_string(), av_n(self.pos_ms)),
+            (crate::schema::TTL.to_string(), av_n((self.pos_ms.max(self.due_ms) + RECORD_TTL_MS) / 1000)),
+        ]);
         if let Some(c) = &self.cursor {
             item.insert(CURSOR.to_string(), av_s(c));
         }
@@ -314,8 +350,10 @@ impl DueRecord {
     /// A record read back.
     pub fn from_item(item: &Item) -> Result<Self, SpecError> {
         let n = |n: &str| get_i64(item, n).ok_or_else(|| SpecError(format!("due record without `{n}`")));
+        let due_ms = n(DUE)?;
         Ok(DueRecord {
-            due_ms: n(DUE)?,
+            due_ms,
+            pos_ms: get_i64(item, POS).unwrap_or(due_ms),
             group: Group::read_from(item)?,
             after_ms: n(AFTER)?,
             cursor: get_s(item, CURSOR).map(str::to_string),
@@ -340,6 +378,7 @@ mod tests {
         assert_eq!(Schedule::from_item(&s.to_item("pulse-sweep")).unwrap(), s);
         let r = DueRecord {
             due_ms: 1_796_000_000_000,
+            pos_ms: 1_796_000_000_500,
             group: group("Europe/Berlin", "acme", 30),
             after_ms: 5,
             cursor: Some("t9".into()),
@@ -347,6 +386,8 @@ mod tests {
         let item = r.to_item("pulse-sweep");
         assert_eq!(DueRecord::from_item(&item).unwrap(), r);
         assert!(get_s(&item, PK).unwrap().starts_with("sdue#pulse-sweep#"));
+        assert_eq!(pos_of(get_s(&item, SK).unwrap()), Some(r.pos_ms), "sorted by its position");
+        assert!(get_s(&item, SK).unwrap() < CURSOR_SK, "the cursor sorts after every record");
         let m = Member { tenant: "acme".into(), ver: 3, since_ms: 7, owed_ms: 6 };
         assert_eq!(Member::from_item(&m.to_item("pulse-sweep", "g")).unwrap(), m);
         // Due at or before `now` sorts below the bound; a millisecond later does not.

@@ -12,7 +12,9 @@ use aws_sdk_dynamodb::types::{DeleteRequest, WriteRequest};
 use super::commit::{commit, Committed};
 use super::error::{ScheduleError, SpecError};
 use super::fire::{first_record, member_of};
-use super::record::{def_pk, head_key, member_pk, DueRecord, Group, Member, Schedule, JOINS};
+use super::record::{
+    cursor_key, def_pk, due_shard, head_key, member_pk, pos_of, DueRecord, Group, Member, Schedule, CUR, JOINS,
+};
 use super::spec::ScheduleDef;
 use crate::calendar::{CatchUp, Policy};
 use crate::clock::{Millis, SharedClock};
@@ -290,20 +292,23 @@ impl Schedules {
                 items.push(member_delete(&self.table, &self.job, og, &s.tenant));
             }
             let mut due = None;
-            let mut head_at = None;
+            let mut head_at = usize::MAX;
             if let Some((g, m)) = &joined {
-                let (joins, record) = self.join_items(g, m, 1).await?;
-                head_at = Some(items.len() + 1);
+                let mut cursors = Cursors::new();
+                let (joins, record) = self.join_items(g, m, 1, &mut cursors).await?;
+                head_at = items.len() + 1;
                 items.push(member_put(&self.table, &self.job, &g.id(), m));
                 items.push(joins);
                 if let Some(r) = record {
-                    due = Some(r.due_ms);
+                    due = Some(r.pos_ms);
                     items.push(record_put(&self.table, &self.job, &r));
                 }
+                items.extend(self.cursor_checks(&cursors));
             }
             match commit(&self.db, &self.table, &self.job, items, due).await? {
                 Committed::Written => return Ok(()),
-                Committed::ConditionFailed(i) if Some(i) == head_at => continue,
+                // The head, or a shard's cursor, moved since it was read.
+                Committed::ConditionFailed(i) if i >= head_at => continue,
                 Committed::ConditionFailed(_) => return Err(raced()),
             }
         }
@@ -313,19 +318,32 @@ impl Schedules {
 
     /// How `n` members join group `g` (the first of them `m`): the head counted (it must still
     /// be there), or, when the group has none, the head put (it must still be absent) and the
-    /// group's first record, owed after `m`'s instant.
+    /// group's first record, owed after `m`'s instant, positioned after its shard's cursor (read
+    /// into `cursors` once a shard: the caller checks each in its transaction).
     pub(super) async fn join_items(
         &self,
         g: &Group,
         m: &Member,
         n: u64,
+        cursors: &mut Cursors,
     ) -> Result<(aws_sdk_dynamodb::types::TransactWriteItem, Option<DueRecord>), ScheduleError> {
         let gid = g.id();
         let head = self.db.get_strong(&self.table, head_key(&self.job, &gid)).await?;
         if head.is_none() {
             let mut item = g.head_item(&self.job);
             item.insert(JOINS.to_string(), av_n(n));
-            return Ok((put_new_item(&self.table, item), first_record(g, m.owed_ms)?));
+            let record = match first_record(g, m.owed_ms)? {
+                Some(r) => {
+                    let k = due_shard(&gid);
+                    if let std::collections::btree_map::Entry::Vacant(e) = cursors.entry(k) {
+                        e.insert(self.shard_cursor(k).await?);
+                    }
+                    let after = cursors[&k].as_deref().and_then(pos_of).map_or(r.pos_ms, |c| c + 1);
+                    Some(DueRecord { pos_ms: r.pos_ms.max(after), ..r })
+                }
+                None => None,
+            };
+            return Ok((put_new_item(&self.table, item), record));
         }
         let u = aws_sdk_dynamodb::types::Update::builder()
             .table_name(&self.table)
@@ -343,6 +361,32 @@ impl Schedules {
 
 /// Attempts when a group's head changes between its read and the transaction.
 const ATTEMPTS: u32 = 8;
+
+/// Shard cursors as a writer read them.
+pub(super) type Cursors = std::collections::BTreeMap<u32, Option<String>>;
+
+impl Schedules {
+    /// A ConditionCheck of each shard cursor in `cursors`: unchanged since read, so no sweep has
+    /// moved past a record this transaction positions after it.
+    pub(super) fn cursor_checks(&self, cursors: &Cursors) -> Vec<aws_sdk_dynamodb::types::TransactWriteItem> {
+        cursors
+            .iter()
+            .map(|(k, seen)| {
+                let c = aws_sdk_dynamodb::types::ConditionCheck::builder()
+                    .table_name(&self.table)
+                    .set_key(Some(cursor_key(&self.job, *k)))
+                    .expression_attribute_names("#cur", CUR);
+                let c = match seen {
+                    Some(v) => c.condition_expression("#cur = :seen").expression_attribute_values(":seen", av_s(v)),
+                    None => c.condition_expression("attribute_not_exists(#cur)"),
+                };
+                aws_sdk_dynamodb::types::TransactWriteItem::builder()
+                    .condition_check(c.build().expect("check is whole"))
+                    .build()
+            })
+            .collect()
+    }
+}
 
 /// A due record's put, for a transaction.
 pub(super) fn record_put(table: &str, job: &str, r: &DueRecord) -> aws_sdk_dynamodb::types::TransactWriteItem {
