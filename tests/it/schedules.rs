@@ -305,6 +305,41 @@ async fn a_group_larger_than_a_page_goes_out_a_page_at_a_time_and_a_crash_betwee
     }
 }
 
+/// A record due before its shard's cursor (a one-off added just after its instant, once the sweep
+/// has fired a later record of the same shard) is written after the cursor, and fires at the next
+/// tick; the cursor never passes a record it has not read.
+#[tokio::test]
+async fn a_record_due_before_its_shards_cursor_is_written_after_it_and_fires() {
+    let local = Local::new().await;
+    let p = unique("schedcursor");
+    ok(&tickctl(&local, &p, &["provision"]));
+    let (deps, queue) = sweep(&local, &p, None);
+    local.clock.set(ms("2026-12-01T10:00:00Z"));
+    pulse_sweep::add_tenants(&deps, &[Tenant::new("a", "Europe/Berlin"), Tenant::new("b", "Europe/Berlin")])
+        .await
+        .unwrap();
+    let shard = |t: &str, d: ScheduleDef| {
+        tickwork::schedules::due_shard(&tickwork::schedules::Group::of(t, &d, "Europe/Berlin").id())
+    };
+    let call = || def("call", "at 2026-12-02T07:30");
+    let name =
+        (0..).map(|i| format!("n{i}")).find(|n| shard("a", def(n, "daily 08:00")) == shard("b", call())).unwrap();
+    let s = schedules(&deps);
+    s.put("a", "Europe/Berlin", def(&name, "daily 08:00"), &POLICY).await.unwrap();
+    tick(&local, &deps, "2026-12-01T10:15:00Z").await;
+    tick(&local, &deps, "2026-12-01T10:30:00Z").await;
+    // 08:00 Berlin: `a` fires, and the shard's cursor moves past its record (07:00Z).
+    assert_eq!(tick(&local, &deps, "2026-12-02T07:00:00Z").await.fires, 1);
+    // `b`'s one-off at 07:30 Berlin (06:30Z), added 35 minutes after it: owed, due before the
+    // cursor.
+    local.clock.set(ms("2026-12-02T07:05:00Z"));
+    s.put("b", "Europe/Berlin", call(), &POLICY).await.unwrap();
+    assert_eq!(tick(&local, &deps, "2026-12-02T07:15:00Z").await.fires, 1);
+    let got = fires(&local, &queue).await;
+    assert!(got.contains(&fire("b", "call", "2026-12-02T07:30:00+01:00")), "{got:?}");
+    assert_eq!(got.len(), 2);
+}
+
 #[tokio::test]
 async fn bad_input_is_refused_by_name_and_writes_nothing() {
     let local = Local::new().await;
