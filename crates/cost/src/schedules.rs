@@ -39,7 +39,14 @@ fn group(name: &str) -> Group {
 }
 
 fn record(g: &Group, due_ms: i64, cursor: Option<&str>) -> DueRecord {
-    DueRecord { due_ms, pos_ms: due_ms, group: g.clone(), after_ms: due_ms, cursor: cursor.map(str::to_string) }
+    DueRecord {
+        due_ms,
+        pos_ms: due_ms,
+        group: g.clone(),
+        after_ms: due_ms,
+        cursor: cursor.map(str::to_string),
+        plan_at: cursor.map(|_| due_ms),
+    }
 }
 
 /// One group due at the tick, as the sweep pages it.
@@ -383,8 +390,12 @@ pub struct PerFire {
     pub rcu: f64,
     /// Write units a fire.
     pub wcu: f64,
-    /// A month of one daily fire per tenant, DynamoDB, US dollars.
+    /// A month of one daily fire per tenant, DynamoDB, US dollars: the units, and the fired
+    /// records kept until they expire.
     pub month_usd: f64,
+    /// Of which the fired records' storage ([`tickwork::schedules::record::RECORD_TTL_MS`] of
+    /// them, a record a group a day).
+    pub storage_usd: f64,
 }
 
 /// A fire's cost when tenants share their schedules and when every one differs, and a month of
@@ -430,11 +441,17 @@ pub fn month(tenants: u64, sample: u64, job: &str, prices: &Prices) -> Result<Sc
         let (n, r, w) = totals(&calls);
         let f = sample.max(1) as f64;
         let fires_month = tenants as f64 * 30.0;
+        // A group a tenant, or one for them all; a record a group a day, kept until it expires.
+        let groups = if distinct { tenants as f64 } else { 1.0 };
+        let size = capacity::item_size(&record(&group("nudge"), 1_796_108_400_000, None).to_item(job)) as f64;
+        let days = tickwork::schedules::record::RECORD_TTL_MS as f64 / 86_400_000.0;
+        let storage_usd = groups * days * size / 1e9 * prices.ddb_storage_gb_month;
         Ok(PerFire {
             requests: n as f64 / f,
             rcu: r / f,
             wcu: w / f,
-            month_usd: prices.units_usd(r / f * fires_month, w / f * fires_month),
+            month_usd: prices.units_usd(r / f * fires_month, w / f * fires_month) + storage_usd,
+            storage_usd,
         })
     };
     let sched = scheduler_per_tenant(tenants as usize, &Stack::default(), prices);

@@ -24,9 +24,10 @@ pub const MEMBER_PAGE: usize = 1000;
 /// deleted in its page's transaction (two writes each, within the 100 a transaction takes).
 pub const ONE_OFF_PAGE: usize = 40;
 
-/// Units a page hands over at most (members × occurrences, a backlog caught up under `all`): their
-/// batch items stay well inside a transaction's 4 MB.
-pub const PAGE_UNITS: usize = 20_000;
+/// Units a page hands over at most (members × occurrences, a backlog caught up under `all`): at
+/// the longest tenant ids a key allows (about 1 KB each in a batch item), their batch items stay
+/// within a transaction's 4 MB.
+pub const PAGE_UNITS: usize = 2_000;
 
 /// A batch entry for one fire (the unit key's parts: name, then occurrence).
 pub fn entry(name: &str, occurrence: &str) -> Map<String, Value> {
@@ -60,6 +61,8 @@ pub(crate) struct PageRead {
     /// The head's joins, read before the members when the group may be retired (a one-off
     /// done, or a group found empty).
     pub(crate) joins: Option<u64>,
+    /// Found empty, and its head not there either: a record left over (see [`RecordEnd::Pass`]).
+    pub(crate) headless: bool,
 }
 
 /// One record and what its page does.
@@ -97,6 +100,7 @@ pub(crate) fn page_end(rec: &DueRecord, p: &Planned, read: &PageRead) -> RecordE
     match (read.more, last) {
         (true, Some(last)) => RecordEnd::Advance(last),
         _ if p.plan.finished => read.joins.map_or(RecordEnd::Done(None), retire),
+        (_, None) if rec.cursor.is_none() && read.headless => RecordEnd::Pass,
         (_, None) if rec.cursor.is_none() && read.joins.is_some() => read.joins.map_or(RecordEnd::Done(None), retire),
         _ => RecordEnd::Done(match &p.successor {
             Successor::Within { next, .. } => Some(next.clone()),
@@ -113,15 +117,17 @@ pub(crate) fn put_before(p: &Planned, end: &RecordEnd) -> Option<DueRecord> {
     }
 }
 
-/// A record, how its page ends, and the finished one-off members (tenant, `ver`) that go with it.
-pub(crate) type End = (DueRecord, RecordEnd, Vec<(String, u64)>);
+/// A record, how its page ends, and the finished one-off members that go with it (tenant, and
+/// the definition's `ver` when it goes too: not for a member that did not read or whose tenant
+/// did not, which leave their group reported, their definitions kept for an operator).
+pub(crate) type End = (DueRecord, RecordEnd, Vec<(String, Option<u64>)>);
 
 /// What one transaction of pages writes, and what it counts.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct ChunkPlan {
     /// The fires, as units of a batch.
     pub(crate) batch: Batch,
-    /// Each record's end, and the finished one-off members (tenant, `ver`) that go with it.
+    /// Each record's end, and the finished one-off members that go with it.
     pub(crate) ends: Vec<End>,
     /// Successors put before the transaction (each depends on its record alone).
     pub(crate) before: Vec<DueRecord>,
@@ -135,6 +141,9 @@ pub(crate) struct ChunkPlan {
     pub(crate) ready_ms: i64,
     /// Why members were not fired (tenant, why), for the log.
     pub(crate) failures: Vec<(String, String)>,
+    /// Members whose tenants are in another zone than their group's (tenant, zone), for the log:
+    /// their schedules wait for a retarget.
+    pub(crate) moved: Vec<(String, String)>,
 }
 
 /// The writes and counts of `segs` at `now_ms`, their members' tenants read as `tenants` (an id
@@ -162,22 +171,30 @@ pub(crate) fn chunk_plan(segs: &[Segment], tenants: &HashMap<String, TenantRead>
                 Err((tenant, why)) => {
                     c.isolated += 1;
                     c.failures.push((tenant.clone(), format!("member unreadable: {why}")));
+                    if plan.finished {
+                        finished.push((tenant.clone(), None));
+                    }
                     continue;
                 }
             };
-            if plan.finished {
-                finished.push((m.tenant.clone(), m.ver));
-            }
             let t = match tenants.get(&m.tenant) {
                 Some(TenantRead::Unreadable(why)) => {
                     c.isolated += 1;
                     c.failures.push((m.tenant.clone(), format!("tenant unreadable: {why}")));
+                    if plan.finished {
+                        finished.push((m.tenant.clone(), None));
+                    }
                     continue;
                 }
                 Some(TenantRead::Found(t)) => Some(TenantNow { zone: &t.zone, active: t.active }),
                 None => None,
             };
-            match member_fires(&plan.fire, m, t, &rec.group) {
+            let fate = member_fires(&plan.fire, m, t, &rec.group);
+            if plan.finished {
+                let keeps_def = matches!(fate, MemberFires::Unreadable(_));
+                finished.push((m.tenant.clone(), (!keeps_def).then_some(m.ver)));
+            }
+            match fate {
                 MemberFires::Fire(ix) => {
                     c.skipped += u64::from(plan.skipped);
                     for i in ix {
@@ -188,6 +205,12 @@ pub(crate) fn chunk_plan(segs: &[Segment], tenants: &HashMap<String, TenantRead>
                     }
                 }
                 MemberFires::Passed(n) => c.skipped += u64::from(n + plan.skipped),
+                MemberFires::Moved(n) => {
+                    c.skipped += u64::from(n + plan.skipped);
+                    if let Some(t) = t {
+                        c.moved.push((m.tenant.clone(), t.zone.to_string()));
+                    }
+                }
                 MemberFires::Gone => c.dropped += 1,
                 MemberFires::Unreadable(why) => {
                     c.isolated += 1;
@@ -316,6 +339,7 @@ mod tests {
             members: (0..n).map(|i| Ok(Member { tenant: format!("t{i}"), ..m.clone() })).collect(),
             more,
             joins,
+            headless: false,
         };
         // A full page: the member cursor moves to its last member, finished or not.
         assert_eq!(page_end(&rec, &p, &read(3, true, Some(4))), RecordEnd::Advance("t2".into()));
@@ -326,7 +350,7 @@ mod tests {
         let c = chunk_plan(&[seg], &tenants, ms("2026-12-24T08:31:00Z"));
         assert_eq!(
             c.ends[0].2,
-            [("t0".to_string(), 7), ("t1".to_string(), 7)],
+            [("t0".to_string(), Some(7)), ("t1".to_string(), Some(7))],
             "their definitions go at their version"
         );
         assert_eq!(c.ready_ms, ms(since), "a one-off added after its instant is expected from its adding");
@@ -341,6 +365,10 @@ mod tests {
         assert_eq!(page_end(&rec, &p, &read(0, false, Some(9))), RecordEnd::Retire { joins: 9, successor: own });
         let resumed = DueRecord { cursor: Some("t5".into()), ..rec.clone() };
         assert_eq!(page_end(&resumed, &p, &read(0, false, None)), RecordEnd::Done(None), "the end of a paged group");
+        // Empty, and no head: a record left over is passed, and nothing follows it.
+        let headless = PageRead { headless: true, ..read(0, false, None) };
+        assert_eq!(page_end(&rec, &p, &headless), RecordEnd::Pass);
+        assert_eq!(put_before(&p, &RecordEnd::Pass), None);
         // A group that cannot be planned is set an hour aside.
         let seg = Segment { rec: rec.clone(), action: Action::Isolate("no zone".into()) };
         let c = chunk_plan(&[seg], &HashMap::new(), rec.due_ms);
@@ -360,7 +388,7 @@ mod tests {
         };
         assert_eq!(member_page(&p(1), false), MEMBER_PAGE);
         assert_eq!(member_page(&p(1), true), ONE_OFF_PAGE);
-        assert_eq!(member_page(&p(500), false), 40);
+        assert_eq!(member_page(&p(500), false), 4);
         assert_eq!(member_page(&p(0), false), MEMBER_PAGE);
     }
 }

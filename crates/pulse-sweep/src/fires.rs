@@ -40,10 +40,11 @@ use tickwork::batch::Batch;
 use tickwork::budget::Budget;
 use tickwork::lease::{fenced_write, Fence, Fenced};
 use tickwork::queue::{enqueue_item, NewItem};
-use tickwork::schedules::{plan, plan_own, successor, DueRecord, RecordEnd, Successor, DUE_SHARDS};
+use tickwork::schedules::{plan, plan_own, successor, DueRecord, RecordEnd, ShardCursor, Successor, DUE_SHARDS};
 
 use crate::deps::Deps;
-use crate::fire_plan::{chunk_plan, member_page, page_end, Action, ChunkPlan, PageRead, Planned, Segment, TenantRead};
+use crate::fire_plan::{chunk_plan, page_end, Action, ChunkPlan, Planned, Segment, TenantRead};
+use crate::fire_reads::{read_page, read_tenants};
 use crate::report::{PulseError, Report};
 
 pub use tickwork::schedules::SCHED_KIND;
@@ -82,10 +83,17 @@ pub(crate) enum FireEnd {
     LeaseLost,
 }
 
+/// Times a shard is read again in one tick when writers keep adding records to it.
+const REREADS: u32 = 3;
+
 /// How a shard's writes went.
 enum Wrote {
     /// On to the next page.
     On,
+    /// The shard's cursor changed since it was read (a writer's record): read it again.
+    Reread,
+    /// Written, with a record set aside (it changed under the sweep): a group running alone stops.
+    SetAside,
     /// A chunk was changed under the sweep: the shard stops here until the next tick.
     Halted,
     Stopped,
@@ -105,11 +113,13 @@ pub(crate) async fn fire_due(
     let mut cursors = Vec::with_capacity(DUE_SHARDS as usize);
     for k in 0..DUE_SHARDS {
         let mut cursor = s.shard_cursor(k).await?;
+        let mut rereads = 0;
         'pages: loop {
             if budget.exhausted() {
                 return Ok(FireEnd::Stopped);
             }
             let start = cursor
+                .cur
                 .as_deref()
                 .map(|c| tickwork::pager::Cursor::encode(&s.due_key(k, c)))
                 .transpose()
@@ -118,8 +128,15 @@ pub(crate) async fn fire_due(
             // Boxed, as the pages' own futures below: a page's reads and writes held inline made
             // the sweep's future outgrow a test thread's stack.
             match Box::pin(fire_page(deps, fence, now_ms, k, &mut cursor, page, budget, report)).await? {
-                Wrote::On if next.is_some() => {}
-                Wrote::On | Wrote::Halted => break 'pages,
+                Wrote::On | Wrote::SetAside if next.is_some() => {}
+                Wrote::On | Wrote::SetAside | Wrote::Halted => break 'pages,
+                // A writer put a record after the cursor since it was read: read the shard again
+                // from the cursor (a few times; then the next tick does).
+                Wrote::Reread if rereads < REREADS => {
+                    rereads += 1;
+                    cursor = s.shard_cursor(k).await?;
+                }
+                Wrote::Reread => break 'pages,
                 Wrote::Stopped => return Ok(FireEnd::Stopped),
                 Wrote::LeaseLost => return Ok(FireEnd::LeaseLost),
             }
@@ -135,7 +152,7 @@ pub(crate) async fn fire_due(
 
 /// One due record read, or the sort key of one that does not read (the cursor passes it).
 enum Step {
-    Seg(Segment),
+    Seg(Box<Segment>),
     Bad(String),
 }
 
@@ -146,7 +163,7 @@ async fn fire_page(
     fence: &Fence,
     now_ms: i64,
     k: u32,
-    cursor: &mut Option<String>,
+    cursor: &mut ShardCursor,
     page: Vec<Result<DueRecord, (tickwork::item::Item, String)>>,
     budget: &dyn Budget,
     report: &mut Report,
@@ -160,12 +177,12 @@ async fn fire_page(
                 return Ok(Step::Bad(sk));
             }
         };
-        let planned = match plan_record(deps, &rec, now_ms).await? {
+        let planned = match Box::pin(plan_record(deps, &rec, now_ms)).await? {
             Ok(p) => p,
-            Err(why) => return Ok(Step::Seg(Segment { rec, action: Action::Isolate(why) })),
+            Err(why) => return Ok(Step::Seg(Box::new(Segment { rec, action: Action::Isolate(why) }))),
         };
         let read = Box::pin(read_page(deps, &rec, &planned)).await?;
-        Ok(Step::Seg(Segment { rec, action: Action::Page(Box::new(planned), read) }))
+        Ok(Step::Seg(Box::new(Segment { rec, action: Action::Page(Box::new(planned), read) })))
     }))
     .buffered(deps.cfg.tenant_concurrency)
     .collect()
@@ -174,7 +191,7 @@ async fn fire_page(
     let segs: Vec<&Segment> = steps
         .iter()
         .filter_map(|s| match s {
-            Step::Seg(s) => Some(s),
+            Step::Seg(s) => Some(&**s),
             Step::Bad(_) => None,
         })
         .collect();
@@ -190,50 +207,53 @@ async fn fire_page(
                 to = Some(sk);
                 continue;
             }
-            Step::Seg(seg) => seg,
+            Step::Seg(seg) => *seg,
         };
         let sk = sk_of(deps, &seg.rec);
         if advances(&seg) {
-            match Box::pin(flush(deps, fence, now_ms, k, cursor, &mut pending, &mut to, &tenants, report)).await? {
-                Wrote::On => {}
+            match Box::pin(flush(deps, fence, now_ms, k, cursor, &mut pending, &mut to, &tenants, budget, report))
+                .await?
+            {
+                Wrote::On | Wrote::SetAside => {}
                 other => return Ok(other),
             }
             match Box::pin(run_alone(deps, fence, now_ms, k, cursor, seg, &tenants, budget, report)).await? {
-                Wrote::On => continue,
+                Wrote::On | Wrote::SetAside => continue,
                 other => return Ok(other),
             }
         }
         pending.push(seg);
         to = Some(sk);
         if pending.len() == FIRE_CHUNK {
-            match Box::pin(flush(deps, fence, now_ms, k, cursor, &mut pending, &mut to, &tenants, report)).await? {
-                Wrote::On => {}
+            match Box::pin(flush(deps, fence, now_ms, k, cursor, &mut pending, &mut to, &tenants, budget, report))
+                .await?
+            {
+                Wrote::On | Wrote::SetAside => {}
                 other => return Ok(other),
             }
         }
     }
-    Box::pin(flush(deps, fence, now_ms, k, cursor, &mut pending, &mut to, &tenants, report)).await
+    Box::pin(flush(deps, fence, now_ms, k, cursor, &mut pending, &mut to, &tenants, budget, report)).await
 }
 
-/// A record's plan and successor: `Err` naming why it cannot be planned. In a backlog, the
-/// record's own successor is read first: put by an attempt before, it goes on, and the record
-/// fires its own occurrence only.
+/// A record's plan and successor: `Err` naming why it cannot be planned. A group whose first page
+/// was written keeps the instant it was planned at. In a backlog, the record's own successor is
+/// read first: put by an attempt before, it goes on, and the record fires its own occurrence only.
 async fn plan_record(deps: &Deps, rec: &DueRecord, now_ms: i64) -> Result<Result<Planned, String>, PulseError> {
     let policy = &deps.cfg.policy;
+    let at = rec.plan_at.unwrap_or(now_ms);
     let why = |e: tickwork::schedules::SpecError| format!("cannot be planned: {e}");
-    let p = match plan(rec, now_ms, policy) {
+    let p = match plan(rec, at, policy) {
         Ok(p) => p,
         Err(e) => return Ok(Err(why(e))),
     };
-    let succ = match successor(rec, &p, now_ms) {
+    let succ = match successor(rec, &p, at) {
         Ok(s) => s,
         Err(e) => return Ok(Err(why(e))),
     };
     if let Successor::Within { check, .. } = &succ {
         if deps.schedules.record_exists(check.key(deps.schedules.job())).await? {
-            return Ok(plan_own(rec, now_ms, policy)
-                .map(|plan| Planned { plan, successor: Successor::None })
-                .map_err(why));
+            return Ok(plan_own(rec, at, policy).map(|plan| Planned { plan, successor: Successor::None }).map_err(why));
         }
     }
     Ok(Ok(Planned { plan: p, successor: succ }))
@@ -259,19 +279,16 @@ async fn flush(
     fence: &Fence,
     now_ms: i64,
     k: u32,
-    cursor: &mut Option<String>,
+    cursor: &mut ShardCursor,
     pending: &mut Vec<Segment>,
     to: &mut Option<String>,
     tenants: &HashMap<String, TenantRead>,
+    budget: &dyn Budget,
     report: &mut Report,
 ) -> Result<Wrote, PulseError> {
     let Some(target) = to.take() else { return Ok(Wrote::On) };
     let chunk = std::mem::take(pending);
-    match Box::pin(write_chunk(deps, fence, now_ms, k, cursor, &chunk, &target, tenants, report)).await? {
-        Written::Yes => Ok(Wrote::On),
-        Written::LeftToNextTick => Ok(Wrote::Halted),
-        Written::LeaseLost => Ok(Wrote::LeaseLost),
-    }
+    Box::pin(write_chunk(deps, fence, now_ms, k, cursor, chunk, &target, tenants, budget, report)).await
 }
 
 /// A group larger than a page, from `seg` (its first page, read) to its last page, each page its
@@ -282,7 +299,7 @@ async fn run_alone(
     fence: &Fence,
     now_ms: i64,
     k: u32,
-    cursor: &mut Option<String>,
+    cursor: &mut ShardCursor,
     mut seg: Segment,
     tenants: &HashMap<String, TenantRead>,
     budget: &dyn Budget,
@@ -294,162 +311,145 @@ async fn run_alone(
         let t = own_tenants.as_ref().unwrap_or(tenants);
         let Action::Page(planned, read) = &seg.action else { unreachable!("a set-aside record has one page") };
         let end = page_end(&seg.rec, planned, read);
-        let written = match &end {
-            RecordEnd::Advance(_) => {
-                Box::pin(write_chunk(deps, fence, now_ms, k, cursor, std::slice::from_ref(&seg), "", t, report)).await?
-            }
-            _ => {
-                Box::pin(write_chunk(deps, fence, now_ms, k, cursor, std::slice::from_ref(&seg), &sk, t, report))
-                    .await?
-            }
-        };
-        match (written, end) {
-            (Written::Yes, RecordEnd::Advance(last)) => {
-                if budget.exhausted() {
-                    return Ok(Wrote::Stopped);
-                }
-                let rec = DueRecord { cursor: Some(last), ..seg.rec.clone() };
-                let planned = (**planned).clone();
-                let read = Box::pin(read_page(deps, &rec, &planned)).await?;
-                seg = Segment { rec, action: Action::Page(Box::new(planned), read) };
-                own_tenants = Some(Box::pin(read_tenants(deps, &[&seg])).await?);
-            }
-            (Written::Yes, _) => return Ok(Wrote::On),
-            (Written::LeftToNextTick, _) => return Ok(Wrote::Halted),
-            (Written::LeaseLost, _) => return Ok(Wrote::LeaseLost),
+        let to = if matches!(end, RecordEnd::Advance(_)) { "" } else { sk.as_str() };
+        let (rec, planned) = (seg.rec.clone(), (**planned).clone());
+        match Box::pin(write_chunk(deps, fence, now_ms, k, cursor, vec![seg], to, t, budget, report)).await? {
+            Wrote::On => {}
+            Wrote::SetAside => return Ok(Wrote::On),
+            other => return Ok(other),
         }
+        let RecordEnd::Advance(last) = end else { return Ok(Wrote::On) };
+        if budget.exhausted() {
+            return Ok(Wrote::Stopped);
+        }
+        let rec = DueRecord { cursor: Some(last), plan_at: Some(rec.plan_at.unwrap_or(now_ms)), ..rec };
+        let read = Box::pin(read_page(deps, &rec, &planned)).await?;
+        seg = Segment { rec, action: Action::Page(Box::new(planned), read) };
+        own_tenants = Some(Box::pin(read_tenants(deps, &[&seg])).await?);
     }
-}
-
-/// The next page of `rec`'s members for `p`: after its member cursor (a one-off group's from its
-/// start: its fired members are deleted as they go). A group that may be retired — a one-off
-/// done, or no member at its first page — has its head's joins read first, and an empty group is
-/// looked at again after that read: a member that joined before it is seen, one after it moves
-/// the joins and refuses the retirement.
-async fn read_page(deps: &Deps, rec: &DueRecord, p: &Planned) -> Result<PageRead, PulseError> {
-    let s = &deps.schedules;
-    let gid = rec.group.id();
-    let one_off = rec.group.spec.one_off();
-    let limit = member_page(&p.plan, one_off) as i32;
-    let start = if one_off { None } else { rec.cursor.as_deref() };
-    let joins = if p.plan.finished { s.head_joins(&gid).await? } else { None };
-    let (members, more) = s.members_page(&gid, start, limit).await?;
-    if !members.is_empty() || rec.cursor.is_some() || p.plan.finished {
-        return Ok(PageRead { members, more, joins });
-    }
-    let joins = s.head_joins(&gid).await?;
-    let (members, more) = s.members_page(&gid, None, limit).await?;
-    let joins = if members.is_empty() { joins } else { None };
-    Ok(PageRead { members, more, joins })
-}
-
-/// The tenants of the members `segs` read.
-async fn read_tenants(deps: &Deps, segs: &[&Segment]) -> Result<HashMap<String, TenantRead>, PulseError> {
-    let mut ids: Vec<&str> = segs
-        .iter()
-        .filter_map(|s| match &s.action {
-            Action::Page(_, read) => {
-                Some(read.members.iter().filter_map(|m| m.as_ref().ok()).map(|m| m.tenant.as_str()))
-            }
-            Action::Isolate(_) => None,
-        })
-        .flatten()
-        .collect();
-    ids.sort_unstable();
-    ids.dedup();
-    let read = deps.tenants.get_many(&ids).await?;
-    Ok(read
-        .into_iter()
-        .map(|(id, t)| {
-            let t = match t {
-                Ok(t) => TenantRead::Found(t),
-                Err(why) => TenantRead::Unreadable(why),
-            };
-            (id, t)
-        })
-        .collect())
-}
-
-/// How a chunk's transaction ended.
-enum Written {
-    Yes,
-    /// A record or the shard cursor changed under the sweep (another writer, a page written
-    /// twice): nothing of the chunk was written, and a later tick reads what is left.
-    LeftToNextTick,
-    LeaseLost,
 }
 
 /// One transaction: the chunk's fires as batch items, its records' ends, and shard `k`'s cursor
-/// moved from `cursor` to `to` (none: an advance within a group), fenced; the successors that
-/// depend on their records alone put first.
+/// moved from `cursor` to `to` (empty: an advance within a group), fenced; the successors that
+/// depend on their records alone put first. A record whose own condition fails (changed under the
+/// sweep) is set an hour aside and the rest written again; a cursor changed since it was read asks
+/// for the shard to be read again.
 #[allow(clippy::too_many_arguments)]
 async fn write_chunk(
     deps: &Deps,
     fence: &Fence,
     now_ms: i64,
     k: u32,
-    cursor: &mut Option<String>,
-    chunk: &[Segment],
+    cursor: &mut ShardCursor,
+    mut chunk: Vec<Segment>,
     to: &str,
     tenants: &HashMap<String, TenantRead>,
+    budget: &dyn Budget,
     report: &mut Report,
-) -> Result<Written, PulseError> {
-    let ChunkPlan { batch, ends, before, fired, skipped, dropped, isolated, ready_ms, failures } =
-        chunk_plan(chunk, tenants, now_ms);
-    let mut queued = Vec::new();
-    for item in fire_items(batch, ready_ms) {
-        queued.push(enqueue_item(&deps.tables.queue, &deps.queue_cfg, &item, now_ms)?);
-    }
-    let mut moves: Vec<_> =
-        ends.iter().flat_map(|(rec, end, finished)| deps.schedules.record_items(rec, end, finished)).collect();
-    if !to.is_empty() {
-        moves.push(deps.schedules.cursor_move(k, cursor.as_deref(), to));
-    }
-    // Many pages (small groups, or a backlog caught up) make many items: halves, in order, each
-    // its own transaction, while the whole (with the fence) passes DynamoDB's transaction limits.
-    let whole: Vec<_> =
-        std::iter::once(fence.condition_check()).chain(queued.iter().cloned()).chain(moves.iter().cloned()).collect();
-    if tickwork::limits::transaction(&whole).is_err() && chunk.len() > 1 {
-        let (a, b) = chunk.split_at(chunk.len() / 2);
-        let mid = sk_of(deps, &a[a.len() - 1].rec);
-        return Ok(match Box::pin(write_chunk(deps, fence, now_ms, k, cursor, a, &mid, tenants, report)).await? {
-            Written::Yes => Box::pin(write_chunk(deps, fence, now_ms, k, cursor, b, to, tenants, report)).await?,
-            other => other,
-        });
-    }
-    Box::pin(deps.schedules.put_records(&before)).await?;
-    // A batch item already there holds exactly these units (its id is their digest): they are
-    // queued, and the records move on without it. Anything else that fails leaves the chunk.
-    for _ in 0..2 {
-        let n = queued.len();
-        let writes: Vec<_> = queued.iter().cloned().chain(moves.iter().cloned()).collect();
-        match Box::pin(fenced_write(&deps.db, fence, writes)).await? {
-            Fenced::Written => {
-                for (tenant, why) in &failures {
-                    tracing::warn!(tenant = %tenant, why = %why, "schedule fire isolated: not handed over");
+) -> Result<Wrote, PulseError> {
+    let mut to = to.to_string();
+    let mut set_aside = false;
+    for _ in 0..=chunk.len() {
+        let ChunkPlan { batch, ends, before, fired, skipped, dropped, isolated, ready_ms, failures, moved } =
+            chunk_plan(&chunk, tenants, now_ms);
+        let mut queued = Vec::new();
+        for item in fire_items(batch, ready_ms) {
+            queued.push(enqueue_item(&deps.tables.queue, &deps.queue_cfg, &item, now_ms)?);
+        }
+        // Each record's writes, and which record each is of.
+        let mut moves = Vec::new();
+        let mut owner = Vec::new();
+        for (i, (rec, end, finished)) in ends.iter().enumerate() {
+            let items = deps.schedules.record_items(rec, end, finished, rec.plan_at.unwrap_or(now_ms));
+            owner.extend(std::iter::repeat_n(Some(i), items.len()));
+            moves.extend(items);
+        }
+        if !to.is_empty() {
+            moves.push(deps.schedules.cursor_move(k, cursor, &to));
+            owner.push(None);
+        }
+        // Many pages (small groups, or a backlog caught up) make many items: halves, in order,
+        // each its own transaction, while the whole (with the fence) passes DynamoDB's limits.
+        let whole: Vec<_> = std::iter::once(fence.condition_check())
+            .chain(queued.iter().cloned())
+            .chain(moves.iter().cloned())
+            .collect();
+        if tickwork::limits::transaction(&whole).is_err() && chunk.len() > 1 {
+            let b = chunk.split_off(chunk.len() / 2);
+            let mid = sk_of(deps, &chunk[chunk.len() - 1].rec);
+            return Ok(
+                match Box::pin(write_chunk(deps, fence, now_ms, k, cursor, chunk, &mid, tenants, budget, report))
+                    .await?
+                {
+                    Wrote::On | Wrote::SetAside => {
+                        Box::pin(write_chunk(deps, fence, now_ms, k, cursor, b, &to, tenants, budget, report)).await?
+                    }
+                    other => other,
+                },
+            );
+        }
+        // The successors put outside the transaction are a step of their own: none starts once
+        // the lease could have lapsed (a stale sweep's successor would start a second chain).
+        if budget.exhausted() {
+            return Ok(Wrote::Stopped);
+        }
+        Box::pin(deps.schedules.put_records(&before)).await?;
+        let mut failed = None;
+        // A batch item already there holds exactly these units (its id is their digest): they
+        // are queued, and the records move on without it.
+        for _ in 0..2 {
+            let n = queued.len();
+            let writes: Vec<_> = queued.iter().cloned().chain(moves.iter().cloned()).collect();
+            match Box::pin(fenced_write(&deps.db, fence, writes)).await? {
+                Fenced::Written => {
+                    for (tenant, why) in &failures {
+                        tracing::warn!(tenant = %tenant, why = %why, "schedule fire isolated: not handed over");
+                    }
+                    for (tenant, zone) in &moved {
+                        tracing::warn!(tenant = %tenant, zone = %zone, "tenant in another zone than its schedule's group: passed over until Schedules::retarget moves it");
+                    }
+                    if !to.is_empty() {
+                        *cursor = ShardCursor { cur: Some(to.clone()), ..cursor.clone() };
+                    }
+                    report.fires += fired;
+                    report.fires_skipped += skipped;
+                    report.schedules_dropped += dropped;
+                    report.failed_tenants += isolated;
+                    return Ok(if set_aside { Wrote::SetAside } else { Wrote::On });
                 }
-                if !to.is_empty() {
-                    *cursor = Some(to.to_string());
+                Fenced::Stale => return Ok(Wrote::LeaseLost),
+                Fenced::ConditionFailed { index, .. } if index < n => {
+                    queued.remove(index);
                 }
-                report.fires += fired;
-                report.fires_skipped += skipped;
-                report.schedules_dropped += dropped;
-                report.failed_tenants += isolated;
-                return Ok(Written::Yes);
+                Fenced::ConditionFailed { index, .. } => {
+                    failed = Some(owner.get(index - n).copied().flatten());
+                    break;
+                }
             }
-            Fenced::Stale => return Ok(Written::LeaseLost),
-            Fenced::ConditionFailed { index, .. } if index < n => {
-                queued.remove(index);
+        }
+        match failed {
+            // The cursor changed since it was read: a writer's record may sort before `to`.
+            Some(None) => return Ok(Wrote::Reread),
+            // One record changed under the sweep (a member joined a group being retired, a
+            // definition changed under a one-off done): set aside, the rest written again.
+            Some(Some(i)) => {
+                tracing::warn!(group = %chunk[i].rec.group.id(), "a due record or its group changed under the sweep: set an hour aside");
+                let why = "changed under the sweep while its fire was written".to_string();
+                chunk[i].action = Action::Isolate(why);
+                set_aside = true;
+                // A group's page within it moved no cursor: the cursor passes it now, its copy
+                // an hour on.
+                if to.is_empty() {
+                    to = sk_of(deps, &chunk[i].rec);
+                }
             }
-            Fenced::ConditionFailed { index, .. } => {
+            None => {
                 tracing::warn!(
-                    index,
-                    "a due record or the shard cursor changed under the sweep: the shard is left to the next tick"
+                    "a chunk whose fires were found queued twice could not be written: left to the next tick"
                 );
-                return Ok(Written::LeftToNextTick);
+                return Ok(Wrote::Halted);
             }
         }
     }
-    tracing::warn!("a chunk whose fires were found queued twice could not be written: left to the next tick");
-    Ok(Written::LeftToNextTick)
+    Ok(Wrote::Halted)
 }

@@ -43,6 +43,7 @@ pub mod config;
 pub mod deps;
 pub mod due;
 mod fire_plan;
+mod fire_reads;
 mod fires;
 mod flush;
 pub mod helpers;

@@ -4,9 +4,10 @@
 
 use super::record::{
     cursor_key, def_pk, due_bound, due_pk, head_key, member_pk, pos_of, DueRecord, Member, CUR, CURSOR, CURSOR_SK,
-    DUE_SHARDS, JOINS,
+    DUE_SHARDS, JOINS, PLAN_AT, WRITES,
 };
-use super::store::{member_delete, record_put, Schedules};
+use super::store::Schedules;
+use super::writes::{member_delete, record_put, ShardCursor};
 use crate::clock::Millis;
 use crate::error::DbError;
 use crate::item::Item;
@@ -24,6 +25,9 @@ pub enum RecordEnd {
     /// Every member done: the shard's cursor moves past the record (in the same transaction), and
     /// this successor is put with it (one written before the transaction is not here).
     Done(Option<DueRecord>),
+    /// A record whose group has no head and no member (a successor an attempt before put for a
+    /// group retired since): the cursor passes it, and nothing follows it.
+    Pass,
     /// The group is done (a one-off fired) or found empty: its record and head (at the `joins`
     /// read before its members) are deleted, and the record's own successor if an attempt before
     /// put one.
@@ -96,7 +100,13 @@ impl Schedules {
     /// twice (a retry after a lost answer, another sweep) cancels instead of firing again.
     /// `finished` are members of a one-off group that is done (tenant, the definition's `ver`):
     /// their memberships and definitions go too (a definition only if still the version fired).
-    pub fn record_items(&self, rec: &DueRecord, end: &RecordEnd, finished: &[(String, u64)]) -> Vec<TransactWriteItem> {
+    pub fn record_items(
+        &self,
+        rec: &DueRecord,
+        end: &RecordEnd,
+        finished: &[(String, Option<u64>)],
+        plan_at: Millis,
+    ) -> Vec<TransactWriteItem> {
         let gid = rec.group.id();
         let (cond, seen) = match &rec.cursor {
             Some(c) => ("attribute_exists(#pk) AND #c = :seen", Some(av_s(c))),
@@ -108,12 +118,14 @@ impl Schedules {
                 let u = Update::builder()
                     .table_name(&self.table)
                     .set_key(Some(rec.key(&self.job)))
-                    .update_expression("SET #c = :to")
+                    // The plan's instant kept at the first page: a later tick resumes the same plan.
+                    .update_expression("SET #c = :to, #at = if_not_exists(#at, :at)")
                     .condition_expression(cond)
                     .expression_attribute_names("#pk", PK)
                     .expression_attribute_names("#c", CURSOR)
+                    .expression_attribute_names("#at", PLAN_AT)
                     .set_expression_attribute_values(Some(
-                        [(":to".to_string(), av_s(to))]
+                        [(":to".to_string(), av_s(to)), (":at".to_string(), av_n(plan_at))]
                             .into_iter()
                             .chain(seen.map(|v| (":seen".to_string(), v)))
                             .collect(),
@@ -123,6 +135,7 @@ impl Schedules {
                 out.push(TransactWriteItem::builder().update(u).build());
             }
             RecordEnd::Done(next) => out.extend(next.iter().map(|n| record_put(&self.table, &self.job, n))),
+            RecordEnd::Pass => {}
             RecordEnd::Retire { joins, successor } => {
                 let d = Delete::builder()
                     .table_name(&self.table)
@@ -151,6 +164,9 @@ impl Schedules {
         }
         for (tenant, ver) in finished {
             out.push(member_delete(&self.table, &self.job, &gid, tenant));
+            // A member whose item does not read leaves its group; its definition stays, for an
+            // operator to see.
+            let Some(ver) = ver else { continue };
             let del = Delete::builder()
                 .table_name(&self.table)
                 .set_key(Some(key(def_pk(&self.job, tenant), &rec.group.name)))
@@ -169,24 +185,33 @@ impl Schedules {
         key(due_pk(&self.job, k), sk)
     }
 
-    /// Shard `k`'s cursor (strongly consistent): the sort key of the last record handled.
-    pub async fn shard_cursor(&self, k: u32) -> Result<Option<String>, DbError> {
+    /// Shard `k`'s cursor (strongly consistent).
+    pub async fn shard_cursor(&self, k: u32) -> Result<ShardCursor, DbError> {
         let item = self.db.get_strong(&self.table, cursor_key(&self.job, k)).await?;
-        Ok(item.and_then(|i| crate::schema::get_s(&i, CUR).map(str::to_string)))
+        Ok(ShardCursor {
+            cur: item.as_ref().and_then(|i| crate::schema::get_s(i, CUR).map(str::to_string)),
+            writes: item.as_ref().and_then(|i| get_i64(i, WRITES)).unwrap_or(0),
+        })
     }
 
     /// The move of shard `k`'s cursor from `seen` (as read) to `to`, for the sweep's transaction:
-    /// refused if another writer moved it.
-    pub fn cursor_move(&self, k: u32, seen: Option<&str>, to: &str) -> TransactWriteItem {
+    /// refused if another sweep moved it, or a writer wrote a record after it since it was read
+    /// (that record may sort before `to`: the sweep reads the shard again from `seen`).
+    pub fn cursor_move(&self, k: u32, seen: &ShardCursor, to: &str) -> TransactWriteItem {
         let u = Update::builder()
             .table_name(&self.table)
             .set_key(Some(cursor_key(&self.job, k)))
             .update_expression("SET #cur = :to")
             .expression_attribute_names("#cur", CUR)
-            .expression_attribute_values(":to", av_s(to));
-        let u = match seen {
-            Some(c) => u.condition_expression("#cur = :seen").expression_attribute_values(":seen", av_s(c)),
-            None => u.condition_expression("attribute_not_exists(#cur)"),
+            .expression_attribute_names("#w", WRITES)
+            .expression_attribute_values(":to", av_s(to))
+            .expression_attribute_values(":w", av_n(seen.writes));
+        let w = if seen.writes == 0 { "(attribute_not_exists(#w) OR #w = :w)" } else { "#w = :w" };
+        let u = match &seen.cur {
+            Some(c) => {
+                u.condition_expression(format!("#cur = :seen AND {w}")).expression_attribute_values(":seen", av_s(c))
+            }
+            None => u.condition_expression(format!("attribute_not_exists(#cur) AND {w}")),
         };
         TransactWriteItem::builder().update(u.build().expect("update is whole")).build()
     }
@@ -211,12 +236,12 @@ impl Schedules {
 
     /// The earliest position of any record after its shard's cursor (`cursors`, as the sweep
     /// left them): one strongly consistent Query a shard, one item each.
-    pub async fn earliest(&self, cursors: &[Option<String>]) -> Result<Option<Millis>, DbError> {
+    pub async fn earliest(&self, cursors: &[ShardCursor]) -> Result<Option<Millis>, DbError> {
         let mut best: Option<Millis> = None;
         for k in 0..DUE_SHARDS {
             let start = cursors
                 .get(k as usize)
-                .and_then(|c| c.as_deref())
+                .and_then(|c| c.cur.as_deref())
                 .map(|c| Cursor::encode(&key(due_pk(&self.job, k), c)))
                 .transpose()
                 .map_err(|e| DbError::Invalid(e.to_string()))?;

@@ -49,8 +49,11 @@ pub struct FirePlan {
 pub enum MemberFires {
     /// These of the plan's occurrences (indexes into [`FirePlan::fire`]).
     Fire(Vec<usize>),
-    /// Its tenant is suspended or moved: this many owed occurrences are passed over.
+    /// Its tenant is suspended: this many owed occurrences are passed over.
     Passed(u32),
+    /// Its tenant is in another zone now (its schedules move to that zone's groups when
+    /// retargeted): this many owed occurrences are passed over here.
+    Moved(u32),
     /// Its tenant is gone.
     Gone,
     /// Its tenant's zone is not one the tz database knows (written around the library's
@@ -120,6 +123,7 @@ fn next_record(group: &Group, tz: &jiff::tz::TimeZone, after_ms: Millis) -> Resu
         group: group.clone(),
         after_ms,
         cursor: None,
+        plan_at: None,
     }))
 }
 
@@ -210,7 +214,10 @@ pub fn member_fires(fire: &[Occurrence], m: &Member, tenant: Option<TenantNow<'_
             return MemberFires::Unreadable(e.0);
         }
     }
-    if !t.active || t.zone != group.zone {
+    if t.zone != group.zone {
+        return MemberFires::Moved(owed.len() as u32);
+    }
+    if !t.active {
         return MemberFires::Passed(owed.len() as u32);
     }
     MemberFires::Fire(owed)
@@ -276,7 +283,7 @@ mod tests {
         // Moved to New York (the library moves its schedules after the tenant): nothing from the
         // Berlin group.
         let ny = TenantNow { zone: "America/New_York", active: true };
-        assert_eq!(member_fires(&p.fire, &m, Some(ny), &r.group), MemberFires::Passed(2));
+        assert_eq!(member_fires(&p.fire, &m, Some(ny), &r.group), MemberFires::Moved(2));
         assert_eq!(member_fires(&p.fire, &m, None, &r.group), MemberFires::Gone);
         let mars = TenantNow { zone: "Mars/Olympus", active: true };
         assert!(matches!(member_fires(&p.fire, &m, Some(mars), &r.group), MemberFires::Unreadable(_)));

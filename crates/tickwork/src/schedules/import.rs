@@ -17,7 +17,8 @@ use super::error::{ScheduleError, SpecError};
 use super::fire::member_of;
 use super::record::{Group, Member, Schedule};
 use super::spec::ScheduleDef;
-use super::store::{member_put, next_ver, record_put, Changed, Schedules};
+use super::store::{next_ver, Changed, Schedules};
+use super::writes::{member_put, record_put};
 use crate::calendar::Policy;
 use crate::error::DbError;
 use crate::schema::put_new_item;
@@ -117,7 +118,7 @@ impl Schedules {
             }
             let defs = writes.len();
             let mut due: Option<i64> = None;
-            let mut cursors = super::store::Cursors::new();
+            let mut cursors = super::writes::Cursors::new();
             for (g, m, n) in by_group.values() {
                 // The group's first record owed after the earliest member's instant: every member
                 // of an import is owed from the same `now`, or a one-off from its own instant.
@@ -130,7 +131,7 @@ impl Schedules {
                     writes.push(record_put(&self.table, &self.job, &r));
                 }
             }
-            writes.extend(self.cursor_checks(&cursors));
+            writes.extend(self.cursor_bumps(&cursors));
             match commit(&self.db, &self.table, &self.job, writes, due).await? {
                 Committed::Written => return Ok(true),
                 Committed::ConditionFailed(i) if i < defs => return Ok(false),

@@ -12,20 +12,24 @@
 //! - [`store`]: the reads and writes of schedules; `due`: the sweep's reads and writes of the due
 //!   index and the groups.
 
+mod check;
 mod commit;
 pub mod cron;
 mod due;
 pub mod error;
 pub mod fire;
 pub mod import;
+mod membership;
 pub mod occurrence;
 pub mod record;
 pub mod spec;
 pub mod store;
+mod writes;
 
 #[cfg(test)]
 mod oracle_tests;
 
+pub use check::ONE_OFF_MARGIN_MS;
 pub use due::RecordEnd;
 pub use error::{ScheduleError, SpecError};
 pub use fire::{
@@ -36,4 +40,5 @@ pub use import::Imported;
 pub use occurrence::{between, catch_up, next_after, occurrence_key, resolve, spread_ms, Occurrence};
 pub use record::{due_shard, DueRecord, Group, Member, Schedule, DUE_SHARDS, SCHED_KIND};
 pub use spec::{Dst, Fold, Gap, MonthDay, ScheduleDef, Spec};
-pub use store::{Changed, Schedules, ONE_OFF_MARGIN_MS};
+pub use store::{Changed, Schedules};
+pub use writes::ShardCursor;

@@ -116,6 +116,10 @@ pub struct DueRecord {
     /// The last member this record's fire handed over, while a large group is fired a page at a
     /// time (a crash resumes after it).
     pub cursor: Option<String>,
+    /// The instant its fire was planned at, once its first page was written: a later tick resumes
+    /// the same plan (planned again at its own `now`, the members before the cursor would miss
+    /// what came due since).
+    pub plan_at: Option<Millis>,
 }
 
 /// The definition item's `pk` for `tenant`'s schedules.
@@ -163,9 +167,11 @@ pub fn pos_of(sk: &str) -> Option<Millis> {
     sk.get(..15).and_then(|d| d.parse().ok())
 }
 
-/// How long a fired record stays behind its shard's cursor before it expires: past any retry of
-/// its tick, and readable by an operator for a while.
-pub const RECORD_TTL_MS: Millis = 2 * 86_400_000;
+/// How long after its due instant a record expires. A fired one stays behind its shard's cursor
+/// until then (storage the cost model prices); one not fired yet must outlive any catch-up bound a
+/// sweep is allowed (`pulse_sweep::MAX_LATENESS_LIMIT`, 60 days, held below this by a test there),
+/// so a sweep stopped for weeks still finds every group's record.
+pub const RECORD_TTL_MS: Millis = 61 * 86_400_000;
 
 /// The exclusive upper bound of the sort keys due at or before `now_ms`.
 pub fn due_bound(now_ms: Millis) -> String {
@@ -191,6 +197,12 @@ const OWED: &str = "owed";
 pub const CURSOR: &str = "cursor";
 /// The shard cursor item's attribute: the sort key of the last record handled.
 pub const CUR: &str = "cur";
+/// The shard cursor item's count of records written after it by writers (a sweep's move is
+/// conditional on it: a record written while the sweep read its page is read before the cursor
+/// passes it).
+pub const WRITES: &str = "w";
+/// The record's planned-at attribute.
+pub const PLAN_AT: &str = "at";
 const POS: &str = "pos";
 /// The head's count of members that joined (a writer's join moves it, so the sweep's deletion of
 /// a head it read before the join is refused).
@@ -344,6 +356,9 @@ impl DueRecord {
         if let Some(c) = &self.cursor {
             item.insert(CURSOR.to_string(), av_s(c));
         }
+        if let Some(at) = self.plan_at {
+            item.insert(PLAN_AT.to_string(), av_n(at));
+        }
         item
     }
 
@@ -357,6 +372,7 @@ impl DueRecord {
             group: Group::read_from(item)?,
             after_ms: n(AFTER)?,
             cursor: get_s(item, CURSOR).map(str::to_string),
+            plan_at: get_i64(item, PLAN_AT),
         })
     }
 }
@@ -382,6 +398,7 @@ mod tests {
             group: group("Europe/Berlin", "acme", 30),
             after_ms: 5,
             cursor: Some("t9".into()),
+            plan_at: Some(7),
         };
         let item = r.to_item("pulse-sweep");
         assert_eq!(DueRecord::from_item(&item).unwrap(), r);

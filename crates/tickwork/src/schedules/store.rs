@@ -11,12 +11,11 @@ use aws_sdk_dynamodb::types::{DeleteRequest, WriteRequest};
 
 use super::commit::{commit, Committed};
 use super::error::{ScheduleError, SpecError};
-use super::fire::{first_record, member_of};
-use super::record::{
-    cursor_key, def_pk, due_shard, head_key, member_pk, pos_of, DueRecord, Group, Member, Schedule, CUR, JOINS,
-};
+use super::fire::member_of;
+use super::record::{def_pk, member_pk, Schedule};
 use super::spec::ScheduleDef;
-use crate::calendar::{CatchUp, Policy};
+use super::writes::{member_delete, member_put, record_put, Cursors};
+use crate::calendar::Policy;
 use crate::clock::{Millis, SharedClock};
 use crate::db::Db;
 use crate::error::DbError;
@@ -129,48 +128,6 @@ impl Schedules {
         };
         self.write(&s, old.as_ref(), (!paused).then_some(zone)).await?;
         Ok(if old.is_some() { Changed::Changed } else { Changed::Added })
-    }
-
-    /// What every add checks before writing: the zone, the keys' lengths, and that a one-off
-    /// can fire (its local time exists under its gap policy; the sweep's catch-up would not pass
-    /// it over, with [`ONE_OFF_MARGIN_MS`] to spare for the tick that reaches it).
-    pub(super) fn check(&self, tenant: &str, zone: &str, def: &ScheduleDef, policy: &Policy) -> Result<(), SpecError> {
-        let now = self.clock.now_ms();
-        crate::calendar::zone(zone).map_err(|e| SpecError(e.0))?;
-        check_keys(&self.job, tenant, &def.name)?;
-        if def.spec.one_off() {
-            let tz = crate::calendar::zone(zone).map_err(|e| SpecError(e.0))?;
-            if let super::spec::Spec::AtLocal(dt) = &def.spec {
-                if super::occurrence::resolve(&tz, *dt, def.dst)?.is_none() {
-                    return Err(SpecError(format!(
-                        "`{}`: that local time does not exist in {zone} (a DST change skips it) and the gap policy is skip: it would never fire",
-                        def.spec
-                    ))
-                    );
-                }
-            }
-            // Passed over beyond the lateness bound, and under `skip` beyond one tick.
-            let bound = match policy.catch_up {
-                CatchUp::Skip => policy.interval_ms.min(policy.max_lateness_ms),
-                _ => policy.max_lateness_ms,
-            };
-            let far_back = now - bound + ONE_OFF_MARGIN_MS;
-            if super::occurrence::next_after(&def.spec, &tz, def.dst, far_back)?.is_none() {
-                return Err(SpecError(format!(
-                    "`{}` is too far in the past for the sweep's catch-up ({:?}, {} min less a margin of {} min): it would never fire",
-                    def.spec,
-                    policy.catch_up,
-                    bound / 60_000,
-                    ONE_OFF_MARGIN_MS / 60_000
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    /// [`Schedules::check`] for a caller that sorts rows before a [`Schedules::put_many`].
-    pub fn check_row(&self, tenant: &str, zone: &str, def: &ScheduleDef, policy: &Policy) -> Result<(), SpecError> {
-        self.check(tenant, zone, def, policy)
     }
 
     /// Now, by the store's clock.
@@ -303,7 +260,7 @@ impl Schedules {
                     due = Some(r.pos_ms);
                     items.push(record_put(&self.table, &self.job, &r));
                 }
-                items.extend(self.cursor_checks(&cursors));
+                items.extend(self.cursor_bumps(&cursors));
             }
             match commit(&self.db, &self.table, &self.job, items, due).await? {
                 Committed::Written => return Ok(()),
@@ -315,104 +272,11 @@ impl Schedules {
         Err(DbError::Contended { what: format!("the head of schedule `{}`'s group", s.def.name), attempts: ATTEMPTS }
             .into())
     }
-
-    /// How `n` members join group `g` (the first of them `m`): the head counted (it must still
-    /// be there), or, when the group has none, the head put (it must still be absent) and the
-    /// group's first record, owed after `m`'s instant, positioned after its shard's cursor (read
-    /// into `cursors` once a shard: the caller checks each in its transaction).
-    pub(super) async fn join_items(
-        &self,
-        g: &Group,
-        m: &Member,
-        n: u64,
-        cursors: &mut Cursors,
-    ) -> Result<(aws_sdk_dynamodb::types::TransactWriteItem, Option<DueRecord>), ScheduleError> {
-        let gid = g.id();
-        let head = self.db.get_strong(&self.table, head_key(&self.job, &gid)).await?;
-        if head.is_none() {
-            let mut item = g.head_item(&self.job);
-            item.insert(JOINS.to_string(), av_n(n));
-            let record = match first_record(g, m.owed_ms)? {
-                Some(r) => {
-                    let k = due_shard(&gid);
-                    if let std::collections::btree_map::Entry::Vacant(e) = cursors.entry(k) {
-                        e.insert(self.shard_cursor(k).await?);
-                    }
-                    let after = cursors[&k].as_deref().and_then(pos_of).map_or(r.pos_ms, |c| c + 1);
-                    Some(DueRecord { pos_ms: r.pos_ms.max(after), ..r })
-                }
-                None => None,
-            };
-            return Ok((put_new_item(&self.table, item), record));
-        }
-        let u = aws_sdk_dynamodb::types::Update::builder()
-            .table_name(&self.table)
-            .set_key(Some(head_key(&self.job, &gid)))
-            .update_expression("ADD #j :n")
-            .condition_expression("attribute_exists(#pk)")
-            .expression_attribute_names("#j", JOINS)
-            .expression_attribute_names("#pk", PK)
-            .expression_attribute_values(":n", av_n(n))
-            .build()
-            .expect("update has table, key and expression");
-        Ok((aws_sdk_dynamodb::types::TransactWriteItem::builder().update(u).build(), None))
-    }
 }
 
-/// Attempts when a group's head changes between its read and the transaction.
+/// Attempts when a group's head, or a shard's cursor, changes between its read and the
+/// transaction.
 const ATTEMPTS: u32 = 8;
-
-/// Shard cursors as a writer read them.
-pub(super) type Cursors = std::collections::BTreeMap<u32, Option<String>>;
-
-impl Schedules {
-    /// A ConditionCheck of each shard cursor in `cursors`: unchanged since read, so no sweep has
-    /// moved past a record this transaction positions after it.
-    pub(super) fn cursor_checks(&self, cursors: &Cursors) -> Vec<aws_sdk_dynamodb::types::TransactWriteItem> {
-        cursors
-            .iter()
-            .map(|(k, seen)| {
-                let c = aws_sdk_dynamodb::types::ConditionCheck::builder()
-                    .table_name(&self.table)
-                    .set_key(Some(cursor_key(&self.job, *k)))
-                    .expression_attribute_names("#cur", CUR);
-                let c = match seen {
-                    Some(v) => c.condition_expression("#cur = :seen").expression_attribute_values(":seen", av_s(v)),
-                    None => c.condition_expression("attribute_not_exists(#cur)"),
-                };
-                aws_sdk_dynamodb::types::TransactWriteItem::builder()
-                    .condition_check(c.build().expect("check is whole"))
-                    .build()
-            })
-            .collect()
-    }
-}
-
-/// A due record's put, for a transaction.
-pub(super) fn record_put(table: &str, job: &str, r: &DueRecord) -> aws_sdk_dynamodb::types::TransactWriteItem {
-    let put = aws_sdk_dynamodb::types::Put::builder()
-        .table_name(table)
-        .set_item(Some(r.to_item(job)))
-        .build()
-        .expect("put has table and item");
-    aws_sdk_dynamodb::types::TransactWriteItem::builder().put(put).build()
-}
-
-/// A member's put, for a transaction.
-pub(super) fn member_put(table: &str, job: &str, gid: &str, m: &Member) -> aws_sdk_dynamodb::types::TransactWriteItem {
-    let put = aws_sdk_dynamodb::types::Put::builder().table_name(table).set_item(Some(m.to_item(job, gid))).build();
-    aws_sdk_dynamodb::types::TransactWriteItem::builder().put(put.expect("put has table and item")).build()
-}
-
-/// A member's delete, for a transaction (unconditional: gone already is the same).
-pub fn member_delete(table: &str, job: &str, gid: &str, tenant: &str) -> aws_sdk_dynamodb::types::TransactWriteItem {
-    let del = aws_sdk_dynamodb::types::Delete::builder()
-        .table_name(table)
-        .set_key(Some(key(member_pk(job, gid), tenant)))
-        .build()
-        .expect("delete has table and key");
-    aws_sdk_dynamodb::types::TransactWriteItem::builder().delete(del).build()
-}
 
 /// A changed definition's `ver`: above the old one and at least the change's instant, so that a
 /// schedule removed and added again never matches a record of its former self.
@@ -421,28 +285,6 @@ pub(super) fn next_ver(old: Option<&Schedule>, now_ms: Millis) -> u64 {
     old.map_or(now, |o| (o.ver + 1).max(now))
 }
 
-/// A one-off accepted this far inside the catch-up bound still reaches a tick before it passes.
-pub const ONE_OFF_MARGIN_MS: Millis = 30 * 60_000;
-
 fn delete(k: Item) -> WriteRequest {
     WriteRequest::builder().delete_request(DeleteRequest::builder().set_key(Some(k)).build().expect("key")).build()
-}
-
-/// The keys a schedule's items will have (its definition's, and a due record's at the latest
-/// instant a record can name), held to DynamoDB's key limits by [`crate::limits::key`] before
-/// anything is written: a tenant id near its limit plus a name can exceed a sort key's 1,024
-/// bytes.
-fn check_keys(job: &str, tenant: &str, name: &str) -> Result<(), SpecError> {
-    let gid = "0".repeat(32);
-    for k in [key(def_pk(job, tenant), name), key(member_pk(job, &gid), tenant)] {
-        crate::limits::key("PutItem", "control", &k).map_err(|e| {
-            SpecError(format!(
-                "tenant id ({} bytes) and name ({} bytes) make a key longer than DynamoDB allows: {}",
-                tenant.len(),
-                name.len(),
-                e.rule
-            ))
-        })?;
-    }
-    Ok(())
 }

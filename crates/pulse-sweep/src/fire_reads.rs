@@ -1,0 +1,58 @@
+//! The sweep's reads for a group's page of fires: the next page of its members, its head's
+//! joins when it may be retired, and the members' tenants.
+
+use std::collections::HashMap;
+
+use crate::deps::Deps;
+use crate::fire_plan::{member_page, Action, PageRead, Planned, Segment, TenantRead};
+use crate::report::PulseError;
+use tickwork::schedules::DueRecord;
+
+/// The next page of `rec`'s members for `p`: after its member cursor (a one-off group's from its
+/// start: its fired members are deleted as they go). A group that may be retired — a one-off
+/// done, or no member at its first page — has its head's joins read first, and an empty group is
+/// looked at again after that read: a member that joined before it is seen, one after it moves
+/// the joins and refuses the retirement.
+pub(crate) async fn read_page(deps: &Deps, rec: &DueRecord, p: &Planned) -> Result<PageRead, PulseError> {
+    let s = &deps.schedules;
+    let gid = rec.group.id();
+    let one_off = rec.group.spec.one_off();
+    let limit = member_page(&p.plan, one_off) as i32;
+    let start = if one_off { None } else { rec.cursor.as_deref() };
+    let joins = if p.plan.finished { s.head_joins(&gid).await? } else { None };
+    let (members, more) = s.members_page(&gid, start, limit).await?;
+    if !members.is_empty() || rec.cursor.is_some() || p.plan.finished {
+        return Ok(PageRead { members, more, joins, headless: false });
+    }
+    let joins = s.head_joins(&gid).await?;
+    let (members, more) = s.members_page(&gid, None, limit).await?;
+    let empty = members.is_empty();
+    Ok(PageRead { members, more, joins: joins.filter(|_| empty), headless: empty && joins.is_none() })
+}
+
+/// The tenants of the members `segs` read.
+pub(crate) async fn read_tenants(deps: &Deps, segs: &[&Segment]) -> Result<HashMap<String, TenantRead>, PulseError> {
+    let mut ids: Vec<&str> = segs
+        .iter()
+        .filter_map(|s| match &s.action {
+            Action::Page(_, read) => {
+                Some(read.members.iter().filter_map(|m| m.as_ref().ok()).map(|m| m.tenant.as_str()))
+            }
+            Action::Isolate(_) => None,
+        })
+        .flatten()
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let read = deps.tenants.get_many(&ids).await?;
+    Ok(read
+        .into_iter()
+        .map(|(id, t)| {
+            let t = match t {
+                Ok(t) => TenantRead::Found(t),
+                Err(why) => TenantRead::Unreadable(why),
+            };
+            (id, t)
+        })
+        .collect())
+}

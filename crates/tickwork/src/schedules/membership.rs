@@ -1,0 +1,88 @@
+//! How a schedule joins and leaves its group: the membership writes a change puts in its
+//! transaction, the group's head (counted on a join, or put with the group's first record), and
+//! the record's position after its shard's cursor with the cursor's count of writes moved on.
+
+use super::error::ScheduleError;
+use super::fire::first_record;
+use super::record::{cursor_key, due_shard, head_key, pos_of, DueRecord, Group, Member, CUR, JOINS, WRITES};
+use super::store::Schedules;
+use super::writes::Cursors;
+use crate::error::DbError;
+use crate::schema::{av_n, av_s, put_new_item, PK};
+
+impl Schedules {
+    /// How `n` members join group `g` (the first of them `m`): the head counted (it must still
+    /// be there), or, when the group has none, the head put (it must still be absent) and the
+    /// group's first record, owed after `m`'s instant, positioned after its shard's cursor (read
+    /// into `cursors` once a shard: the caller checks each in its transaction).
+    pub(super) async fn join_items(
+        &self,
+        g: &Group,
+        m: &Member,
+        n: u64,
+        cursors: &mut Cursors,
+    ) -> Result<(aws_sdk_dynamodb::types::TransactWriteItem, Option<DueRecord>), ScheduleError> {
+        let gid = g.id();
+        let head = self.db.get_strong(&self.table, head_key(&self.job, &gid)).await?;
+        if head.is_none() {
+            let mut item = g.head_item(&self.job);
+            item.insert(JOINS.to_string(), av_n(n));
+            let record = match first_record(g, m.owed_ms)? {
+                Some(r) => {
+                    let k = due_shard(&gid);
+                    if let std::collections::btree_map::Entry::Vacant(e) = cursors.entry(k) {
+                        e.insert(self.shard_cursor(k).await?);
+                    }
+                    let after = match cursors[&k].cur.as_deref() {
+                        None => r.pos_ms,
+                        Some(c) => {
+                            pos_of(c).ok_or_else(|| {
+                                DbError::Invalid(format!("shard {k}'s cursor `{c}` does not name a position"))
+                            })? + 1
+                        }
+                    };
+                    Some(DueRecord { pos_ms: r.pos_ms.max(after), ..r })
+                }
+                None => None,
+            };
+            return Ok((put_new_item(&self.table, item), record));
+        }
+        let u = aws_sdk_dynamodb::types::Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(head_key(&self.job, &gid)))
+            .update_expression("ADD #j :n")
+            .condition_expression("attribute_exists(#pk)")
+            .expression_attribute_names("#j", JOINS)
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_values(":n", av_n(n))
+            .build()
+            .expect("update has table, key and expression");
+        Ok((aws_sdk_dynamodb::types::TransactWriteItem::builder().update(u).build(), None))
+    }
+
+    /// For each shard cursor in `cursors`, its count of writes moved on, only if the cursor is
+    /// still where it was read: no sweep has passed a record this transaction positions after it,
+    /// and a sweep that read its page before this commit cannot move past it either (its move is
+    /// conditional on the count it read).
+    pub(super) fn cursor_bumps(&self, cursors: &Cursors) -> Vec<aws_sdk_dynamodb::types::TransactWriteItem> {
+        cursors
+            .iter()
+            .map(|(k, seen)| {
+                let u = aws_sdk_dynamodb::types::Update::builder()
+                    .table_name(&self.table)
+                    .set_key(Some(cursor_key(&self.job, *k)))
+                    .update_expression("ADD #w :one")
+                    .expression_attribute_names("#cur", CUR)
+                    .expression_attribute_names("#w", WRITES)
+                    .expression_attribute_values(":one", av_n(1));
+                let u = match &seen.cur {
+                    Some(v) => u.condition_expression("#cur = :seen").expression_attribute_values(":seen", av_s(v)),
+                    None => u.condition_expression("attribute_not_exists(#cur)"),
+                };
+                aws_sdk_dynamodb::types::TransactWriteItem::builder()
+                    .update(u.build().expect("update is whole"))
+                    .build()
+            })
+            .collect()
+    }
+}
