@@ -7,7 +7,7 @@ use super::record::{
     DUE_SHARDS, JOINS, PLAN_AT, WRITES,
 };
 use super::store::Schedules;
-use super::writes::{member_delete, record_put, ShardCursor};
+use super::writes::{cursor_move_item, member_delete, record_put, ShardCursor};
 use crate::clock::Millis;
 use crate::error::DbError;
 use crate::item::Item;
@@ -198,22 +198,7 @@ impl Schedules {
     /// refused if another sweep moved it, or a writer wrote a record after it since it was read
     /// (that record may sort before `to`: the sweep reads the shard again from `seen`).
     pub fn cursor_move(&self, k: u32, seen: &ShardCursor, to: &str) -> TransactWriteItem {
-        let u = Update::builder()
-            .table_name(&self.table)
-            .set_key(Some(cursor_key(&self.job, k)))
-            .update_expression("SET #cur = :to")
-            .expression_attribute_names("#cur", CUR)
-            .expression_attribute_names("#w", WRITES)
-            .expression_attribute_values(":to", av_s(to))
-            .expression_attribute_values(":w", av_n(seen.writes));
-        let w = if seen.writes == 0 { "(attribute_not_exists(#w) OR #w = :w)" } else { "#w = :w" };
-        let u = match &seen.cur {
-            Some(c) => {
-                u.condition_expression(format!("#cur = :seen AND {w}")).expression_attribute_values(":seen", av_s(c))
-            }
-            None => u.condition_expression(format!("attribute_not_exists(#cur) AND {w}")),
-        };
-        TransactWriteItem::builder().update(u.build().expect("update is whole")).build()
+        cursor_move_item(&self.table, &self.job, k, seen, to)
     }
 
     /// Whether the record at `key` is there (strongly consistent).

@@ -4,11 +4,11 @@
 
 use super::error::ScheduleError;
 use super::fire::first_record;
-use super::record::{cursor_key, due_shard, head_key, pos_of, DueRecord, Group, Member, CUR, JOINS, WRITES};
+use super::record::{due_shard, head_key, pos_of, DueRecord, Group, Member, JOINS};
 use super::store::Schedules;
-use super::writes::Cursors;
+use super::writes::{cursor_bump_item, Cursors};
 use crate::error::DbError;
-use crate::schema::{av_n, av_s, put_new_item, PK};
+use crate::schema::{av_n, put_new_item, PK};
 
 impl Schedules {
     /// How `n` members join group `g` (the first of them `m`): the head counted (it must still
@@ -65,24 +65,6 @@ impl Schedules {
     /// and a sweep that read its page before this commit cannot move past it either (its move is
     /// conditional on the count it read).
     pub(super) fn cursor_bumps(&self, cursors: &Cursors) -> Vec<aws_sdk_dynamodb::types::TransactWriteItem> {
-        cursors
-            .iter()
-            .map(|(k, seen)| {
-                let u = aws_sdk_dynamodb::types::Update::builder()
-                    .table_name(&self.table)
-                    .set_key(Some(cursor_key(&self.job, *k)))
-                    .update_expression("ADD #w :one")
-                    .expression_attribute_names("#cur", CUR)
-                    .expression_attribute_names("#w", WRITES)
-                    .expression_attribute_values(":one", av_n(1));
-                let u = match &seen.cur {
-                    Some(v) => u.condition_expression("#cur = :seen").expression_attribute_values(":seen", av_s(v)),
-                    None => u.condition_expression("attribute_not_exists(#cur)"),
-                };
-                aws_sdk_dynamodb::types::TransactWriteItem::builder()
-                    .update(u.build().expect("update is whole"))
-                    .build()
-            })
-            .collect()
+        cursors.iter().map(|(k, seen)| cursor_bump_item(&self.table, &self.job, *k, seen)).collect()
     }
 }

@@ -1,8 +1,10 @@
 //! The writes of a schedule's items as a transaction takes them, and a shard cursor as read:
 //! pure builders the store, the joins and the sweep share.
 
-use super::record::{member_pk, DueRecord, Member};
-use crate::schema::key;
+use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
+
+use super::record::{cursor_key, member_pk, DueRecord, Member, CUR, WRITES};
+use crate::schema::{av_n, av_s, key};
 
 /// A shard's cursor as read: the sort key of the last record handled, and the count of records
 /// writers wrote after it.
@@ -41,4 +43,77 @@ pub fn member_delete(table: &str, job: &str, gid: &str, tenant: &str) -> aws_sdk
         .build()
         .expect("delete has table and key");
     aws_sdk_dynamodb::types::TransactWriteItem::builder().delete(del).build()
+}
+
+/// A sweep's move of shard `k`'s cursor from `seen` to `to`: only if no other sweep moved it and
+/// no writer counted a record on it since it was read.
+pub(super) fn cursor_move_item(table: &str, job: &str, k: u32, seen: &ShardCursor, to: &str) -> TransactWriteItem {
+    let u = Update::builder()
+        .table_name(table)
+        .set_key(Some(cursor_key(job, k)))
+        .update_expression("SET #cur = :to")
+        .expression_attribute_names("#cur", CUR)
+        .expression_attribute_names("#w", WRITES)
+        .expression_attribute_values(":to", av_s(to))
+        .expression_attribute_values(":w", av_n(seen.writes));
+    let w = if seen.writes == 0 { "(attribute_not_exists(#w) OR #w = :w)" } else { "#w = :w" };
+    let u = match &seen.cur {
+        Some(c) => {
+            u.condition_expression(format!("#cur = :seen AND {w}")).expression_attribute_values(":seen", av_s(c))
+        }
+        None => u.condition_expression(format!("attribute_not_exists(#cur) AND {w}")),
+    };
+    TransactWriteItem::builder().update(u.build().expect("update is whole")).build()
+}
+
+/// A writer's count of a record it positions after shard `k`'s cursor: only if the cursor is still
+/// where it read it.
+pub(super) fn cursor_bump_item(table: &str, job: &str, k: u32, seen: &ShardCursor) -> TransactWriteItem {
+    let u = Update::builder()
+        .table_name(table)
+        .set_key(Some(cursor_key(job, k)))
+        .update_expression("ADD #w :one")
+        .expression_attribute_names("#cur", CUR)
+        .expression_attribute_names("#w", WRITES)
+        .expression_attribute_values(":one", av_n(1));
+    let u = match &seen.cur {
+        Some(v) => u.condition_expression("#cur = :seen").expression_attribute_values(":seen", av_s(v)),
+        None => u.condition_expression("attribute_not_exists(#cur)"),
+    };
+    TransactWriteItem::builder().update(u.build().expect("update is whole")).build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cond(t: &TransactWriteItem) -> (String, String, Vec<(String, String)>) {
+        let u = t.update().unwrap();
+        let mut v: Vec<(String, String)> = u
+            .expression_attribute_values()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_s().or(v.as_n()).unwrap().clone()))
+            .collect();
+        v.sort();
+        (u.update_expression().to_string(), u.condition_expression().unwrap().to_string(), v)
+    }
+
+    #[test]
+    fn a_sweep_moves_a_cursor_only_as_it_read_it_and_a_writer_counts_its_record_on_it() {
+        let seen = ShardCursor { cur: Some("000000000000100#g".into()), writes: 3 };
+        let (set, c, v) = cond(&cursor_move_item("t", "j", 1, &seen, "000000000000200#h"));
+        assert_eq!(set, "SET #cur = :to");
+        // The writes counted since: a writer's record written while the sweep read its page
+        // refuses the move.
+        assert_eq!(c, "#cur = :seen AND #w = :w");
+        assert!(v.contains(&(":w".into(), "3".into())) && v.contains(&(":seen".into(), "000000000000100#g".into())));
+        let fresh = ShardCursor::default();
+        let (_, c, _) = cond(&cursor_move_item("t", "j", 1, &fresh, "x"));
+        assert_eq!(c, "attribute_not_exists(#cur) AND (attribute_not_exists(#w) OR #w = :w)");
+        let (add, c, v) = cond(&cursor_bump_item("t", "j", 1, &seen));
+        assert_eq!((add.as_str(), c.as_str()), ("ADD #w :one", "#cur = :seen"));
+        assert!(v.contains(&(":one".into(), "1".into())));
+        assert_eq!(cond(&cursor_bump_item("t", "j", 1, &fresh)).1, "attribute_not_exists(#cur)");
+    }
 }
