@@ -3,6 +3,9 @@
 
 use std::collections::HashMap;
 
+use futures::future::BoxFuture;
+use futures::stream::{self, StreamExt};
+
 use crate::deps::Deps;
 use crate::fire_plan::{member_page, Action, PageRead, Planned, Segment, TenantRead};
 use crate::report::PulseError;
@@ -44,7 +47,17 @@ pub(crate) async fn read_tenants(deps: &Deps, segs: &[&Segment]) -> Result<HashM
         .collect();
     ids.sort_unstable();
     ids.dedup();
-    let read = deps.tenants.get_many(&ids).await?;
+    // A BatchGetItem a hundred, `tenant_concurrency` at once: a page of a thousand members is ten.
+    // Boxed: an unboxed closure over borrowed ids is not accepted where the job's future must be
+    // `Send` for every lifetime.
+    type Read<'a> =
+        BoxFuture<'a, Result<HashMap<String, Result<tickwork::tenants::Tenant, String>>, tickwork::DbError>>;
+    let gets: Vec<Read<'_>> = ids.chunks(100).map(|c| Box::pin(deps.tenants.get_many(c)) as Read<'_>).collect();
+    let reads: Vec<_> = stream::iter(gets).buffered(deps.cfg.tenant_concurrency).collect().await;
+    let mut read = HashMap::new();
+    for r in reads {
+        read.extend(r?);
+    }
     Ok(read
         .into_iter()
         .map(|(id, t)| {
