@@ -155,8 +155,13 @@ pub(crate) fn chunk_plan(segs: &[Segment], tenants: &HashMap<String, TenantRead>
             Action::Isolate(why) => {
                 c.isolated += 1;
                 c.failures.push((format!("group of `{}` in {}", rec.group.name, rec.group.zone), why.clone()));
-                let at = now_ms + ISOLATED_RETRY_MS;
-                let aside = DueRecord { due_ms: at, pos_ms: at, ..rec.clone() };
+                // Its due instant (its own successor is reckoned from it) and its plan's instant
+                // kept: an hour on it fires what it owed now, not a plan of its own then.
+                let aside = DueRecord {
+                    pos_ms: now_ms + ISOLATED_RETRY_MS,
+                    plan_at: Some(rec.plan_at.unwrap_or(now_ms)),
+                    ..rec.clone()
+                };
                 c.ends.push((rec.clone(), RecordEnd::Done(Some(aside)), Vec::new()));
                 continue;
             }
@@ -373,7 +378,10 @@ mod tests {
         let seg = Segment { rec: rec.clone(), action: Action::Isolate("no zone".into()) };
         let c = chunk_plan(&[seg], &HashMap::new(), rec.due_ms);
         match &c.ends[0].1 {
-            RecordEnd::Done(Some(n)) => assert_eq!(n.pos_ms, rec.due_ms + ISOLATED_RETRY_MS),
+            RecordEnd::Done(Some(n)) => {
+                assert_eq!((n.pos_ms, n.due_ms), (rec.due_ms + ISOLATED_RETRY_MS, rec.due_ms));
+                assert_eq!(n.plan_at, Some(rec.due_ms), "planned then as now");
+            }
             e => panic!("{e:?}"),
         }
     }

@@ -36,17 +36,17 @@
 use std::collections::HashMap;
 
 use futures::stream::{self, StreamExt};
-use tickwork::batch::Batch;
 use tickwork::budget::Budget;
-use tickwork::lease::{fenced_write, Fence, Fenced};
-use tickwork::queue::{enqueue_item, NewItem};
+use tickwork::lease::Fence;
 use tickwork::schedules::{plan, plan_own, successor, DueRecord, RecordEnd, ShardCursor, Successor, DUE_SHARDS};
 
 use crate::deps::Deps;
-use crate::fire_plan::{chunk_plan, page_end, Action, ChunkPlan, Planned, Segment, TenantRead};
+use crate::fire_plan::{page_end, Action, Planned, Segment, TenantRead};
 use crate::fire_reads::{read_page, read_tenants};
+use crate::fire_write::{sk_of, write_chunk, Wrote};
 use crate::report::{PulseError, Report};
 
+pub use crate::fire_write::fire_items;
 pub use tickwork::schedules::SCHED_KIND;
 
 /// Due records read a page.
@@ -55,23 +55,6 @@ pub const FIRE_PAGE: i32 = 200;
 /// Records whose pages are written in one transaction: each a write or two at most beside the
 /// fires' batch items, the fence and the shard cursor, well inside a transaction's 100 items.
 pub const FIRE_CHUNK: usize = 40;
-
-/// The queue items of a chunk's fires: the batch split to the queue's limits, each item named by
-/// the digest of its units' keys (the same units, the same item), ready since `ready_ms` (when
-/// the earliest fire was due). The sweep writes these, and the cost model sizes them.
-pub fn fire_items(batch: Batch, ready_ms: i64) -> Vec<NewItem> {
-    batch
-        .split()
-        .into_iter()
-        .map(|b| NewItem {
-            id: format!("{SCHED_KIND}#{}", b.fingerprint(SCHED_KIND)),
-            kind: SCHED_KIND.into(),
-            payload: b.to_payload(),
-            tenant: None,
-            due_ms: ready_ms,
-        })
-        .collect()
-}
 
 /// How firing ended.
 pub(crate) enum FireEnd {
@@ -85,20 +68,6 @@ pub(crate) enum FireEnd {
 
 /// Times a shard is read again in one tick when writers keep adding records to it.
 const REREADS: u32 = 3;
-
-/// How a shard's writes went.
-enum Wrote {
-    /// On to the next page.
-    On,
-    /// The shard's cursor changed since it was read (a writer's record): read it again.
-    Reread,
-    /// Written, with a record set aside (it changed under the sweep): a group running alone stops.
-    SetAside,
-    /// A chunk was changed under the sweep: the shard stops here until the next tick.
-    Halted,
-    Stopped,
-    LeaseLost,
-}
 
 /// Fires every record due at `now_ms`, fenced by the sweep's lease.
 pub(crate) async fn fire_due(
@@ -127,16 +96,21 @@ pub(crate) async fn fire_due(
             let (page, next) = s.due_page(k, now_ms, FIRE_PAGE, start.as_ref()).await?;
             // Boxed, as the pages' own futures below: a page's reads and writes held inline made
             // the sweep's future outgrow a test thread's stack.
-            match Box::pin(fire_page(deps, fence, now_ms, k, &mut cursor, page, budget, report)).await? {
+            let last_try = rereads >= REREADS;
+            match Box::pin(fire_page(deps, fence, now_ms, k, &mut cursor, page, last_try, budget, report)).await? {
                 Wrote::On | Wrote::SetAside if next.is_some() => {}
                 Wrote::On | Wrote::SetAside | Wrote::Halted => break 'pages,
-                // A writer put a record after the cursor since it was read: read the shard again
-                // from the cursor (a few times; then the next tick does).
+                // A writer put a record after the cursor since it was read, or a record or its
+                // group changed under the sweep: read the shard again from the cursor (a few
+                // times; at the last, a record still refused is set an hour aside).
                 Wrote::Reread if rereads < REREADS => {
                     rereads += 1;
                     cursor = s.shard_cursor(k).await?;
                 }
-                Wrote::Reread => break 'pages,
+                Wrote::Reread => {
+                    tracing::warn!(shard = k, "a due shard kept changing under the sweep: left to the next tick");
+                    break 'pages;
+                }
                 Wrote::Stopped => return Ok(FireEnd::Stopped),
                 Wrote::LeaseLost => return Ok(FireEnd::LeaseLost),
             }
@@ -165,6 +139,7 @@ async fn fire_page(
     k: u32,
     cursor: &mut ShardCursor,
     page: Vec<Result<DueRecord, (tickwork::item::Item, String)>>,
+    last_try: bool,
     budget: &dyn Budget,
     report: &mut Report,
 ) -> Result<Wrote, PulseError> {
@@ -211,13 +186,25 @@ async fn fire_page(
         };
         let sk = sk_of(deps, &seg.rec);
         if advances(&seg) {
-            match Box::pin(flush(deps, fence, now_ms, k, cursor, &mut pending, &mut to, &tenants, budget, report))
-                .await?
+            match Box::pin(flush(
+                deps,
+                fence,
+                now_ms,
+                k,
+                cursor,
+                &mut pending,
+                &mut to,
+                &tenants,
+                last_try,
+                budget,
+                report,
+            ))
+            .await?
             {
                 Wrote::On | Wrote::SetAside => {}
                 other => return Ok(other),
             }
-            match Box::pin(run_alone(deps, fence, now_ms, k, cursor, seg, &tenants, budget, report)).await? {
+            match Box::pin(run_alone(deps, fence, now_ms, k, cursor, seg, &tenants, last_try, budget, report)).await? {
                 Wrote::On | Wrote::SetAside => continue,
                 other => return Ok(other),
             }
@@ -225,15 +212,27 @@ async fn fire_page(
         pending.push(seg);
         to = Some(sk);
         if pending.len() == FIRE_CHUNK {
-            match Box::pin(flush(deps, fence, now_ms, k, cursor, &mut pending, &mut to, &tenants, budget, report))
-                .await?
+            match Box::pin(flush(
+                deps,
+                fence,
+                now_ms,
+                k,
+                cursor,
+                &mut pending,
+                &mut to,
+                &tenants,
+                last_try,
+                budget,
+                report,
+            ))
+            .await?
             {
                 Wrote::On | Wrote::SetAside => {}
                 other => return Ok(other),
             }
         }
     }
-    Box::pin(flush(deps, fence, now_ms, k, cursor, &mut pending, &mut to, &tenants, budget, report)).await
+    Box::pin(flush(deps, fence, now_ms, k, cursor, &mut pending, &mut to, &tenants, last_try, budget, report)).await
 }
 
 /// A record's plan and successor: `Err` naming why it cannot be planned. A group whose first page
@@ -247,7 +246,7 @@ async fn plan_record(deps: &Deps, rec: &DueRecord, now_ms: i64) -> Result<Result
         Ok(p) => p,
         Err(e) => return Ok(Err(why(e))),
     };
-    let succ = match successor(rec, &p, at) {
+    let succ = match successor(rec, &p, now_ms) {
         Ok(s) => s,
         Err(e) => return Ok(Err(why(e))),
     };
@@ -257,11 +256,6 @@ async fn plan_record(deps: &Deps, rec: &DueRecord, now_ms: i64) -> Result<Result
         }
     }
     Ok(Ok(Planned { plan: p, successor: succ }))
-}
-
-/// The sort key of `rec` in its shard.
-fn sk_of(deps: &Deps, rec: &DueRecord) -> String {
-    tickwork::schema::get_s(&rec.key(deps.schedules.job()), tickwork::schema::SK).unwrap_or_default().to_string()
 }
 
 /// `seg`'s page is not its group's last.
@@ -283,12 +277,13 @@ async fn flush(
     pending: &mut Vec<Segment>,
     to: &mut Option<String>,
     tenants: &HashMap<String, TenantRead>,
+    last_try: bool,
     budget: &dyn Budget,
     report: &mut Report,
 ) -> Result<Wrote, PulseError> {
     let Some(target) = to.take() else { return Ok(Wrote::On) };
     let chunk = std::mem::take(pending);
-    Box::pin(write_chunk(deps, fence, now_ms, k, cursor, chunk, &target, tenants, budget, report)).await
+    Box::pin(write_chunk(deps, fence, now_ms, k, cursor, chunk, &target, tenants, last_try, budget, report)).await
 }
 
 /// A group larger than a page, from `seg` (its first page, read) to its last page, each page its
@@ -302,6 +297,7 @@ async fn run_alone(
     cursor: &mut ShardCursor,
     mut seg: Segment,
     tenants: &HashMap<String, TenantRead>,
+    last_try: bool,
     budget: &dyn Budget,
     report: &mut Report,
 ) -> Result<Wrote, PulseError> {
@@ -313,7 +309,7 @@ async fn run_alone(
         let end = page_end(&seg.rec, planned, read);
         let to = if matches!(end, RecordEnd::Advance(_)) { "" } else { sk.as_str() };
         let (rec, planned) = (seg.rec.clone(), (**planned).clone());
-        match Box::pin(write_chunk(deps, fence, now_ms, k, cursor, vec![seg], to, t, budget, report)).await? {
+        match Box::pin(write_chunk(deps, fence, now_ms, k, cursor, vec![seg], to, t, last_try, budget, report)).await? {
             Wrote::On => {}
             Wrote::SetAside => return Ok(Wrote::On),
             other => return Ok(other),
@@ -327,129 +323,4 @@ async fn run_alone(
         seg = Segment { rec, action: Action::Page(Box::new(planned), read) };
         own_tenants = Some(Box::pin(read_tenants(deps, &[&seg])).await?);
     }
-}
-
-/// One transaction: the chunk's fires as batch items, its records' ends, and shard `k`'s cursor
-/// moved from `cursor` to `to` (empty: an advance within a group), fenced; the successors that
-/// depend on their records alone put first. A record whose own condition fails (changed under the
-/// sweep) is set an hour aside and the rest written again; a cursor changed since it was read asks
-/// for the shard to be read again.
-#[allow(clippy::too_many_arguments)]
-async fn write_chunk(
-    deps: &Deps,
-    fence: &Fence,
-    now_ms: i64,
-    k: u32,
-    cursor: &mut ShardCursor,
-    mut chunk: Vec<Segment>,
-    to: &str,
-    tenants: &HashMap<String, TenantRead>,
-    budget: &dyn Budget,
-    report: &mut Report,
-) -> Result<Wrote, PulseError> {
-    let mut to = to.to_string();
-    let mut set_aside = false;
-    for _ in 0..=chunk.len() {
-        let ChunkPlan { batch, ends, before, fired, skipped, dropped, isolated, ready_ms, failures, moved } =
-            chunk_plan(&chunk, tenants, now_ms);
-        let mut queued = Vec::new();
-        for item in fire_items(batch, ready_ms) {
-            queued.push(enqueue_item(&deps.tables.queue, &deps.queue_cfg, &item, now_ms)?);
-        }
-        // Each record's writes, and which record each is of.
-        let mut moves = Vec::new();
-        let mut owner = Vec::new();
-        for (i, (rec, end, finished)) in ends.iter().enumerate() {
-            let items = deps.schedules.record_items(rec, end, finished, rec.plan_at.unwrap_or(now_ms));
-            owner.extend(std::iter::repeat_n(Some(i), items.len()));
-            moves.extend(items);
-        }
-        if !to.is_empty() {
-            moves.push(deps.schedules.cursor_move(k, cursor, &to));
-            owner.push(None);
-        }
-        // Many pages (small groups, or a backlog caught up) make many items: halves, in order,
-        // each its own transaction, while the whole (with the fence) passes DynamoDB's limits.
-        let whole: Vec<_> = std::iter::once(fence.condition_check())
-            .chain(queued.iter().cloned())
-            .chain(moves.iter().cloned())
-            .collect();
-        if tickwork::limits::transaction(&whole).is_err() && chunk.len() > 1 {
-            let b = chunk.split_off(chunk.len() / 2);
-            let mid = sk_of(deps, &chunk[chunk.len() - 1].rec);
-            return Ok(
-                match Box::pin(write_chunk(deps, fence, now_ms, k, cursor, chunk, &mid, tenants, budget, report))
-                    .await?
-                {
-                    Wrote::On | Wrote::SetAside => {
-                        Box::pin(write_chunk(deps, fence, now_ms, k, cursor, b, &to, tenants, budget, report)).await?
-                    }
-                    other => other,
-                },
-            );
-        }
-        // The successors put outside the transaction are a step of their own: none starts once
-        // the lease could have lapsed (a stale sweep's successor would start a second chain).
-        if budget.exhausted() {
-            return Ok(Wrote::Stopped);
-        }
-        Box::pin(deps.schedules.put_records(&before)).await?;
-        let mut failed = None;
-        // A batch item already there holds exactly these units (its id is their digest): they
-        // are queued, and the records move on without it.
-        for _ in 0..2 {
-            let n = queued.len();
-            let writes: Vec<_> = queued.iter().cloned().chain(moves.iter().cloned()).collect();
-            match Box::pin(fenced_write(&deps.db, fence, writes)).await? {
-                Fenced::Written => {
-                    for (tenant, why) in &failures {
-                        tracing::warn!(tenant = %tenant, why = %why, "schedule fire isolated: not handed over");
-                    }
-                    for (tenant, zone) in &moved {
-                        tracing::warn!(tenant = %tenant, zone = %zone, "tenant in another zone than its schedule's group: passed over until Schedules::retarget moves it");
-                    }
-                    if !to.is_empty() {
-                        *cursor = ShardCursor { cur: Some(to.clone()), ..cursor.clone() };
-                    }
-                    report.fires += fired;
-                    report.fires_skipped += skipped;
-                    report.schedules_dropped += dropped;
-                    report.failed_tenants += isolated;
-                    return Ok(if set_aside { Wrote::SetAside } else { Wrote::On });
-                }
-                Fenced::Stale => return Ok(Wrote::LeaseLost),
-                Fenced::ConditionFailed { index, .. } if index < n => {
-                    queued.remove(index);
-                }
-                Fenced::ConditionFailed { index, .. } => {
-                    failed = Some(owner.get(index - n).copied().flatten());
-                    break;
-                }
-            }
-        }
-        match failed {
-            // The cursor changed since it was read: a writer's record may sort before `to`.
-            Some(None) => return Ok(Wrote::Reread),
-            // One record changed under the sweep (a member joined a group being retired, a
-            // definition changed under a one-off done): set aside, the rest written again.
-            Some(Some(i)) => {
-                tracing::warn!(group = %chunk[i].rec.group.id(), "a due record or its group changed under the sweep: set an hour aside");
-                let why = "changed under the sweep while its fire was written".to_string();
-                chunk[i].action = Action::Isolate(why);
-                set_aside = true;
-                // A group's page within it moved no cursor: the cursor passes it now, its copy
-                // an hour on.
-                if to.is_empty() {
-                    to = sk_of(deps, &chunk[i].rec);
-                }
-            }
-            None => {
-                tracing::warn!(
-                    "a chunk whose fires were found queued twice could not be written: left to the next tick"
-                );
-                return Ok(Wrote::Halted);
-            }
-        }
-    }
-    Ok(Wrote::Halted)
 }

@@ -33,7 +33,7 @@
 //! - [`pulse`] a pulse's identity and the pure step from a tenant's position to what it is owed;
 //! - `sweep` the enumeration (one loop for the leader, the shard workers and the dry run); `flush`
 //!   what a run writes and when;
-//! - `fires` schedules' fires, beside the groups' runs (`fire_plan` their decisions, pure) ([`tickwork::schedules`]); [`wake`] the
+//! - `fires` schedules' fires, beside the groups' runs (`fire_plan` their decisions, pure; `fire_reads` a group's page read; `fire_write` a chunk's transaction) ([`tickwork::schedules`]); [`wake`] the
 //!   one-time schedule that wakes the sweep at a schedule's instant;
 //! - `shared` a boundary shared by shard workers (the lease per shard, the watermark last);
 //!   [`helpers`] how the leader starts them;
@@ -44,6 +44,7 @@ pub mod deps;
 pub mod due;
 mod fire_plan;
 mod fire_reads;
+mod fire_write;
 mod fires;
 mod flush;
 pub mod helpers;

@@ -156,13 +156,15 @@ pub enum Successor {
     },
 }
 
-/// How `plan`'s successor of `rec` is written, positioned after `now_ms` when it is due already
-/// (the shard's cursor reaches `now_ms` at most this tick).
+/// How `plan`'s successor of `rec` is written, positioned after `now_ms` (the sweep's instant, not
+/// the plan's: a group paged over several ticks keeps its first page's) when it is due already:
+/// the shard's cursor reaches `now_ms` at most this tick, and a successor at or before it could
+/// sort behind where the cursor moves. One put before the transaction must sort after it too.
 pub fn successor(rec: &DueRecord, plan: &FirePlan, now_ms: Millis) -> Result<Successor, SpecError> {
     let own = own_successor(rec)?;
     Ok(match (&plan.next, own) {
         (None, _) => Successor::None,
-        (Some(n), Some(own)) if n.due_ms == own.due_ms => Successor::Before(own),
+        (Some(n), Some(own)) if n.due_ms == own.due_ms && own.pos_ms > now_ms => Successor::Before(own),
         (Some(n), own) => {
             let next = DueRecord { pos_ms: n.pos_ms.max(now_ms + 1), ..n.clone() };
             match own {
@@ -287,6 +289,26 @@ mod tests {
         assert_eq!(member_fires(&p.fire, &m, None, &r.group), MemberFires::Gone);
         let mars = TenantNow { zone: "Mars/Olympus", active: true };
         assert!(matches!(member_fires(&p.fire, &m, Some(mars), &r.group), MemberFires::Unreadable(_)));
+    }
+
+    #[test]
+    fn a_successor_due_by_the_sweeps_instant_goes_in_the_transaction_after_it() {
+        let s = sched("cron * * * * *", "2026-12-01T07:59:30Z");
+        let (r, _) = first(&s);
+        // Planned at its instant (08:00); the sweep at 08:00:30: the next minute is ahead.
+        let at = ms("2026-12-01T08:00:00Z");
+        let p = plan(&r, at, &POLICY).unwrap();
+        assert!(matches!(successor(&r, &p, at + 30_000).unwrap(), Successor::Before(_)));
+        // A group paged over several ticks keeps its plan's instant; at 08:03 its successor (08:01)
+        // is due: put in the transaction after the sweep's instant, not before it at 08:01.
+        let now = ms("2026-12-01T08:03:00Z");
+        match successor(&r, &p, now).unwrap() {
+            Successor::Within { next, check } => {
+                assert_eq!((next.due_ms, next.pos_ms), (ms("2026-12-01T08:01:00Z"), now + 1));
+                assert_eq!(check.due_ms, next.due_ms);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -10,6 +10,9 @@ use super::writes::{cursor_bump_item, Cursors};
 use crate::error::DbError;
 use crate::schema::{av_n, put_new_item, PK};
 
+/// How far past a writer's clock a sweep's cursor may be: its clock's skew, with room.
+pub(super) const CURSOR_REACH_MS: crate::clock::Millis = 3_600_000;
+
 impl Schedules {
     /// How `n` members join group `g` (the first of them `m`): the head counted (it must still
     /// be there), or, when the group has none, the head put (it must still be absent) and the
@@ -28,6 +31,10 @@ impl Schedules {
             let mut item = g.head_item(&self.job);
             item.insert(JOINS.to_string(), av_n(n));
             let record = match first_record(g, m.owed_ms)? {
+                // Due well after now: no sweep's cursor can reach it before it is read (a cursor
+                // is at most its sweep's instant), so it neither reads nor counts on the cursor,
+                // and a sweep firing meanwhile is not made to read its shard again.
+                Some(r) if r.pos_ms > self.clock_now() + CURSOR_REACH_MS => Some(r),
                 Some(r) => {
                     let k = due_shard(&gid);
                     if let std::collections::btree_map::Entry::Vacant(e) = cursors.entry(k) {

@@ -1,0 +1,182 @@
+//! A chunk of due records written: the fires' queue items, the records' ends and the shard
+//! cursor's move in one fenced transaction, the successors that depend on their records alone put
+//! first; and what a shard's writes tell the sweep to do next.
+
+use std::collections::HashMap;
+
+use tickwork::batch::Batch;
+use tickwork::budget::Budget;
+use tickwork::lease::{fenced_write, Fence, Fenced};
+use tickwork::queue::{enqueue_item, NewItem};
+use tickwork::schedules::{DueRecord, ShardCursor, SCHED_KIND};
+
+use crate::deps::Deps;
+use crate::fire_plan::{chunk_plan, Action, ChunkPlan, Segment, TenantRead};
+use crate::report::{PulseError, Report};
+
+/// The queue items of a chunk's fires: the batch split to the queue's limits, each item named by
+/// the digest of its units' keys (the same units, the same item), ready since `ready_ms` (when
+/// the earliest fire was due). The sweep writes these, and the cost model sizes them.
+pub fn fire_items(batch: Batch, ready_ms: i64) -> Vec<NewItem> {
+    batch
+        .split()
+        .into_iter()
+        .map(|b| NewItem {
+            id: format!("{SCHED_KIND}#{}", b.fingerprint(SCHED_KIND)),
+            kind: SCHED_KIND.into(),
+            payload: b.to_payload(),
+            tenant: None,
+            due_ms: ready_ms,
+        })
+        .collect()
+}
+
+/// How a shard's writes went.
+pub(crate) enum Wrote {
+    /// On to the next page.
+    On,
+    /// The shard's cursor changed since it was read (a writer's record): read it again.
+    Reread,
+    /// Written, with a record set aside (it changed under the sweep): a group running alone stops.
+    SetAside,
+    /// A chunk was changed under the sweep: the shard stops here until the next tick.
+    Halted,
+    Stopped,
+    LeaseLost,
+}
+
+/// The sort key of `rec` in its shard.
+pub(crate) fn sk_of(deps: &Deps, rec: &DueRecord) -> String {
+    tickwork::schema::get_s(&rec.key(deps.schedules.job()), tickwork::schema::SK).unwrap_or_default().to_string()
+}
+
+/// One transaction: the chunk's fires as batch items, its records' ends, and shard `k`'s cursor
+/// moved from `cursor` to `to` (empty: an advance within a group), fenced; the successors that
+/// depend on their records alone put first. A record whose own condition fails (changed under the
+/// sweep), or a cursor changed since it was read, asks for the shard to be read again; at the last
+/// reading such a record is set an hour aside and the rest written.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn write_chunk(
+    deps: &Deps,
+    fence: &Fence,
+    now_ms: i64,
+    k: u32,
+    cursor: &mut ShardCursor,
+    mut chunk: Vec<Segment>,
+    to: &str,
+    tenants: &HashMap<String, TenantRead>,
+    last_try: bool,
+    budget: &dyn Budget,
+    report: &mut Report,
+) -> Result<Wrote, PulseError> {
+    let mut to = to.to_string();
+    let mut set_aside = false;
+    for _ in 0..=chunk.len() {
+        let ChunkPlan { batch, ends, before, fired, skipped, dropped, isolated, ready_ms, failures, moved } =
+            chunk_plan(&chunk, tenants, now_ms);
+        let mut queued = Vec::new();
+        for item in fire_items(batch, ready_ms) {
+            queued.push(enqueue_item(&deps.tables.queue, &deps.queue_cfg, &item, now_ms)?);
+        }
+        // Each record's writes, and which record each is of.
+        let mut moves = Vec::new();
+        let mut owner = Vec::new();
+        for (i, (rec, end, finished)) in ends.iter().enumerate() {
+            let items = deps.schedules.record_items(rec, end, finished, rec.plan_at.unwrap_or(now_ms));
+            owner.extend(std::iter::repeat_n(Some(i), items.len()));
+            moves.extend(items);
+        }
+        if !to.is_empty() {
+            moves.push(deps.schedules.cursor_move(k, cursor, &to));
+            owner.push(None);
+        }
+        // Many pages (small groups, or a backlog caught up) make many items: halves, in order,
+        // each its own transaction, while the whole (with the fence) passes DynamoDB's limits.
+        let whole: Vec<_> = std::iter::once(fence.condition_check())
+            .chain(queued.iter().cloned())
+            .chain(moves.iter().cloned())
+            .collect();
+        if tickwork::limits::transaction(&whole).is_err() && chunk.len() > 1 {
+            let b = chunk.split_off(chunk.len() / 2);
+            let mid = sk_of(deps, &chunk[chunk.len() - 1].rec);
+            return Ok(
+                match Box::pin(write_chunk(
+                    deps, fence, now_ms, k, cursor, chunk, &mid, tenants, last_try, budget, report,
+                ))
+                .await?
+                {
+                    Wrote::On | Wrote::SetAside => {
+                        Box::pin(write_chunk(deps, fence, now_ms, k, cursor, b, &to, tenants, last_try, budget, report))
+                            .await?
+                    }
+                    other => other,
+                },
+            );
+        }
+        // The successors put outside the transaction are a step of their own: none starts once
+        // the lease could have lapsed (a stale sweep's successor would start a second chain).
+        if budget.exhausted() {
+            return Ok(Wrote::Stopped);
+        }
+        Box::pin(deps.schedules.put_records(&before)).await?;
+        let mut failed = None;
+        // A batch item already there holds exactly these units (its id is their digest): they
+        // are queued, and the records move on without it.
+        for _ in 0..2 {
+            let n = queued.len();
+            let writes: Vec<_> = queued.iter().cloned().chain(moves.iter().cloned()).collect();
+            match Box::pin(fenced_write(&deps.db, fence, writes)).await? {
+                Fenced::Written => {
+                    for (tenant, why) in &failures {
+                        tracing::warn!(tenant = %tenant, why = %why, "schedule fire isolated: not handed over");
+                    }
+                    for (tenant, zone) in &moved {
+                        tracing::warn!(tenant = %tenant, zone = %zone, "tenant in another zone than its schedule's group: passed over until Schedules::retarget moves it");
+                    }
+                    if !to.is_empty() {
+                        *cursor = ShardCursor { cur: Some(to.clone()), ..cursor.clone() };
+                    }
+                    report.fires += fired;
+                    report.fires_skipped += skipped;
+                    report.schedules_dropped += dropped;
+                    report.failed_tenants += isolated;
+                    return Ok(if set_aside { Wrote::SetAside } else { Wrote::On });
+                }
+                Fenced::Stale => return Ok(Wrote::LeaseLost),
+                Fenced::ConditionFailed { index, .. } if index < n => {
+                    queued.remove(index);
+                }
+                Fenced::ConditionFailed { index, .. } => {
+                    failed = Some(owner.get(index - n).copied().flatten());
+                    break;
+                }
+            }
+        }
+        match failed {
+            // The cursor changed since it was read: a writer's record may sort before `to`.
+            Some(None) => return Ok(Wrote::Reread),
+            // One record changed under the sweep (a member joined a group being retired, a
+            // definition changed under a one-off done): the shard is read again, which sees the
+            // change and plans it; at the last reading, it is set aside and the rest written.
+            Some(Some(_)) if !last_try => return Ok(Wrote::Reread),
+            Some(Some(i)) => {
+                tracing::warn!(group = %chunk[i].rec.group.id(), "a due record or its group changed under the sweep: set an hour aside");
+                let why = "changed under the sweep while its fire was written".to_string();
+                chunk[i].action = Action::Isolate(why);
+                set_aside = true;
+                // A group's page within it moved no cursor: the cursor passes it now, its copy
+                // an hour on.
+                if to.is_empty() {
+                    to = sk_of(deps, &chunk[i].rec);
+                }
+            }
+            None => {
+                tracing::warn!(
+                    "a chunk whose fires were found queued twice could not be written: left to the next tick"
+                );
+                return Ok(Wrote::Halted);
+            }
+        }
+    }
+    Ok(Wrote::Halted)
+}
