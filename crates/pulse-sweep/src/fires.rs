@@ -185,25 +185,16 @@ async fn fire_page(
             Step::Seg(seg) => *seg,
         };
         let sk = sk_of(deps, &seg.rec);
-        if advances(&seg) {
-            match Box::pin(flush(
-                deps,
-                fence,
-                now_ms,
-                k,
-                cursor,
-                &mut pending,
-                &mut to,
-                &tenants,
-                last_try,
-                budget,
-                report,
-            ))
-            .await?
-            {
+        let alone = advances(&seg);
+        if alone || pending.len() == FIRE_CHUNK {
+            let flushed =
+                flush(deps, fence, now_ms, k, cursor, &mut pending, &mut to, &tenants, last_try, budget, report);
+            match Box::pin(flushed).await? {
                 Wrote::On | Wrote::SetAside => {}
                 other => return Ok(other),
             }
+        }
+        if alone {
             match Box::pin(run_alone(deps, fence, now_ms, k, cursor, seg, &tenants, last_try, budget, report)).await? {
                 Wrote::On | Wrote::SetAside => continue,
                 other => return Ok(other),
@@ -211,26 +202,6 @@ async fn fire_page(
         }
         pending.push(seg);
         to = Some(sk);
-        if pending.len() == FIRE_CHUNK {
-            match Box::pin(flush(
-                deps,
-                fence,
-                now_ms,
-                k,
-                cursor,
-                &mut pending,
-                &mut to,
-                &tenants,
-                last_try,
-                budget,
-                report,
-            ))
-            .await?
-            {
-                Wrote::On | Wrote::SetAside => {}
-                other => return Ok(other),
-            }
-        }
     }
     Box::pin(flush(deps, fence, now_ms, k, cursor, &mut pending, &mut to, &tenants, last_try, budget, report)).await
 }
