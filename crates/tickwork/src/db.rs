@@ -512,16 +512,7 @@ impl Db {
                     break;
                 }
                 rounds += 1;
-                if rounds > max_rounds {
-                    return Err(DbError::Unprocessed {
-                        op: "BatchGetItem",
-                        table: table.to_string(),
-                        left: pending.len(),
-                        rounds: max_rounds,
-                    });
-                }
-                let cap = 50u64.saturating_mul(1 << rounds.min(6));
-                tokio::time::sleep(Duration::from_millis(fastrand::u64(0..=cap))).await;
+                unprocessed_round("BatchGetItem", table, pending.len(), rounds, max_rounds).await?;
             }
         }
         Ok(out)
@@ -546,16 +537,7 @@ impl Db {
                 break;
             }
             stalled += 1;
-            if stalled > max_rounds {
-                return Err(DbError::Unprocessed {
-                    op: "BatchWriteItem",
-                    table: table.to_string(),
-                    left: next.len(),
-                    rounds: max_rounds,
-                });
-            }
-            let cap = 50u64.saturating_mul(1 << stalled.min(6));
-            tokio::time::sleep(Duration::from_millis(fastrand::u64(0..=cap))).await;
+            unprocessed_round("BatchWriteItem", table, next.len(), stalled, max_rounds).await?;
             pending = next;
         }
         Ok(())
@@ -663,6 +645,24 @@ fn referenced_names(expr: &str, names: Option<&HashMap<String, String>>) -> Hash
         }
     }
     out
+}
+
+/// After `round` passes of a batch operation left `left` items unprocessed: an error once past
+/// `max_rounds`, else a jittered exponential wait (50 ms doubling, capped at 64 times) before the
+/// next pass. The one rule of both batch loops.
+async fn unprocessed_round(
+    op: &'static str,
+    table: &str,
+    left: usize,
+    round: u32,
+    max_rounds: u32,
+) -> Result<(), DbError> {
+    if round > max_rounds {
+        return Err(DbError::Unprocessed { op, table: table.to_string(), left, rounds: max_rounds });
+    }
+    let cap = 50u64.saturating_mul(1 << round.min(6));
+    tokio::time::sleep(Duration::from_millis(fastrand::u64(0..=cap))).await;
+    Ok(())
 }
 
 #[cfg(test)]
