@@ -147,19 +147,14 @@ pub(crate) async fn write_chunk(
                     queued.remove(index);
                 }
                 Fenced::ConditionFailed { index, .. } => {
-                    failed = Some(owner.get(index - n).copied().flatten());
+                    failed = Some(index - n);
                     break;
                 }
             }
         }
-        match failed {
-            // The cursor changed since it was read: a writer's record may sort before `to`.
-            Some(None) => return Ok(Wrote::Reread),
-            // One record changed under the sweep (a member joined a group being retired, a
-            // definition changed under a one-off done): the shard is read again, which sees the
-            // change and plans it; at the last reading, it is set aside and the rest written.
-            Some(Some(_)) if !last_try => return Ok(Wrote::Reread),
-            Some(Some(i)) => {
+        match refusal(failed, &owner, last_try) {
+            Refusal::Reread => return Ok(Wrote::Reread),
+            Refusal::SetAside(i) => {
                 tracing::warn!(group = %chunk[i].rec.group.id(), "a due record or its group changed under the sweep: set an hour aside");
                 let why = "changed under the sweep while its fire was written".to_string();
                 chunk[i].action = Action::Isolate(why);
@@ -170,7 +165,7 @@ pub(crate) async fn write_chunk(
                     to = sk_of(deps, &chunk[i].rec);
                 }
             }
-            None => {
+            Refusal::Halt => {
                 tracing::warn!(
                     "a chunk whose fires were found queued twice could not be written: left to the next tick"
                 );
@@ -179,4 +174,48 @@ pub(crate) async fn write_chunk(
         }
     }
     Ok(Wrote::Halted)
+}
+
+/// What a refused chunk does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// Read the shard again from its cursor: it sees the change.
+    Reread,
+    /// Set this record (of the chunk) an hour aside, and write the rest.
+    SetAside(usize),
+    /// Leave the chunk to the next tick.
+    Halt,
+}
+
+/// What to do when the chunk's write `failed` (its index among the records' writes, whose record
+/// each is: `owner`, none for the shard cursor's move; `None` when its batch items kept being
+/// found queued): the cursor changed, or a record did and this is not the shard's last reading,
+/// read the shard again; a record at the last reading, set it aside. Pure.
+pub(crate) fn refusal(failed: Option<usize>, owner: &[Option<usize>], last_try: bool) -> Refusal {
+    match failed.map(|i| owner.get(i).copied().flatten()) {
+        None => Refusal::Halt,
+        // The cursor changed since it was read: a writer's record may sort before the move.
+        Some(None) => Refusal::Reread,
+        // One record changed under the sweep (a member joined a group being retired, a definition
+        // changed under a one-off done).
+        Some(Some(_)) if !last_try => Refusal::Reread,
+        Some(Some(i)) => Refusal::SetAside(i),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_chunk_reads_its_shard_again_and_sets_a_record_aside_only_at_the_last_reading() {
+        // Two records' writes (the first has two), then the cursor's move.
+        let owner = [Some(0), Some(0), Some(1), None];
+        assert_eq!(refusal(Some(3), &owner, false), Refusal::Reread, "the cursor moved");
+        assert_eq!(refusal(Some(3), &owner, true), Refusal::Reread, "the cursor moved, even at the last");
+        assert_eq!(refusal(Some(2), &owner, false), Refusal::Reread);
+        assert_eq!(refusal(Some(1), &owner, true), Refusal::SetAside(0));
+        assert_eq!(refusal(Some(2), &owner, true), Refusal::SetAside(1));
+        assert_eq!(refusal(None, &owner, true), Refusal::Halt, "queued items found twice");
+    }
 }
