@@ -100,22 +100,12 @@ impl Rows {
     }
 }
 
-/// A tenant checked ([`Tenant::validate`]) with its zone under its canonical IANA name: the tz
-/// database finds `europe/berlin` too, and a zone group named so would be a second group of
-/// Berlin's tenants, which `--zone Europe/Berlin` and a later import would not recognise.
-pub fn canonical(mut t: Tenant) -> Result<Tenant, tickwork::tenants::InvalidTenant> {
-    t.validate()?;
-    if let Ok(name) = canonical_zone(&t.zone) {
-        t.zone = name;
-    }
-    Ok(t)
+/// A tenant checked with its zone under its canonical IANA name ([`Tenant::canonical`]).
+pub fn canonical(t: Tenant) -> Result<Tenant, tickwork::tenants::InvalidTenant> {
+    t.canonical()
 }
 
-/// A zone's canonical IANA name (`europe/berlin` is `Europe/Berlin`), or why it is no zone.
-pub fn canonical_zone(name: &str) -> Result<String, tickwork::calendar::CalendarError> {
-    let tz = tickwork::calendar::zone(name)?;
-    Ok(tz.iana_name().unwrap_or(name).to_string())
-}
+pub use tickwork::tenants::canonical_zone;
 
 /// The 1-based line of every byte offset: where a record starts, found from its byte position
 /// (the reader's own line count stands before the record's line ending, so CRLF files and blank

@@ -29,4 +29,6 @@ mod tenant;
 pub use sample::{sample_tenant, SAMPLE_ZONES};
 pub use schema::{tenants_table, BY_SHARD, BY_ZONE, POS, SINCE, STATUS, TSHARD, ZONE, ZSHARD};
 pub use store::{AddError, AddReport, Tenants};
-pub use tenant::{shard_of, unchanged, InvalidTenant, Position, Tenant, MAX_TENANT_ID_BYTES, WAKE_BULK_LIMIT};
+pub use tenant::{
+    canonical_zone, shard_of, unchanged, InvalidTenant, Position, Tenant, MAX_TENANT_ID_BYTES, WAKE_BULK_LIMIT,
+};

@@ -120,6 +120,18 @@ impl Tenant {
         Ok(())
     }
 
+    /// The tenant checked ([`Tenant::validate`]) with its zone under its canonical IANA name:
+    /// the tz database finds `europe/berlin` too, and a zone group named so would be a second
+    /// group of Berlin's tenants, which a later `Europe/Berlin` would not recognise. Every way in
+    /// (`tickctl`, the control function) adds tenants through it.
+    pub fn canonical(mut self) -> Result<Self, InvalidTenant> {
+        self.validate()?;
+        if let Ok(name) = canonical_zone(&self.zone) {
+            self.zone = name;
+        }
+        Ok(self)
+    }
+
     /// The tenants-table item, index keys included (the cost model sizes it).
     pub fn to_item(&self, shards: u32) -> Item {
         let k = shard_of(&self.id, shards);
@@ -204,6 +216,12 @@ impl Tenant {
         }
         Ok(Tenant { since_ms: Some(start), ..self })
     }
+}
+
+/// A zone's canonical IANA name (`europe/berlin` is `Europe/Berlin`), or why it is no zone.
+pub fn canonical_zone(name: &str) -> Result<String, crate::calendar::CalendarError> {
+    let tz = crate::calendar::zone(name)?;
+    Ok(tz.iana_name().unwrap_or(name).to_string())
 }
 
 /// The condition "this tenant is as it was read": the same zone, the same position and the same

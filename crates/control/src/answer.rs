@@ -1,0 +1,270 @@
+//! What the control function answers: `{"ok": true, "result": …}` or `{"ok": false, "error":
+//! {"type", "message", "field", "index"}}`.
+//!
+//! Why a refusal is an answer and not a function error: a refused request wrote nothing and will
+//! be refused again, so the caller's SDK must not retry it (it retries function errors) and an
+//! asynchronous invocation must not be retried by Lambda either. Only a failure of the stack
+//! itself (DynamoDB unreachable, a table missing) is a function error. `Throttled` and `Raced`
+//! are refusals a caller may send again as they are (the `retryable` flag says so).
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+/// Why a request, or one entry of a batch, was refused. Nothing was written for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+pub enum RefusalType {
+    /// Not a JSON object, no `op`, or `op` not a string.
+    Malformed,
+    /// `op` names no operation.
+    UnknownOperation,
+    /// A field missing, unknown, of the wrong type or out of range.
+    InvalidField,
+    /// A schedule's spec, name, spread or DST policy that cannot be right.
+    InvalidSpec,
+    /// A zone that is not in the bundled IANA database.
+    UnknownZone,
+    /// No tenant with that id.
+    NoSuchTenant,
+    /// The tenant has no schedule or timer of that name.
+    NoSuchSchedule,
+    /// The request contradicts what is stored (a tenant added again in another zone: a move).
+    Conflict,
+    /// An id, a batch or a page past its limit.
+    TooLarge,
+    /// DynamoDB throttled the request after retries: nothing was written; send it again later.
+    Throttled,
+    /// Something else changed the same item meanwhile: nothing was written; send it again.
+    Raced,
+}
+
+impl RefusalType {
+    /// Whether the same request may succeed if sent again unchanged.
+    pub fn retryable(self) -> bool {
+        matches!(self, RefusalType::Throttled | RefusalType::Raced)
+    }
+}
+
+/// A refusal: its type, what is wrong, the field (a path such as `tenants[3].zone`) and, in a
+/// batch, the entry's index.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct Refusal {
+    /// Why.
+    pub r#type: RefusalType,
+    /// What is wrong, for a person.
+    pub message: String,
+    /// The field at fault, when one is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// The entry of a batch at fault.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index: Option<usize>,
+    /// Whether sending the same request again may succeed.
+    pub retryable: bool,
+}
+
+impl Refusal {
+    /// A refusal of `type` saying `message`.
+    pub fn new(t: RefusalType, message: impl Into<String>) -> Self {
+        Refusal { r#type: t, message: message.into(), field: None, index: None, retryable: t.retryable() }
+    }
+
+    /// The field at fault.
+    pub fn field(mut self, f: &str) -> Self {
+        self.field = Some(f.to_string());
+        self
+    }
+
+    /// The batch entry at fault; a bare field becomes that entry's (`zone` → `tenants[3].zone`).
+    pub fn index(mut self, i: usize) -> Self {
+        self.index = Some(i);
+        self
+    }
+
+    /// This refusal as entry `i` of `batch`'s: its field prefixed with the entry's path.
+    pub fn in_batch(mut self, batch: &str, i: usize) -> Self {
+        self.field = Some(match self.field.take() {
+            Some(f) => format!("{batch}[{i}].{f}"),
+            None => format!("{batch}[{i}]"),
+        });
+        self.index = Some(i);
+        self
+    }
+}
+
+/// The whole answer.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct Answer {
+    /// `true`: `result` holds the operation's result; `false`: `error` says why nothing was done.
+    pub ok: bool,
+    /// The result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<Outcome>,
+    /// The refusal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<Refusal>,
+}
+
+impl Answer {
+    /// A result.
+    pub fn ok(o: Outcome) -> Self {
+        Answer { ok: true, result: Some(o), error: None }
+    }
+
+    /// A refusal.
+    pub fn refused(r: Refusal) -> Self {
+        Answer { ok: false, result: None, error: Some(r) }
+    }
+}
+
+/// Each operation's result (the schema lists them; `op` decides which one comes back).
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Outcome {
+    /// `tenants.add`, `schedules.put`.
+    Batch(BatchResult),
+    /// `tenants.get`.
+    Tenant(TenantView),
+    /// `tenants.list`.
+    Page(TenantPage),
+    /// `tenants.explain`.
+    Explain(Box<crate::explain::Explanation>),
+    /// `schedules.list`.
+    Schedules(ScheduleList),
+    /// `schedules.next`.
+    Next(NextFires),
+    /// `tenants.suspend`, `.resume`, `.move`, `.remove`, `schedules.pause`, `.resume`,
+    /// `.remove`, `timers.at`, `timers.cancel`.
+    Done(Done),
+}
+
+/// What a batch did, entry by entry: every entry is either in `entries` or in `refused`, by its
+/// index. The entries not refused were written; sending the whole batch again is harmless (they
+/// come back `unchanged`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct BatchResult {
+    /// The entries done, in request order.
+    pub entries: Vec<Entry>,
+    /// The entries refused, each with its index and field.
+    pub refused: Vec<Refusal>,
+}
+
+/// One entry of a batch that was done.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct Entry {
+    /// Its index in the request.
+    pub index: usize,
+    /// The tenant's id.
+    pub id: String,
+    /// The schedule's name (`schedules.put`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// What was done.
+    pub outcome: Change,
+}
+
+/// What an operation changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    /// Created.
+    Added,
+    /// Changed (a schedule changed is owed from now).
+    Changed,
+    /// Already so: nothing written.
+    Unchanged,
+    /// Removed.
+    Removed,
+}
+
+/// A single operation's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct Done {
+    /// The tenant's id.
+    pub id: String,
+    /// The schedule's or timer's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// What was done.
+    pub outcome: Change,
+    /// The tenant's zone, after a move.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    /// The instant a timer fires (RFC 3339), after `timers.at`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fires_at: Option<String>,
+}
+
+/// A tenant as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct TenantView {
+    /// Its id.
+    pub id: String,
+    /// Its IANA zone.
+    pub zone: String,
+    /// `active` or `suspended`.
+    pub status: String,
+    /// The instant it is owed from (RFC 3339): every period that ends after it is pulsed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owed_from: Option<String>,
+    /// Where it stands in its zone's calendar: `follows` (its zone group's), `fresh` (not
+    /// visited yet) or `through YYYY-MM-DD`.
+    pub position: String,
+}
+
+/// One page of tenants.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct TenantPage {
+    /// The tenants of the page (an unreadable one is listed with its problem in `position`).
+    pub tenants: Vec<TenantView>,
+    /// The cursor of the next page; absent: the table is exhausted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+}
+
+/// A schedule as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct ScheduleView {
+    /// The tenant's id.
+    pub tenant: String,
+    /// Its name.
+    pub name: String,
+    /// Its spec, canonical.
+    pub spec: String,
+    /// Its spread in minutes.
+    pub spread_min: u32,
+    /// Its gap policy.
+    pub gap: String,
+    /// Its fold policy.
+    pub fold: String,
+    /// Paused.
+    pub paused: bool,
+    /// A one-off (a timer).
+    pub one_off: bool,
+}
+
+/// A tenant's schedules.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct ScheduleList {
+    /// Every one.
+    pub schedules: Vec<ScheduleView>,
+}
+
+/// One coming fire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct Fire {
+    /// The schedule's name.
+    pub name: String,
+    /// The occurrence, as its unit key names it.
+    pub occurrence: String,
+    /// The instant the occurrence names (RFC 3339).
+    pub instant: String,
+    /// When it is due, the spread included (RFC 3339).
+    pub due: String,
+}
+
+/// Coming fires, soonest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct NextFires {
+    /// The fires.
+    pub fires: Vec<Fire>,
+}

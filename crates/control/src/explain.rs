@@ -1,0 +1,260 @@
+//! `tenants.explain`: what a support engineer asks first when a tenant's summary or nudge did not
+//! arrive, answered from what the tables hold, read by key only (the tenant's item, the sweep's
+//! state item, the tenant's schedule partition): no scan, whatever the stack's size.
+//!
+//! [`explain`] decides the answer from those reads with no I/O; [`run`] makes the reads.
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use tickwork::calendar::{self, Grain, Period};
+use tickwork::schedules::Schedule;
+use tickwork::tenants::{Position, Tenant};
+use tickwork::watermark::WatermarkState;
+
+use crate::answer::{Fire, Outcome, ScheduleView, TenantView};
+use crate::refuse;
+use crate::{Deps, Ran};
+
+/// Coming fires shown per schedule.
+pub const NEXT_FIRES: usize = 3;
+
+/// Everything about one tenant, and what it means.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct Explanation {
+    /// The tenant as stored.
+    pub tenant: TenantView,
+    /// The sweep that pulses and fires it.
+    pub sweep: SweepView,
+    /// Its calendar: what it has been pulsed through and what comes next.
+    pub calendar: CalendarView,
+    /// Its schedules and timers, each with its coming fires.
+    pub schedules: Vec<ScheduleNext>,
+    /// Plain findings, most important first: why nothing would arrive, when something says so.
+    pub findings: Vec<String>,
+}
+
+/// The sweep's state as it bears on the tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct SweepView {
+    /// The sweep is paused by an operator (nothing is pulsed or fired).
+    pub paused: bool,
+    /// Why, when paused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused_reason: Option<String>,
+    /// The tenant's zone is registered with the sweep (a zone that is not is never visited).
+    pub zone_registered: bool,
+    /// The local date the tenant's zone group has been pulsed through.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zone_through: Option<String>,
+    /// Tenants of its zone wait to be visited at the sweep's next tick (those just added,
+    /// resumed or moved).
+    pub zone_waiting: bool,
+}
+
+/// A tenant's calendar.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct CalendarView {
+    /// The local date it has been pulsed through (every period that ended by its start); absent
+    /// while it has never been visited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub through: Option<String>,
+    /// Per grain, the last period pulsed (owed and ended by `through`).
+    pub last: Vec<GrainPeriod>,
+    /// Per grain, the next period to be pulsed, and when it ends.
+    pub next: Vec<GrainPeriod>,
+}
+
+/// A period of a grain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct GrainPeriod {
+    /// `day`, `week`, `month`, `quarter`, `year`.
+    pub grain: String,
+    /// The period, as its unit key names it (`2026-12-01`, `2026-W49`, …).
+    pub period: String,
+    /// When it ends (RFC 3339): its pulse is due then.
+    pub ends_at: String,
+}
+
+/// A schedule and its coming fires.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct ScheduleNext {
+    /// The schedule.
+    pub schedule: ScheduleView,
+    /// Its next fires (none while paused, or a fired timer's).
+    pub next: Vec<Fire>,
+}
+
+fn rfc3339(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms).map(|t| t.to_string()).unwrap_or_default()
+}
+
+/// The explanation of `t` from the sweep's `state` and its `schedules`, at `now_ms`. Pure.
+pub fn explain(t: &Tenant, state: &WatermarkState, schedules: &[Schedule], now_ms: i64) -> Explanation {
+    let mut findings = Vec::new();
+    if !t.active {
+        findings.push("suspended: nothing is pulsed or fired for it until tenants.resume".to_string());
+    }
+    if state.paused {
+        findings.push(format!(
+            "the sweep is paused{}: nothing is pulsed or fired for any tenant (tickctl resume)",
+            state.paused_reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
+        ));
+    }
+    let registered = state.groups.contains(&t.zone);
+    if !registered {
+        findings.push(format!(
+            "its zone {} is not registered with the sweep: it is never visited (add it through tenants.add)",
+            t.zone
+        ));
+    }
+    let zone_through = state.marks.get(&t.zone).cloned();
+    let zone_waiting = state.wake.get(&t.zone).is_some_and(|w| w.generation.is_some() || !w.listed.is_empty());
+    let tz = calendar::zone(&t.zone);
+    let through: Option<jiff::civil::Date> = match t.pos {
+        Position::Follows => zone_through.as_deref().and_then(|d| d.parse().ok()),
+        Position::Fresh => None,
+        Position::Through(d) => Some(d),
+    };
+    if t.pos == Position::Fresh {
+        findings.push(
+            "not visited yet: its first pulses come at its zone's next local midnight (or the next tick, when woken)"
+                .into(),
+        );
+    }
+    let (mut last, mut next) = (Vec::new(), Vec::new());
+    if let Ok(tz) = &tz {
+        for g in Grain::PULSED {
+            let first_owed = t.since_ms.and_then(|s| calendar::first_owed(g, s, tz).ok());
+            let next_p = match through {
+                Some(d) => Period::containing(g, d).ok(),
+                None => first_owed
+                    .or_else(|| calendar::local_date(now_ms, tz).ok().and_then(|d| Period::containing(g, d).ok())),
+            };
+            let shown = |p: Period| -> Option<GrainPeriod> {
+                Some(GrainPeriod { grain: g.name().into(), period: p.id(), ends_at: rfc3339(p.end_ms(tz).ok()?) })
+            };
+            if let Some(p) = through.and_then(|d| Period::containing(g, d).ok()).and_then(|p| p.pred().ok()) {
+                // Pulsed only if it was owed: it ends after the tenant is owed from.
+                let owed = match (t.since_ms, p.end_ms(tz)) {
+                    (Some(s), Ok(end)) => end > s,
+                    _ => true,
+                };
+                if owed {
+                    last.extend(shown(p));
+                }
+            }
+            if let Some(p) = next_p {
+                next.extend(shown(p));
+            }
+        }
+        if let Some(first_day) = next.iter().find(|p| p.grain == "day") {
+            if t.active && !state.paused && first_day.ends_at.as_str() < rfc3339(now_ms - 2 * 3_600_000).as_str() {
+                findings.push(format!(
+                    "its next day pulse ({}) ended at {}, more than two hours ago: the sweep is behind for its zone",
+                    first_day.period, first_day.ends_at
+                ));
+            }
+        }
+    } else {
+        findings.push(format!("its zone `{}` is not in the bundled tz database", t.zone));
+    }
+    let schedules: Vec<ScheduleNext> = schedules
+        .iter()
+        .map(|s| {
+            let next =
+                crate::schedules::coming(std::slice::from_ref(s), &t.zone, now_ms, NEXT_FIRES).unwrap_or_default();
+            if s.paused {
+                findings.push(format!("schedule `{}` is paused", s.def.name));
+            }
+            ScheduleNext { schedule: crate::schedules::view(s), next }
+        })
+        .collect();
+    Explanation {
+        tenant: crate::tenants::view(t),
+        sweep: SweepView {
+            paused: state.paused,
+            paused_reason: state.paused_reason.clone(),
+            zone_registered: registered,
+            zone_through,
+            zone_waiting,
+        },
+        calendar: CalendarView { through: through.map(|d| d.to_string()), last, next },
+        schedules,
+        findings,
+    }
+}
+
+/// `tenants.explain`: three reads by key (the tenant, the sweep's state item, the tenant's
+/// schedules), then [`explain`].
+pub async fn run(deps: &Deps, id: &str) -> Ran {
+    let t = match crate::tenants::stored(deps, id).await? {
+        Ok(t) => t,
+        Err(r) => return Ok(Err(r)),
+    };
+    let state = match deps.marks.read_strong(&deps.job).await {
+        Ok(s) => s,
+        Err(e) => return Ok(Err(refuse::db(e)?)),
+    };
+    let schedules = match deps.schedules.list(id).await {
+        Ok(s) => s,
+        Err(e) => return Ok(Err(refuse::schedule(e, "id")?)),
+    };
+    Ok(Ok(Outcome::Explain(Box::new(explain(&t, &state, &schedules, deps.clock.now_ms())))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(s: &str) -> i64 {
+        s.parse::<jiff::Timestamp>().unwrap().as_millisecond()
+    }
+
+    fn state(zone: &str, through: Option<&str>) -> WatermarkState {
+        let mut s = WatermarkState::default();
+        s.groups.insert(zone.into());
+        if let Some(d) = through {
+            s.marks.insert(zone.into(), d.into());
+        }
+        s
+    }
+
+    #[test]
+    fn a_tenant_following_its_zone_was_pulsed_through_the_zone_date() {
+        let mut t = Tenant::new("t1", "Europe/Berlin");
+        t.pos = Position::Follows;
+        t.since_ms = Some(ms("2026-10-15T10:00:00Z"));
+        let e = explain(&t, &state("Europe/Berlin", Some("2026-12-02")), &[], ms("2026-12-02T09:00:00Z"));
+        assert_eq!(e.calendar.through.as_deref(), Some("2026-12-02"));
+        let get = |v: &[GrainPeriod], g: &str| v.iter().find(|p| p.grain == g).map(|p| p.period.clone());
+        assert_eq!(get(&e.calendar.last, "day").as_deref(), Some("2026-12-01"));
+        assert_eq!(get(&e.calendar.last, "month").as_deref(), Some("2026-11"));
+        assert_eq!(get(&e.calendar.next, "day").as_deref(), Some("2026-12-02"));
+        assert_eq!(e.calendar.next[0].ends_at, "2026-12-02T23:00:00Z", "Berlin's midnight");
+        assert_eq!(get(&e.calendar.last, "year"), None, "2025 ended before it was owed");
+        assert!(e.findings.is_empty(), "{:?}", e.findings);
+    }
+
+    #[test]
+    fn what_would_keep_a_tenant_from_its_pulses_is_said() {
+        let mut t = Tenant::new("t1", "Asia/Tokyo");
+        t.active = false;
+        let mut s = state("Europe/Berlin", Some("2026-12-02"));
+        s.paused = true;
+        s.paused_reason = Some("incident 7".into());
+        let e = explain(&t, &s, &[], ms("2026-12-02T09:00:00Z"));
+        let all = e.findings.join("\n");
+        assert!(all.contains("suspended"), "{all}");
+        assert!(all.contains("paused (incident 7)"), "{all}");
+        assert!(all.contains("not registered"), "{all}");
+        assert!(all.contains("not visited yet"), "{all}");
+        assert!(!e.sweep.zone_registered);
+    }
+
+    #[test]
+    fn a_zone_far_behind_is_a_finding() {
+        let t = Tenant { pos: Position::Follows, ..Tenant::new("t1", "UTC") };
+        let e = explain(&t, &state("UTC", Some("2026-11-28")), &[], ms("2026-12-02T09:00:00Z"));
+        assert!(e.findings.iter().any(|f| f.contains("behind")), "{:?}", e.findings);
+    }
+}

@@ -1,0 +1,201 @@
+//! The control function: a team's own code tells tickwork what to do, in its own language.
+//!
+//! A service adds a tenant at signup, moves it when it changes zone, suspends it when it stops
+//! paying, sets "every weekday at 09:30 local" or "remind this tenant at T", through the AWS SDK's
+//! `Invoke` of this function (IAM-authorised: the caller needs `lambda:InvokeFunction` on it and
+//! nothing on the tables). One JSON request ([`request::Request`]), one JSON answer
+//! ([`answer::Answer`]), both published as a JSON Schema generated from these types
+//! (`docs/control/*.schema.json`, [`schema`]).
+//!
+//! ## One path
+//! Every operation calls the library (`tickwork::tenants::Tenants`,
+//! `tickwork::schedules::Schedules`) with the same validation, idempotency and semantics as
+//! `tickctl`, which calls these same functions ([`tenants`], [`schedules`]): a tenant's zone is
+//! registered with the sweep before the tenant is written; `put` of the same definition is
+//! `unchanged`; a tenant resumed or moved has its schedules owed from now; a tenant removed
+//! loses its schedules first. Nothing outside the library writes the control table.
+//!
+//! ## Answers
+//! A refusal (a malformed request, an unknown zone, a missing tenant) is an answer with
+//! `ok: false` and nothing written for it; in a batch each refused entry is listed by index and
+//! the rest are written. Only a failure of the stack itself is a function error, which the
+//! caller's SDK (and Lambda, for an asynchronous invocation) retries: every operation is
+//! idempotent, so a repeat is harmless.
+//!
+//! ## Layout
+//! `request` what is asked and its parsing; `answer` what comes back; `refuse` library errors as
+//! refusals (pure); `tenants` and `schedules` the operations; `explain` what a tenant's state
+//! says (pure, over key-condition reads); `schema` the published JSON Schema.
+
+pub mod answer;
+pub mod explain;
+pub mod refuse;
+pub mod request;
+pub mod schedules;
+pub mod schema;
+pub mod tenants;
+
+use tickwork::calendar::Policy;
+use tickwork::clock::SharedClock;
+use tickwork::config::{ConfigError, Env};
+use tickwork::schedules::Schedules;
+use tickwork::tenants::Tenants;
+use tickwork::watermark::Watermarks;
+use tickwork::Db;
+
+pub use answer::{Answer, Outcome, Refusal, RefusalType};
+pub use refuse::StackError;
+pub use request::{parse, Request};
+
+/// The function's role in `template.yaml`'s terms, for the IAM suite log
+/// ([`tickwork::iam::acting_as`]).
+pub const ROLE: &str = "control";
+
+/// What every operation needs, built once per process.
+#[derive(Debug, Clone)]
+pub struct Deps {
+    /// The tenants table, with the sweep's zone registry.
+    pub tenants: Tenants,
+    /// The schedules the sweep fires.
+    pub schedules: Schedules,
+    /// The sweep's state item (watermarks, pause, zone registry).
+    pub marks: Watermarks,
+    /// The sweep's job name.
+    pub job: String,
+    /// The sweep's catch-up policy (what `owed_from` and a one-off's instant are held to).
+    pub policy: Policy,
+    /// Wall clock.
+    pub clock: SharedClock,
+}
+
+impl Deps {
+    /// From the environment the template gives the function (the sweep's job, tables, shard
+    /// count and catch-up policy); fails naming the variable.
+    pub async fn from_env(env: &Env) -> Result<Self, ConfigError> {
+        use tickwork::env as vars;
+        let base = tickwork_lambda::Base::from_env(env, ROLE).await?;
+        let job = pulse_sweep::config::job(env)?;
+        let shards = tickwork::config::tenant_shards(env)?;
+        // The sweep's own reading of its interval: the policy's bounds are the sweep's.
+        let s = std::time::Duration::from_secs;
+        let interval = env.secs_in(vars::PULSE_INTERVAL_SECS, s(60), s(60), s(86_400))?;
+        let policy = pulse_sweep::config::policy(env, interval)?;
+        let tables = pulse_sweep::Tables {
+            control: base.core.control_table.clone(),
+            tenants: base.core.table_from(env, vars::TENANTS_TABLE, "tenants"),
+            queue: base.core.table_from(env, vars::QUEUE_TABLE, "queue"),
+        };
+        Ok(Self::new(base.db, base.clock, &tables, shards, job, policy))
+    }
+
+    /// From parts (tests, `tickctl`).
+    pub fn new(
+        db: Db,
+        clock: SharedClock,
+        tables: &pulse_sweep::Tables,
+        tenant_shards: u32,
+        job: String,
+        policy: Policy,
+    ) -> Self {
+        let marks = Watermarks::new(db.clone(), &tables.control, clock.clone());
+        let tenants =
+            Tenants::new(db.clone(), &tables.tenants, tenant_shards).with_registry(marks.clone(), job.clone());
+        let schedules = Schedules::new(db, &tables.control, job.clone(), clock.clone());
+        Self { tenants, schedules, marks, job, policy, clock }
+    }
+}
+
+/// One invocation: the request read, run, and answered. `Err` only for a failure of the stack.
+pub async fn handle(deps: &Deps, request: serde_json::Value) -> Result<Answer, StackError> {
+    tickwork::iam::acting_as(ROLE, async move {
+        let req = match parse(request) {
+            Ok(r) => r,
+            Err(r) => return Ok(Answer::refused(r)),
+        };
+        let op = op_name(&req);
+        // Boxed: the operations' futures together are deeper than the compiler's layout limit.
+        let answer = match Box::pin(run(deps, req)).await? {
+            Ok(o) => Answer::ok(o),
+            Err(r) => Answer::refused(r),
+        };
+        match &answer.error {
+            None => tracing::info!(op, "done"),
+            Some(r) => tracing::info!(op, refused = ?r.r#type, field = r.field.as_deref(), "refused"),
+        }
+        Ok(answer)
+    })
+    .await
+}
+
+/// An operation's result or its refusal; `Err` for a failure of the stack.
+pub type Ran = Result<Result<Outcome, Refusal>, StackError>;
+
+async fn run(deps: &Deps, req: Request) -> Ran {
+    use Request as R;
+    match req {
+        R::TenantsAdd(r) => Ok(Ok(Outcome::Batch(tenants::add(deps, &r.tenants).await?))),
+        R::TenantsGet(r) => tenants::get(deps, &r.id).await,
+        R::TenantsSuspend(r) => tenants::suspend(deps, &r.id).await,
+        R::TenantsResume(r) => tenants::resume(deps, &r.id).await,
+        R::TenantsMove(r) => tenants::move_zone(deps, &r.id, &r.zone).await,
+        R::TenantsRemove(r) => tenants::remove(deps, &r.id).await,
+        R::TenantsList(r) => tenants::list(deps, r.cursor, r.limit).await,
+        R::TenantsExplain(r) => explain::run(deps, &r.id).await,
+        R::SchedulesPut(r) => Ok(Ok(Outcome::Batch(schedules::put(deps, &r.schedules).await?))),
+        R::SchedulesPause(r) => schedules::set_paused(deps, &r.tenant, &r.name, true).await,
+        R::SchedulesResume(r) => schedules::set_paused(deps, &r.tenant, &r.name, false).await,
+        R::SchedulesRemove(r) => schedules::remove(deps, &r.tenant, &r.name).await,
+        R::SchedulesList(r) => schedules::list(deps, &r.tenant).await,
+        R::SchedulesNext(r) => schedules::next(deps, &r.tenant, r.name.as_deref(), r.count, r.from.as_deref()).await,
+        R::TimersAt(r) => schedules::timer_at(deps, &r.tenant, &r.name, &r.at).await,
+        R::TimersCancel(r) => schedules::timer_cancel(deps, &r.tenant, &r.name).await,
+    }
+}
+
+/// The operation's name, as `op` gives it.
+pub fn op_name(req: &Request) -> &'static str {
+    use Request as R;
+    match req {
+        R::TenantsAdd(_) => "tenants.add",
+        R::TenantsGet(_) => "tenants.get",
+        R::TenantsSuspend(_) => "tenants.suspend",
+        R::TenantsResume(_) => "tenants.resume",
+        R::TenantsMove(_) => "tenants.move",
+        R::TenantsRemove(_) => "tenants.remove",
+        R::TenantsList(_) => "tenants.list",
+        R::TenantsExplain(_) => "tenants.explain",
+        R::SchedulesPut(_) => "schedules.put",
+        R::SchedulesPause(_) => "schedules.pause",
+        R::SchedulesResume(_) => "schedules.resume",
+        R::SchedulesRemove(_) => "schedules.remove",
+        R::SchedulesList(_) => "schedules.list",
+        R::SchedulesNext(_) => "schedules.next",
+        R::TimersAt(_) => "timers.at",
+        R::TimersCancel(_) => "timers.cancel",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn every_op_reads_back_to_its_own_name() {
+        let minimal = |op: &str| match op {
+            "tenants.add" => json!({"tenants": [{"id": "t", "zone": "UTC"}]}),
+            "tenants.move" => json!({"id": "t", "zone": "UTC"}),
+            "tenants.list" => json!({}),
+            "schedules.put" => json!({"schedules": [{"tenant": "t", "name": "n", "spec": "daily 08:00"}]}),
+            "schedules.list" | "schedules.next" => json!({"tenant": "t"}),
+            "timers.at" => json!({"tenant": "t", "name": "n", "at": "2026-12-24T09:00"}),
+            o if o.starts_with("tenants.") => json!({"id": "t"}),
+            _ => json!({"tenant": "t", "name": "n"}),
+        };
+        for op in crate::request::OPS {
+            let mut v = minimal(op);
+            v["op"] = op.into();
+            let req = crate::request::parse(v).unwrap_or_else(|r| panic!("{op}: {}", r.message));
+            assert_eq!(super::op_name(&req), op);
+        }
+    }
+}
