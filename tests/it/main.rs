@@ -16,6 +16,8 @@ mod capacity;
 mod chaos;
 /// docs/configuration.md lists every variable the code reads.
 mod config_reference;
+/// The control function through the Python and TypeScript clients, its refusals, its schema.
+mod control;
 /// `tickctl cost`'s model against a live simulated run.
 mod cost;
 /// The defects an adversarial read found, one test each.

@@ -286,8 +286,9 @@ pub fn parse(v: serde_json::Value) -> Result<Request, Refusal> {
 /// and, in a batch, its entry.
 fn fields_of<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T, Refusal> {
     serde_path_to_error::deserialize(v).map_err(|e| {
-        let path = e.path().to_string();
-        let mut r = Refusal::new(RefusalType::InvalidField, e.inner().to_string());
+        // The path names an unknown field too (`tenants[0].colour`).
+        let (path, message) = (e.path().to_string(), e.inner().to_string());
+        let mut r = Refusal::new(RefusalType::InvalidField, message);
         if path != "." {
             r = r.field(&path);
             if let Some(i) = batch_index(&path) {
@@ -406,11 +407,12 @@ mod tests {
         assert!(r.message.contains("`id`"), "{}", r.message);
         let r = refused(json!({"op": "tenants.get", "id": "t", "zone": "UTC"}));
         assert_eq!(r.r#type, RefusalType::InvalidField);
-        assert!(r.message.contains("zone"), "an unknown field is named: {}", r.message);
+        assert_eq!(r.field.as_deref(), Some("zone"), "an unknown field is named: {}", r.message);
         let r = refused(json!({"op": "tenants.add", "tenants": [{"id": "a", "zone": "UTC"}, {"id": "b", "zone": 3}]}));
         assert_eq!((r.field.as_deref(), r.index), (Some("tenants[1].zone"), Some(1)));
         let r = refused(json!({"op": "tenants.add", "tenants": [{"id": "a", "zone": "UTC", "colour": "red"}]}));
         assert_eq!((r.r#type, r.index), (RefusalType::InvalidField, Some(0)));
+        assert_eq!(r.field.as_deref(), Some("tenants[0].colour"));
     }
 
     #[test]
