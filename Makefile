@@ -16,7 +16,7 @@ SAM      := SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-eas
 LAMBDA_VENV := .tools/lambda
 # cargo finds the `cargo-lambda` subcommand (and cargo-lambda finds zig) on PATH.
 LAMBDA_PATH := PATH="$(CURDIR)/$(LAMBDA_VENV)/bin:$$PATH"
-FUNCTIONS := pulse-sweep tenant-fanout queue-worker archiver
+FUNCTIONS := pulse-sweep tenant-fanout queue-worker archiver tickwork-control
 DYNALITE := .tools/dynalite/node_modules/dynalite/cli.js
 CARGO    ?= cargo
 WITH_SERVERS := scripts/with-servers.sh
@@ -81,11 +81,24 @@ $(JS_HANDLER_DEP): examples/javascript-handler/package.json
 	cd examples/javascript-handler && PATH="$(CURDIR)/$(CMAKE_VENV)/bin:$$PATH" npm install --no-audit --no-fund --silent
 	touch $@
 
+# The control function's clients in their real runtimes (tests/it/control.rs): the Python client
+# installed from its path with boto3 (PyPI), the TypeScript client's @aws-sdk/client-lambda (npm).
+PY_CLIENT_VENV := .tools/python-client
+PY_CLIENT_DEP  := $(PY_CLIENT_VENV)/.deps
+TS_CLIENT_DEP  := clients/typescript/node_modules/.deps
+$(PY_CLIENT_DEP): clients/python/pyproject.toml clients/python/tickwork_control/__init__.py
+	python3 -m venv $(PY_CLIENT_VENV)
+	$(PY_CLIENT_VENV)/bin/pip install --quiet --disable-pip-version-check ./clients/python
+	touch $@
+$(TS_CLIENT_DEP): clients/typescript/package.json
+	cd clients/typescript && npm install --no-audit --no-fund --silent
+	touch $@
+
 SAM_DEP    := $(SAM_VENV)/.sam-$(SAM_CLI_VERSION)-cfn-$(CFN_LINT_VERSION)
 CHECKOV_DEP := $(CHECKOV_VENV)/.checkov-$(CHECKOV_VERSION)
 LAMBDA_DEP := $(LAMBDA_VENV)/.cargo-lambda-$(CARGO_LAMBDA_VERSION)-zig-$(ZIG_VERSION)
 
-deps: $(VENV)/.moto-$(MOTO_VERSION) $(DYNALITE) $(PY_HANDLER_DEP) $(JS_HANDLER_DEP) ## install the local servers (moto, dynalite) and the example handlers' runtimes
+deps: $(VENV)/.moto-$(MOTO_VERSION) $(DYNALITE) $(PY_HANDLER_DEP) $(JS_HANDLER_DEP) $(PY_CLIENT_DEP) $(TS_CLIENT_DEP) ## install the local servers (moto, dynalite), the example handlers' runtimes and the control clients
 
 tools: $(SAM_DEP) $(LAMBDA_DEP) ## install the SAM CLI, cfn-lint, cargo-lambda and zig (own virtualenvs)
 

@@ -128,7 +128,12 @@ async fn lifecycle(client: Client) {
     let t0 = jiff::Timestamp::now().as_millisecond();
     let at_ms = (t0 / 60_000 + 120) * 60_000;
     let at = jiff::Timestamp::from_millisecond(at_ms).unwrap().to_string();
-    let r = run(client, &stack, "lifecycle", &[("TICKWORK_TIMER_AT", at.as_str())]).await;
+    // A timer within the hour too: its writer counts it on its due shard's cursor.
+    let soon_ms = (t0 / 60_000 + 30) * 60_000;
+    let soon = jiff::Timestamp::from_millisecond(soon_ms).unwrap().to_string();
+    let r =
+        run(client, &stack, "lifecycle", &[("TICKWORK_TIMER_AT", at.as_str()), ("TICKWORK_SOON_AT", soon.as_str())])
+            .await;
     let t1 = jiff::Timestamp::now().as_millisecond();
     let outcomes =
         |k: &str| r[k].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect::<Vec<_>>();
@@ -140,7 +145,9 @@ async fn lifecycle(client: Client) {
     assert_eq!(r["moved"]["zone"], "Asia/Tokyo");
     assert_eq!(r["suspended"]["outcome"], "changed");
     assert_eq!(r["cancelled"]["outcome"], "removed");
-    assert_eq!(r["listed"].as_array().unwrap().len(), 100, "the listing followed its cursor to the end");
+    assert_eq!((&r["soon"]["outcome"], &r["resumed"]["outcome"]), (&"added".into(), &"changed".into()));
+    assert_eq!(r["removed"]["outcome"], "removed");
+    assert_eq!(r["listed"].as_array().unwrap().len(), 99, "the listing followed its cursor to the end");
     assert!(r["next"][0]["occurrence"].as_str().unwrap().ends_with("T08:00:00+09:00"), "in Tokyo now: {r}");
 
     // Two days of event time later, one tick fires everything due.
@@ -152,8 +159,8 @@ async fn lifecycle(client: Client) {
     let mut want = BTreeSet::new();
     for i in 0..100 {
         let id = format!("t{i:03}");
-        if id == "t002" {
-            continue; // suspended: nothing fires
+        if id == "t002" || id == "t005" {
+            continue; // suspended, removed: nothing fires
         }
         let zone = if id == "t001" { "Asia/Tokyo" } else { ZONES[i % ZONES.len()] };
         // Owed from when it was put: an 08:00 inside the seconds the script ran would be ambiguous.
@@ -161,9 +168,12 @@ async fn lifecycle(client: Client) {
             want.insert((id.clone(), "nudge".to_string(), k));
         }
         assert!(daily_0800(zone, t0, t1).is_empty(), "an 08:00 fell inside the script's run; run again");
+        let tz: chrono_tz::Tz = zone.parse().unwrap();
         if id != "t003" {
-            let tz: chrono_tz::Tz = zone.parse().unwrap();
             want.insert((id.clone(), "call".to_string(), key(tz.timestamp_millis_opt(at_ms).unwrap())));
+        }
+        if id == "t004" {
+            want.insert((id.clone(), "soon".to_string(), key(tz.timestamp_millis_opt(soon_ms).unwrap())));
         }
     }
     let mut got = BTreeSet::new();

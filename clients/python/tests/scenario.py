@@ -2,7 +2,7 @@
 
 Run by tests/it/control.rs under a real CPython against the function behind the local Invoke API:
 `scenario.py lifecycle|setup|refusals`, with TICKWORK_CONTROL_ENDPOINT (the Invoke API) and
-TICKWORK_CONTROL_FUNCTION; `lifecycle` also takes TICKWORK_TIMER_AT (the timers' instant). Prints
+TICKWORK_CONTROL_FUNCTION; `lifecycle` also takes TICKWORK_TIMER_AT and TICKWORK_SOON_AT (the timers' instants). Prints
 one JSON document of what it saw, which the Rust test holds against the tables and the queue.
 """
 
@@ -38,6 +38,10 @@ def lifecycle(tw: Control) -> dict:
     moved = tw.move_tenant("t001", "Asia/Tokyo")
     suspended = tw.suspend_tenant("t002")
     cancelled = tw.cancel_timer("t003", "call")
+    soon = tw.set_timer("t004", "soon", os.environ["TICKWORK_SOON_AT"])
+    tw.suspend_tenant("t006")
+    resumed = tw.resume_tenant("t006")
+    removed = tw.remove_tenant("t005")
     listed = list(tw.iter_tenants(limit=30))
     return {
         "added": [e["outcome"] for e in added["entries"]],
@@ -48,6 +52,9 @@ def lifecycle(tw: Control) -> dict:
         "moved": moved,
         "suspended": suspended,
         "cancelled": cancelled,
+        "soon": soon,
+        "resumed": resumed,
+        "removed": removed,
         "listed": sorted(t["id"] for t in listed),
         "next": tw.next_fires("t001", name="nudge", count=1),
     }

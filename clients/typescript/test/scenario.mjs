@@ -1,7 +1,7 @@
 // The control function driven through the TypeScript client, as a team's service would drive it.
 // Run by tests/it/control.rs under a real Node.js against the function behind the local Invoke
 // API: `node scenario.mjs lifecycle|setup|refusals`, with TICKWORK_CONTROL_ENDPOINT and
-// TICKWORK_CONTROL_FUNCTION (and TICKWORK_TIMER_AT for `lifecycle`). Prints one JSON document.
+// TICKWORK_CONTROL_FUNCTION (and TICKWORK_TIMER_AT, TICKWORK_SOON_AT for `lifecycle`). Prints one JSON document.
 import { LambdaClient } from "@aws-sdk/client-lambda";
 import { Control, Refused } from "../index.js";
 
@@ -26,6 +26,10 @@ async function lifecycle() {
   const moved = await tw.moveTenant("t001", "Asia/Tokyo");
   const suspended = await tw.suspendTenant("t002");
   const cancelled = await tw.cancelTimer("t003", "call");
+  const soon = await tw.setTimer("t004", "soon", process.env.TICKWORK_SOON_AT);
+  await tw.suspendTenant("t006");
+  const resumed = await tw.resumeTenant("t006");
+  const removed = await tw.removeTenant("t005");
   const listed = [];
   for await (const t of tw.iterTenants(30)) listed.push(t.id);
   return {
@@ -37,6 +41,9 @@ async function lifecycle() {
     moved,
     suspended,
     cancelled,
+    soon,
+    resumed,
+    removed,
     listed: listed.sort(),
     next: await tw.nextFires("t001", { name: "nudge", count: 1 }),
   };
