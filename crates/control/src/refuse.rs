@@ -11,7 +11,10 @@ use tickwork::schedules::{ScheduleError, SpecError};
 use tickwork::tenants::{InvalidTenant, MAX_TENANT_ID_BYTES};
 use tickwork::DbError;
 
-use crate::answer::{Refusal, RefusalType};
+use crate::answer::{Outcome, Refusal, RefusalType};
+
+/// An operation's result or its refusal; `Err` for a failure of the stack.
+pub type Ran = Result<Result<Outcome, Refusal>, StackError>;
 
 /// A failure of the stack: the invocation fails (a function error), and is retried by its caller.
 #[derive(Debug, thiserror::Error)]

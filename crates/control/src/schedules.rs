@@ -11,12 +11,11 @@ use std::collections::HashMap;
 use tickwork::schedules::spec::check_name;
 use tickwork::schedules::{upcoming, Changed, Dst, Schedule, ScheduleDef, Spec};
 
-use crate::answer::{
-    BatchResult, Change, Done, Entry, Fire, NextFires, Outcome, Refusal, RefusalType, ScheduleList, ScheduleView,
-};
-use crate::refuse::{self, StackError};
+use crate::answer::{BatchResult, Change, Done, Entry, Outcome, Refusal, RefusalType};
+use crate::deps::Deps;
+use crate::refuse::{self, Ran, StackError};
 use crate::request::NewSchedule;
-use crate::{Deps, Ran};
+use crate::views::{Fire, NextFires, ScheduleList, ScheduleView};
 
 /// The definition an entry asks for, or its refusal naming the field. Pure.
 pub fn definition(e: &NewSchedule) -> Result<ScheduleDef, Refusal> {

@@ -11,10 +11,11 @@ use std::collections::HashMap;
 
 use tickwork::tenants::{InvalidTenant, Position, Tenant};
 
-use crate::answer::{BatchResult, Change, Done, Entry, Outcome, Refusal, RefusalType, TenantPage, TenantView};
-use crate::refuse::{self, StackError};
+use crate::answer::{BatchResult, Change, Done, Entry, Outcome, Refusal, RefusalType};
+use crate::deps::Deps;
+use crate::refuse::{self, Ran, StackError};
 use crate::request::{NewTenant, MAX_PAGE};
-use crate::{Deps, Ran};
+use crate::views::{TenantPage, TenantView};
 
 /// The tenant an entry asks for, checked as every path checks it (canonical zone, `owed_from`
 /// held to the sweep's policy), or its refusal. Pure.
