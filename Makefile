@@ -16,7 +16,7 @@ SAM      := SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-eas
 LAMBDA_VENV := .tools/lambda
 # cargo finds the `cargo-lambda` subcommand (and cargo-lambda finds zig) on PATH.
 LAMBDA_PATH := PATH="$(CURDIR)/$(LAMBDA_VENV)/bin:$$PATH"
-FUNCTIONS := pulse-sweep tenant-fanout queue-worker archiver tickwork-control
+FUNCTIONS := pulse-sweep tenant-fanout queue-worker archiver control
 DYNALITE := .tools/dynalite/node_modules/dynalite/cli.js
 CARGO    ?= cargo
 WITH_SERVERS := scripts/with-servers.sh

@@ -489,7 +489,9 @@ fn lambda_statement(st: &Value, function: &str) -> bool {
 #[test]
 fn only_the_sweep_and_the_worker_may_invoke_a_function_and_only_themselves() {
     let t = template();
-    for function in ["PulseSweepFunction", "TenantFanoutFunction", "QueueWorkerFunction", "ArchiverFunction"] {
+    for function in
+        ["PulseSweepFunction", "TenantFanoutFunction", "QueueWorkerFunction", "ArchiverFunction", "ControlFunction"]
+    {
         let policies = t["Resources"][function]["Properties"]["Policies"].as_sequence().expect("Policies list");
         let lambda = policies
             .iter()
@@ -675,6 +677,7 @@ fn function_of_role(role: &str) -> &'static str {
         "tenant-fanout" => "TenantFanoutFunction",
         "queue-worker" => "QueueWorkerFunction",
         "archiver" => "ArchiverFunction",
+        "control" => "ControlFunction",
         other => panic!("a call made as `{other}`, which is no function of the template"),
     }
 }
@@ -736,7 +739,7 @@ async fn every_call_the_suite_made_is_allowed_and_every_grant_used() {
         println!("{function}: {} distinct accesses, actions {actions:?}", accesses.len());
         mutations.extend(check(function, &statements(&t, function), accesses));
     }
-    assert_eq!(seen.len(), 4, "every function's code ran: {:?}", seen.keys());
+    assert_eq!(seen.len(), 5, "every function's code ran: {:?}", seen.keys());
     if allowed_only {
         println!("{} distinct calls logged ({skipped} left out), every one allowed", logged.len());
         return;

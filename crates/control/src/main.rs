@@ -1,4 +1,4 @@
-//! `tickwork-control` Lambda: thin shell over [`control::handle`].
+//! `control` Lambda: thin shell over [`control::handle`].
 use lambda_runtime::{service_fn, LambdaEvent};
 use serde_json::Value;
 use tickwork::config::Env;
