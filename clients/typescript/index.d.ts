@@ -45,6 +45,8 @@ export type Change = "added" | "changed" | "unchanged" | "removed";
 export interface NewTenant { id: string; zone: string; owed_from?: string }
 export interface NewSchedule {
   tenant: string; name: string; spec: string; spread_min?: number; gap?: "shift" | "skip"; fold?: "first" | "last";
+  /** Any JSON document up to 4,096 bytes, delivered in every fire's unit as `payload`. */
+  payload?: unknown;
 }
 export interface Entry { index: number; id: string; name?: string; outcome: Change }
 export interface BatchResult { entries: Entry[]; refused: RefusalDoc[] }
@@ -53,6 +55,7 @@ export interface TenantPage { tenants: Tenant[]; cursor?: string }
 export interface Done { id: string; name?: string; outcome: Change; zone?: string; fires_at?: string }
 export interface Schedule {
   tenant: string; name: string; spec: string; spread_min: number; gap: string; fold: string; paused: boolean; one_off: boolean;
+  payload?: unknown;
 }
 export interface Fire { name: string; occurrence: string; instant: string; due: string }
 export interface GrainPeriod { grain: string; period: string; ends_at: string }
@@ -80,12 +83,12 @@ export class Control {
   explainTenant(id: string): Promise<Explanation>;
   putSchedules(schedules: NewSchedule[]): Promise<BatchResult>;
   putSchedule(tenant: string, name: string, spec: string,
-    options?: { spreadMin?: number; gap?: "shift" | "skip"; fold?: "first" | "last" }): Promise<Change>;
+    options?: { spreadMin?: number; gap?: "shift" | "skip"; fold?: "first" | "last"; payload?: unknown }): Promise<Change>;
   pauseSchedule(tenant: string, name: string): Promise<Done>;
   resumeSchedule(tenant: string, name: string): Promise<Done>;
   removeSchedule(tenant: string, name: string): Promise<Done>;
   listSchedules(tenant: string): Promise<Schedule[]>;
   nextFires(tenant: string, options?: { name?: string; count?: number; from?: string }): Promise<Fire[]>;
-  setTimer(tenant: string, name: string, at: string): Promise<Done>;
+  setTimer(tenant: string, name: string, at: string, payload?: unknown): Promise<Done>;
   cancelTimer(tenant: string, name: string): Promise<Done>;
 }

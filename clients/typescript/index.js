@@ -118,6 +118,7 @@ export class Control {
     const s = { tenant, name, spec, spread_min: options.spreadMin || 0 };
     if (options.gap !== undefined) s.gap = options.gap;
     if (options.fold !== undefined) s.fold = options.fold;
+    if (options.payload !== undefined) s.payload = options.payload;
     return this.one(await this.putSchedules([s])).outcome;
   }
   pauseSchedule(tenant, name) { return this.call({ op: "schedules.pause", tenant, name }); }
@@ -133,6 +134,10 @@ export class Control {
   }
 
   // ---- timers
-  setTimer(tenant, name, at) { return this.call({ op: "timers.at", tenant, name, at }); }
+  setTimer(tenant, name, at, payload) {
+    const req = { op: "timers.at", tenant, name, at };
+    if (payload !== undefined) req.payload = payload;
+    return this.call(req);
+  }
   cancelTimer(tenant, name) { return this.call({ op: "timers.cancel", tenant, name }); }
 }

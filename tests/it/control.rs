@@ -183,6 +183,22 @@ async fn lifecycle(client: Client) {
             got.insert((t.to_string(), name.to_string(), occ.to_string()));
         }
     }
+    // Each unit carries the payload its schedule or timer was given: the daily one shared by every
+    // tenant, each timer its tenant's own (a group of its own), the one set without none.
+    let mut payloads = 0;
+    for u in tickwork_sim::queued(&local.db, &format!("{p}-queue")).await.unwrap() {
+        let v: serde_json::Value = serde_json::from_str(&u.payload).unwrap();
+        let n: usize = u.tenant.trim_start_matches('t').parse().unwrap();
+        let want = match v["name"].as_str() {
+            Some("nudge") => serde_json::json!({"kind": "summary"}),
+            Some("call") => serde_json::json!({"reason": "call", "n": n}),
+            Some("soon") => serde_json::Value::Null,
+            _ => continue,
+        };
+        assert_eq!(v["payload"], want, "{}: {v}", u.key);
+        payloads += usize::from(!want.is_null());
+    }
+    assert!(payloads >= 2 * 95, "every fire checked: {payloads}");
     let missing: Vec<_> = want.difference(&got).collect();
     let extra: Vec<_> = got.difference(&want).collect();
     assert!(missing.is_empty() && extra.is_empty(), "missing {missing:?}\nextra {extra:?}");

@@ -32,9 +32,12 @@ def lifecycle(tw: Control) -> dict:
     tenants = [{"id": f"t{i:03}", "zone": ZONES[i % len(ZONES)]} for i in range(100)]
     added = tw.add_tenants(tenants)
     again = tw.add_tenants(tenants)  # at least once: a repeat changes nothing
-    daily = tw.put_schedules([{"tenant": t["id"], "name": "nudge", "spec": "daily 08:00"} for t in tenants])
+    daily = tw.put_schedules(
+        [{"tenant": t["id"], "name": "nudge", "spec": "daily 08:00", "payload": {"kind": "summary"}} for t in tenants]
+    )
     at = os.environ["TICKWORK_TIMER_AT"]
-    timers = [tw.set_timer(t["id"], "call", at)["outcome"] for t in tenants]
+    # A payload of each tenant's own: what the reminder is for, delivered with its fire.
+    timers = [tw.set_timer(t["id"], "call", at, payload={"reason": "call", "n": i})["outcome"] for i, t in enumerate(tenants)]
     moved = tw.move_tenant("t001", "Asia/Tokyo")
     suspended = tw.suspend_tenant("t002")
     cancelled = tw.cancel_timer("t003", "call")

@@ -220,7 +220,7 @@ class Control:
     # ---- schedules
 
     def put_schedules(self, schedules: List[Dict[str, Any]]) -> BatchResult:
-        """Adds or changes up to 100 schedules (`{"tenant", "name", "spec", "spread_min"?, "gap"?, "fold"?}`)."""
+        """Adds or changes up to 100 schedules (`{"tenant", "name", "spec", "spread_min"?, "gap"?, "fold"?, "payload"?}`)."""
         return self.call({"op": "schedules.put", "schedules": schedules})
 
     def put_schedule(
@@ -231,13 +231,15 @@ class Control:
         spread_min: int = 0,
         gap: Optional[str] = None,
         fold: Optional[str] = None,
+        payload: Any = None,
     ) -> str:
-        """One schedule: `added`, `changed` or `unchanged`; raises its refusal."""
+        """One schedule: `added`, `changed` or `unchanged`; raises its refusal.
+
+        `payload`, any JSON document up to 4,096 bytes, is delivered in every fire's unit."""
         s: Dict[str, Any] = {"tenant": tenant, "name": name, "spec": spec, "spread_min": spread_min}
-        if gap is not None:
-            s["gap"] = gap
-        if fold is not None:
-            s["fold"] = fold
+        for k, v in (("gap", gap), ("fold", fold), ("payload", payload)):
+            if v is not None:
+                s[k] = v
         return self._one(self.put_schedules([s]))["outcome"]
 
     def pause_schedule(self, tenant: str, name: str) -> Done:
@@ -263,9 +265,14 @@ class Control:
 
     # ---- timers
 
-    def set_timer(self, tenant: str, name: str, at: str) -> Done:
-        """A one-off at `at`: an instant (`…Z`, or with an offset) or a local time of the tenant's zone."""
-        return self.call({"op": "timers.at", "tenant": tenant, "name": name, "at": at})
+    def set_timer(self, tenant: str, name: str, at: str, payload: Any = None) -> Done:
+        """A one-off at `at`: an instant (`…Z`, or with an offset) or a local time of the tenant's zone.
+
+        `payload` is delivered in the fire's unit (what the reminder is for)."""
+        req: Dict[str, Any] = {"op": "timers.at", "tenant": tenant, "name": name, "at": at}
+        if payload is not None:
+            req["payload"] = payload
+        return self.call(req)
 
     def cancel_timer(self, tenant: str, name: str) -> Done:
         return self.call({"op": "timers.cancel", "tenant": tenant, "name": name})

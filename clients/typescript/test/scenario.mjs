@@ -20,9 +20,14 @@ async function lifecycle() {
   const tenants = Array.from({ length: 100 }, (_, i) => ({ id: `t${String(i).padStart(3, "0")}`, zone: ZONES[i % ZONES.length] }));
   const added = await tw.addTenants(tenants);
   const again = await tw.addTenants(tenants);
-  const daily = await tw.putSchedules(tenants.map((t) => ({ tenant: t.id, name: "nudge", spec: "daily 08:00" })));
+  const daily = await tw.putSchedules(
+    tenants.map((t) => ({ tenant: t.id, name: "nudge", spec: "daily 08:00", payload: { kind: "summary" } })),
+  );
   const timers = [];
-  for (const t of tenants) timers.push((await tw.setTimer(t.id, "call", process.env.TICKWORK_TIMER_AT)).outcome);
+  // A payload of each tenant's own: what the reminder is for, delivered with its fire.
+  for (const [n, t] of tenants.entries()) {
+    timers.push((await tw.setTimer(t.id, "call", process.env.TICKWORK_TIMER_AT, { reason: "call", n })).outcome);
+  }
   const moved = await tw.moveTenant("t001", "Asia/Tokyo");
   const suspended = await tw.suspendTenant("t002");
   const cancelled = await tw.cancelTimer("t003", "call");

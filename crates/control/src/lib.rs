@@ -84,7 +84,7 @@ async fn run(deps: &Deps, req: Request) -> Ran {
         R::SchedulesRemove(r) => schedules::remove(deps, &r.tenant, &r.name).await,
         R::SchedulesList(r) => schedules::list(deps, &r.tenant).await,
         R::SchedulesNext(r) => schedules::next(deps, &r.tenant, r.name.as_deref(), r.count, r.from.as_deref()).await,
-        R::TimersAt(r) => schedules::timer_at(deps, &r.tenant, &r.name, &r.at).await,
+        R::TimersAt(r) => schedules::timer_at(deps, &r.tenant, &r.name, &r.at, r.payload.as_ref()).await,
         R::TimersCancel(r) => schedules::timer_cancel(deps, &r.tenant, &r.name).await,
     }
 }

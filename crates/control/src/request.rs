@@ -1,7 +1,7 @@
 //! What a team's code asks the control function: one JSON object, its operation in `op`.
 //!
 //! Why typed and closed: the request is the contract a Python or TypeScript service codes against
-//! (through the schema generated from these types, `docs/control.schema.json`), so a field of
+//! (through the schema generated from these types, `docs/control/request.schema.json`), so a field of
 //! the wrong type, an unknown field or an unknown operation is a refusal that names it
 //! ([`parse`]), never a default taken silently. Every field name is the one the clients send.
 
@@ -173,6 +173,9 @@ pub struct TimersAt {
     /// An instant (`2026-12-24T08:00:00Z`, or with an offset) or a local time in the tenant's zone
     /// (`2026-12-24T09:00`).
     pub at: String,
+    /// The team's own JSON document delivered with the fire, as a schedule's `payload`.
+    #[serde(default)]
+    pub payload: Option<serde_json::Value>,
 }
 
 /// A tenant to add.
@@ -210,6 +213,12 @@ pub struct NewSchedule {
     /// A local time repeated by a fold: `first` (the default) or `last`.
     #[serde(default)]
     pub fold: Option<String>,
+    /// The team's own JSON document (at most 4,096 bytes as compact JSON), stored with the
+    /// definition and delivered in every fire's unit as `payload`, as a Scheduler schedule carries
+    /// its input. Tenants sharing a schedule and a payload fire as one group; a distinct payload
+    /// is a group of its own.
+    #[serde(default)]
+    pub payload: Option<serde_json::Value>,
 }
 
 /// The operations, as `op` names them (the schema and the clients list them from here).
@@ -377,7 +386,12 @@ mod tests {
             (json!({"op": "tenants.list"}), Request::TenantsList(TenantsList::default())),
             (
                 json!({"op": "timers.at", "tenant": "t", "name": "n", "at": "2026-12-24T09:00"}),
-                Request::TimersAt(TimersAt { tenant: "t".into(), name: "n".into(), at: "2026-12-24T09:00".into() }),
+                Request::TimersAt(TimersAt {
+                    tenant: "t".into(),
+                    name: "n".into(),
+                    at: "2026-12-24T09:00".into(),
+                    payload: None,
+                }),
             ),
         ] {
             assert_eq!(parse(v).unwrap(), want);

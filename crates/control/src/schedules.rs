@@ -28,7 +28,8 @@ pub fn definition(e: &NewSchedule) -> Result<ScheduleDef, Refusal> {
     if let Some(f) = &e.fold {
         dst.fold = f.parse().map_err(|x| refuse::spec(&x, "fold"))?;
     }
-    ScheduleDef::new(&e.name, spec, e.spread_min, dst).map_err(|x| refuse::spec(&x, "spread_min"))
+    let def = ScheduleDef::new(&e.name, spec, e.spread_min, dst).map_err(|x| refuse::spec(&x, "spread_min"))?;
+    def.with_payload(e.payload.as_ref()).map_err(|x| Refusal::new(RefusalType::TooLarge, x.0).field("payload"))
 }
 
 /// A schedule as the answers show it.
@@ -42,6 +43,7 @@ pub fn view(s: &Schedule) -> ScheduleView {
         fold: s.def.dst.fold.to_string(),
         paused: s.paused,
         one_off: s.def.spec.one_off(),
+        payload: s.def.payload.as_deref().map(|p| serde_json::from_str(p).unwrap_or_else(|_| p.into())),
     }
 }
 
@@ -202,7 +204,7 @@ pub async fn next(deps: &Deps, tenant: &str, name: Option<&str>, count: Option<u
 
 /// `timers.at`: a one-off schedule at `at` (an instant, or a local time of the tenant's zone).
 /// The same timer again is `unchanged`; a new instant under the same name is `changed`.
-pub async fn timer_at(deps: &Deps, tenant: &str, name: &str, at: &str) -> Ran {
+pub async fn timer_at(deps: &Deps, tenant: &str, name: &str, at: &str, payload: Option<&serde_json::Value>) -> Ran {
     let e = NewSchedule {
         tenant: tenant.into(),
         name: name.into(),
@@ -210,6 +212,7 @@ pub async fn timer_at(deps: &Deps, tenant: &str, name: &str, at: &str) -> Ran {
         spread_min: 0,
         gap: None,
         fold: None,
+        payload: payload.cloned(),
     };
     let def = match definition(&e) {
         Ok(d) => d,
@@ -292,6 +295,7 @@ mod tests {
             spread_min: spread,
             gap: gap.map(String::from),
             fold: fold.map(String::from),
+            payload: None,
         }
     }
 
@@ -309,6 +313,12 @@ mod tests {
             let r = definition(&e).unwrap_err();
             assert_eq!((r.r#type, r.field.as_deref()), (RefusalType::InvalidSpec, Some(field)), "{e:?}: {}", r.message);
         }
+        let with =
+            |v: serde_json::Value| NewSchedule { payload: Some(v), ..entry("nudge", "daily 08:00", 0, None, None) };
+        let d = definition(&with(serde_json::json!({"z": 1, "a": [true]}))).unwrap();
+        assert_eq!(d.payload.as_deref(), Some(r#"{"a":[true],"z":1}"#));
+        let r = definition(&with(serde_json::Value::String("x".repeat(4_100)))).unwrap_err();
+        assert_eq!((r.r#type, r.field.as_deref()), (RefusalType::TooLarge, Some("payload")), "{}", r.message);
     }
 
     #[test]

@@ -50,6 +50,9 @@ pub struct ScheduleView {
     pub paused: bool,
     /// A one-off (a timer).
     pub one_off: bool,
+    /// The payload its fires deliver.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload: Option<serde_json::Value>,
 }
 
 /// A tenant's schedules.

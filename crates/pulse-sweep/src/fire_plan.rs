@@ -226,7 +226,7 @@ pub(crate) fn chunk_plan(segs: &[Segment], tenants: &HashMap<String, TenantRead>
         for (o, tenants) in plan.fire.iter().zip(owed) {
             c.fired += tenants.len() as u64;
             if !tenants.is_empty() {
-                c.batch.add(vec![entry(&rec.group.name, &o.key)], tenants);
+                c.batch.add_with(vec![entry(&rec.group.name, &o.key)], rec.group.unit_fields(), tenants);
             }
         }
         let end = page_end(rec, planned, read);

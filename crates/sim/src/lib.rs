@@ -466,13 +466,21 @@ pub async fn scan_all(db: &Db, table: &str) -> Result<Vec<tickwork::capacity::It
 /// drops it), with how many items hold each, from a paginated Scan (tooling and tests only).
 pub async fn queued_units(db: &Db, table: &str) -> Result<BTreeMap<String, u64>> {
     let mut out: BTreeMap<String, u64> = BTreeMap::new();
+    for u in queued(db, table).await? {
+        *out.entry(u.key).or_default() += 1;
+    }
+    Ok(out)
+}
+
+/// Every unit of every batch item in the queue table, as a handler would receive it (its key and
+/// payload), in the table's scan order.
+pub async fn queued(db: &Db, table: &str) -> Result<Vec<tickwork::batch::Unit>> {
+    let mut out = Vec::new();
     for item in scan_all(db, table).await? {
         let s = |k: &str| item.get(k).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
         let job = tickwork::queue::Job::unclaimed(s("pk"), s("kind"), s("payload"));
         if let Some(Ok(b)) = tickwork::batch::Batch::of_job(&job) {
-            for u in b.units(&job.kind) {
-                *out.entry(u.key).or_default() += 1;
-            }
+            out.extend(b.units(&job.kind));
         }
     }
     Ok(out)

@@ -33,6 +33,10 @@ pub const MAX_BATCH_UNITS: usize = 2000;
 pub struct UnitSet {
     /// One unit per entry, for every tenant of the set.
     pub each: Vec<Map<String, Value>>,
+    /// Fields every unit of the set has, not part of its key (a schedule's payload: the members
+    /// of one group share it, so it is carried once for all of them).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub with: Map<String, Value>,
     /// Tenant ids.
     pub tenants: Vec<String>,
 }
@@ -72,9 +76,20 @@ impl Batch {
     /// Adds `tenants`, each getting one unit per entry of `each`; merges into an existing set with
     /// the same entries.
     pub fn add(&mut self, each: Vec<Map<String, Value>>, tenants: impl IntoIterator<Item = String>) {
-        match self.sets.iter_mut().find(|s| s.each == each) {
+        self.add_with(each, Map::new(), tenants)
+    }
+
+    /// Like [`Batch::add`], every unit also carrying `with` (merged only into a set with the same
+    /// entries and the same `with`).
+    pub fn add_with(
+        &mut self,
+        each: Vec<Map<String, Value>>,
+        with: Map<String, Value>,
+        tenants: impl IntoIterator<Item = String>,
+    ) {
+        match self.sets.iter_mut().find(|s| s.each == each && s.with == with) {
             Some(s) => s.tenants.extend(tenants),
-            None => self.sets.push(UnitSet { each, tenants: tenants.into_iter().collect() }),
+            None => self.sets.push(UnitSet { each, with, tenants: tenants.into_iter().collect() }),
         }
     }
 
@@ -139,14 +154,14 @@ impl Batch {
         for set in &self.sets {
             for t in &set.tenants {
                 for e in &set.each {
-                    out.push(self.unit(kind, t, e));
+                    out.push(self.unit(kind, t, e, &set.with));
                 }
             }
         }
         out
     }
 
-    fn unit(&self, kind: &str, tenant: &str, each: &Map<String, Value>) -> Unit {
+    fn unit(&self, kind: &str, tenant: &str, each: &Map<String, Value>, with: &Map<String, Value>) -> Unit {
         let mut key = format!("{kind}#{tenant}");
         // serde_json's map keeps keys sorted: the key's parts are in key order.
         for v in each.values() {
@@ -157,6 +172,7 @@ impl Batch {
             }
         }
         let mut payload = self.common.clone();
+        payload.extend(with.clone());
         payload.extend(each.clone());
         payload.insert("tenant".into(), Value::String(tenant.to_string()));
         Unit { key, tenant: tenant.to_string(), payload: Value::Object(payload).to_string() }
@@ -171,13 +187,13 @@ impl Batch {
             let mut by_tenants: BTreeMap<Vec<String>, Vec<Map<String, Value>>> = BTreeMap::new();
             for e in &set.each {
                 let ts: Vec<String> =
-                    set.tenants.iter().filter(|t| keep(&self.unit(kind, t, e).key)).cloned().collect();
+                    set.tenants.iter().filter(|t| keep(&self.unit(kind, t, e, &set.with).key)).cloned().collect();
                 if !ts.is_empty() {
                     by_tenants.entry(ts).or_default().push(e.clone());
                 }
             }
             for (ts, each) in by_tenants {
-                out.add(each, ts);
+                out.add_with(each, set.with.clone(), ts);
             }
         }
         out
@@ -224,7 +240,9 @@ impl Batch {
         let mut cur = Batch::new(self.common.clone());
         let (mut bytes, mut units) = (base, 0usize);
         for set in self.sets {
-            let each_bytes = serde_json::to_string(&set.each).map(|s| s.len()).unwrap_or(0) + 32;
+            let each_bytes = serde_json::to_string(&set.each).map(|s| s.len()).unwrap_or(0)
+                + serde_json::to_string(&set.with).map(|s| s.len()).unwrap_or(0)
+                + 32;
             let mut set_in_cur = false;
             for t in set.tenants {
                 let mut add = t.len() + 3 + if set_in_cur { 0 } else { each_bytes };
@@ -236,7 +254,7 @@ impl Batch {
                 bytes += add;
                 units += set.each.len();
                 set_in_cur = true;
-                cur.add(set.each.clone(), [t]);
+                cur.add_with(set.each.clone(), set.with.clone(), [t]);
             }
         }
         if !cur.is_empty() {
@@ -402,5 +420,36 @@ mod tests {
             got.extend(p.units("pulse").into_iter().map(|u| u.key));
         }
         assert_eq!(got, all);
+    }
+
+    #[test]
+    fn a_sets_shared_fields_reach_its_units_and_not_their_keys_and_survive_subset_and_split() {
+        let with = |n: u64| Map::from_iter([("payload".to_string(), serde_json::json!({"n": n}))]);
+        let mut b = Batch::new(Map::new());
+        let e = vec![entry(&[("name", "remind"), ("occurrence", "2026-12-24T09:00")])];
+        b.add_with(e.clone(), with(1), ["a".to_string()]);
+        b.add_with(e.clone(), with(2), ["b".to_string()]);
+        b.add_with(e.clone(), with(1), ["c".to_string()]);
+        assert_eq!(b.sets.len(), 2, "the same entries with another payload are another set");
+        let units = b.units("sched");
+        let keys: Vec<&str> = units.iter().map(|u| u.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            ["sched#a#remind#2026-12-24T09:00", "sched#c#remind#2026-12-24T09:00", "sched#b#remind#2026-12-24T09:00"]
+        );
+        let payload = |u: &Unit| serde_json::from_str::<Value>(&u.payload).unwrap()["payload"]["n"].as_u64();
+        assert_eq!(units.iter().map(payload).collect::<Vec<_>>(), [Some(1), Some(1), Some(2)]);
+        let kept = b.subset("sched", |k| k.contains("#b#") || k.contains("#c#"));
+        assert_eq!(kept.units("sched").iter().map(payload).collect::<Vec<_>>(), [Some(1), Some(2)]);
+        let back = Batch::of_job(&Job::unclaimed("j", "sched", b.to_payload())).unwrap().unwrap();
+        assert_eq!(back, b, "the shared fields round-trip through the item");
+        let mut big = Batch::new(Map::new());
+        let fat = Map::from_iter([("payload".to_string(), Value::String("x".repeat(4000)))]);
+        for i in 0..100 {
+            big.add_with(vec![entry(&[("name", "n"), ("occurrence", &i.to_string())])], fat.clone(), [format!("t{i}")]);
+        }
+        let parts = big.split();
+        assert!(parts.len() > 1 && parts.iter().all(|p| p.to_payload().len() <= MAX_BATCH_BYTES), "split counts them");
+        assert_eq!(parts.iter().map(|p| p.units("sched").len()).sum::<usize>(), 100);
     }
 }

@@ -39,6 +39,6 @@ pub use fire::{
 pub use import::Imported;
 pub use occurrence::{between, catch_up, next_after, occurrence_key, resolve, spread_ms, Occurrence};
 pub use record::{due_shard, DueRecord, Group, Member, Schedule, DUE_SHARDS, SCHED_KIND};
-pub use spec::{Dst, Fold, Gap, MonthDay, ScheduleDef, Spec};
+pub use spec::{Dst, Fold, Gap, MonthDay, ScheduleDef, Spec, MAX_PAYLOAD_BYTES};
 pub use store::{Changed, Schedules};
 pub use writes::ShardCursor;

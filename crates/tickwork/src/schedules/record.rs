@@ -86,6 +86,9 @@ pub struct Group {
     /// The members' spread offset ([`spread_ms`]: whole minutes, so a 30-minute spread makes at
     /// most 30 groups of a (zone, spec, name)).
     pub offset_ms: Millis,
+    /// The payload every fire of it delivers (canonical JSON text): members share it, so tenants
+    /// with distinct payloads are distinct groups.
+    pub payload: Option<String>,
 }
 
 /// A member of a group: one tenant's schedule.
@@ -193,6 +196,7 @@ const DUE: &str = "due";
 const GRP: &str = "grp";
 const OFFSET: &str = "offset";
 const OWED: &str = "owed";
+const PAYLOAD: &str = "payload";
 /// The record's member cursor attribute (the sweep's conditions name it).
 pub const CURSOR: &str = "cursor";
 /// The shard cursor item's attribute: the sort key of the last record handled.
@@ -226,6 +230,9 @@ impl Schedule {
         if let Some(g) = &self.group {
             item.insert(GRP.to_string(), av_s(g));
         }
+        if let Some(p) = &self.def.payload {
+            item.insert(PAYLOAD.to_string(), av_s(p));
+        }
         item
     }
 
@@ -238,7 +245,13 @@ impl Schedule {
         let spread = get_i64(item, SPREAD).unwrap_or(0).clamp(0, u32::MAX as i64) as u32;
         Ok(Schedule {
             tenant: s(TENANT)?.to_string(),
-            def: ScheduleDef { name: name.to_string(), spec, spread_min: spread, dst },
+            def: ScheduleDef {
+                name: name.to_string(),
+                spec,
+                spread_min: spread,
+                dst,
+                payload: get_s(item, PAYLOAD).map(str::to_string),
+            },
             paused: get_bool(item, PAUSED).unwrap_or(false),
             ver: get_i64(item, VER).unwrap_or(0).max(0) as u64,
             since_ms: get_i64(item, SINCE).unwrap_or(0),
@@ -251,6 +264,7 @@ impl Schedule {
         self.def.spec.to_string() == other.spec.to_string()
             && self.def.spread_min == other.spread_min
             && self.def.dst == other.dst
+            && self.def.payload == other.payload
     }
 }
 
@@ -263,6 +277,7 @@ impl Group {
             dst: def.dst,
             name: def.name.clone(),
             offset_ms: spread_ms(tenant, &def.name, def.spread_min),
+            payload: def.payload.clone(),
         }
     }
 
@@ -270,10 +285,15 @@ impl Group {
     /// every writer finds one group for one (zone, spec, policy, name, offset).
     pub fn id(&self) -> String {
         use sha2::Digest;
-        let text = format!(
+        let mut text = format!(
             "{}\n{}\n{}\n{}\n{}\n{}",
             self.zone, self.spec, self.dst.gap, self.dst.fold, self.name, self.offset_ms
         );
+        // Only when there is one: a group without a payload keeps the id it had before payloads.
+        if let Some(p) = &self.payload {
+            text.push('\n');
+            text.push_str(p);
+        }
         let d = sha2::Sha256::digest(text.as_bytes());
         d[..16].iter().map(|b| format!("{b:02x}")).collect()
     }
@@ -287,6 +307,20 @@ impl Group {
             (NAME.to_string(), av_s(&self.name)),
             (OFFSET.to_string(), av_n(self.offset_ms)),
         ]);
+        if let Some(p) = &self.payload {
+            item.insert(PAYLOAD.to_string(), av_s(p));
+        }
+    }
+
+    /// What every unit of its fires carries beside its key: the payload, parsed (a record whose
+    /// text does not parse delivers it as a string rather than lose it).
+    pub fn unit_fields(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        if let Some(p) = &self.payload {
+            let v = serde_json::from_str(p).unwrap_or_else(|_| serde_json::Value::String(p.clone()));
+            m.insert("payload".into(), v);
+        }
+        m
     }
 
     fn read_from(item: &Item) -> Result<Group, SpecError> {
@@ -297,6 +331,7 @@ impl Group {
             dst: Dst { gap: s(GAP)?.parse()?, fold: s(FOLD)?.parse()? },
             name: s(NAME)?.to_string(),
             offset_ms: get_i64(item, OFFSET).ok_or_else(|| SpecError("group item without `offset`".into()))?,
+            payload: get_s(item, PAYLOAD).map(str::to_string),
         })
     }
 
@@ -392,6 +427,20 @@ mod tests {
         let s =
             Schedule { tenant: "acme".into(), def, paused: false, ver: 3, since_ms: 1_000, group: Some("ab".into()) };
         assert_eq!(Schedule::from_item(&s.to_item("pulse-sweep")).unwrap(), s);
+        // A payload is kept with the definition and makes its own group; none keeps the old id.
+        let with = s.def.clone().with_payload(Some(&serde_json::json!({"b": 1, "a": "x"}))).unwrap();
+        assert_eq!(with.payload.as_deref(), Some(r#"{"a":"x","b":1}"#), "canonical text");
+        let s2 = Schedule { def: with.clone(), ..s.clone() };
+        assert_eq!(Schedule::from_item(&s2.to_item("pulse-sweep")).unwrap(), s2);
+        assert!(!s.same_def(&with) && s2.same_def(&with));
+        let (plain, paid) = (Group::of("acme", &s.def, "UTC"), Group::of("acme", &with, "UTC"));
+        assert_eq!(plain.id(), "054872e1c66482749ce3e4300e171f5b", "the id it had before payloads");
+        assert_ne!(plain.id(), paid.id());
+        assert_eq!(paid.unit_fields()["payload"], serde_json::json!({"a": "x", "b": 1}));
+        assert!(plain.unit_fields().is_empty());
+        let too_big = serde_json::Value::String("x".repeat(crate::schedules::MAX_PAYLOAD_BYTES));
+        assert!(s.def.clone().with_payload(Some(&too_big)).is_err());
+        assert_eq!(s.def.clone().with_payload(Some(&serde_json::Value::Null)).unwrap().payload, None);
         let r = DueRecord {
             due_ms: 1_796_000_000_000,
             pos_ms: 1_796_000_000_500,

@@ -280,7 +280,16 @@ pub struct ScheduleDef {
     pub spread_min: u32,
     /// The DST policy.
     pub dst: Dst,
+    /// The team's own JSON document ([`ScheduleDef::with_payload`]), as canonical text: every
+    /// fire delivers it in its unit (`"payload"`), as a Scheduler schedule carries its input, so
+    /// a handler knows what a reminder is for without a table of its own. Part of the group.
+    pub payload: Option<String>,
 }
+
+/// The largest payload a schedule carries, in bytes of its canonical JSON text. It is written
+/// with every due record of its group (a write unit is 1 KB, so a payload of this size makes each
+/// of the group's record writes five units instead of one) and carried in every fire's unit.
+pub const MAX_PAYLOAD_BYTES: usize = 4096;
 
 impl ScheduleDef {
     /// A schedule, checked: its name, and a spread shorter than its spec's period (none on a
@@ -298,7 +307,28 @@ impl ScheduleDef {
                 Some(_) => {}
             }
         }
-        Ok(ScheduleDef { name: name.to_string(), spec, spread_min, dst })
+        Ok(ScheduleDef { name: name.to_string(), spec, spread_min, dst, payload: None })
+    }
+
+    /// The same schedule carrying `payload` (a JSON `null` is none), refused over
+    /// [`MAX_PAYLOAD_BYTES`]. Its text is canonical (serde_json orders an object's keys), so the
+    /// same document put again is the same definition and the same group, whatever its spacing
+    /// or key order.
+    pub fn with_payload(mut self, payload: Option<&serde_json::Value>) -> Result<Self, SpecError> {
+        self.payload = match payload {
+            None | Some(serde_json::Value::Null) => None,
+            Some(v) => {
+                let text = v.to_string();
+                if text.len() > MAX_PAYLOAD_BYTES {
+                    return Err(SpecError(format!(
+                        "a payload of {} bytes is over the {MAX_PAYLOAD_BYTES} a schedule carries",
+                        text.len()
+                    )));
+                }
+                Some(text)
+            }
+        };
+        Ok(self)
     }
 }
 
