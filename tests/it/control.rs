@@ -237,6 +237,20 @@ async fn lifecycle(client: Client) {
     assert!(suspended["findings"][0].as_str().unwrap().starts_with("suspended"), "{suspended}");
     let cancelled = explain("t003").await;
     assert_eq!(cancelled["schedules"].as_array().unwrap().len(), 1, "only the nudge: {cancelled}");
+
+    // `tickctl tenants explain` gives the function's answer (both at the wall clock here).
+    let wall = control::Deps { clock: std::sync::Arc::new(tickwork::clock::SystemClock), ..cdeps.clone() };
+    let by_tickctl: serde_json::Value =
+        serde_json::from_str(&ok(&tickctl(&local, &p, &["--json", "tenants", "explain", "t001"]))).unwrap();
+    let a = control::handle(&wall, serde_json::json!({"op": "tenants.explain", "id": "t001"})).await.unwrap();
+    let by_function = serde_json::to_value(a).unwrap()["result"].clone();
+    for part in ["tenant", "sweep", "calendar", "findings"] {
+        assert_eq!(by_tickctl[part], by_function[part], "{part}");
+    }
+    let names = |v: &serde_json::Value| {
+        v["schedules"].as_array().unwrap().iter().map(|s| s["schedule"].clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(names(&by_tickctl), names(&by_function));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

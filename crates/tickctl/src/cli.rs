@@ -264,6 +264,11 @@ pub enum TenantCmd {
     },
     /// Remove a tenant (its queued work still runs; its archived history stays).
     Remove { id: String },
+    /// Why a tenant's summary or nudge did not arrive: its zone, status and calendar position, the
+    /// sweep's state for its zone, the periods it was last pulsed for and the next ones, its
+    /// schedules with their next fires, and findings. Read-only, by key (the control function's
+    /// `tenants.explain`, the same answer).
+    Explain { id: String },
 }
 
 #[derive(Subcommand)]

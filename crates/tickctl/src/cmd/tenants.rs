@@ -160,6 +160,7 @@ pub async fn run(env: &Env, as_json: bool, action: TenantCmd) -> Result<i32> {
             crate::cmd::schedules::store(env).await?.0.retarget(&id, &zone).await?;
             one(&id, &format!("in {zone}"))
         }
+        TenantCmd::Explain { id } => explain(env, as_json, &id).await,
         TenantCmd::Remove { id } => {
             // Its schedules first: a remove stopped between the two is run again and finds the
             // tenant still there (the other order would leave definitions no command reaches,
@@ -169,4 +170,34 @@ pub async fn run(env: &Env, as_json: bool, action: TenantCmd) -> Result<i32> {
             one(&id, "removed")
         }
     }
+}
+
+/// `tenants explain`: the control function's own operation, run here against the stack's tables.
+async fn explain(env: &Env, as_json: bool, id: &str) -> Result<i32> {
+    use tickwork::env as vars;
+    let base = Base::from_env(env, "tickctl").await?;
+    let tables = pulse_sweep::Tables {
+        control: base.core.control_table.clone(),
+        tenants: base.core.table_from(env, vars::TENANTS_TABLE, "tenants"),
+        queue: base.core.table_from(env, vars::QUEUE_TABLE, "queue"),
+    };
+    let deps = control::Deps::new(
+        base.db,
+        base.clock,
+        &tables,
+        tickwork::config::tenant_shards(env)?,
+        pulse_sweep::config::job(env)?,
+        policy(env)?,
+    );
+    let e = match control::explain::run(&deps, id).await? {
+        Ok(control::Outcome::Explain(e)) => e,
+        Ok(_) => anyhow::bail!("tenants.explain answered something else"),
+        Err(r) => anyhow::bail!("{:?}: {}", r.r#type, r.message),
+    };
+    if as_json {
+        json(&e)?;
+    } else {
+        print!("{}", render::explanation(&e));
+    }
+    Ok(0)
 }

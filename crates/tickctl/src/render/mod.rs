@@ -2,9 +2,11 @@
 //! views, [`cost`] the bill.
 
 pub mod cost;
+pub mod explain;
 pub mod reports;
 pub mod style;
 
 pub use cost::{print_boundary, print_cost, print_scaled, print_schedules, Boundary, Burst, Delivery};
+pub use explain::explanation;
 pub use reports::{print_audit, print_import, print_plan, print_status};
 pub use style::{bar, bytes_bar, done, json, table, time};
