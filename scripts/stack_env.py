@@ -13,6 +13,7 @@ names = {
     "ChangeShards": "TICKWORK_CHANGE_SHARDS",
     "FanoutJob": "TICKWORK_FANOUT_JOB",
     "Region": "AWS_REGION",
+    "ControlFailuresQueueUrl": "TICKWORK_CONTROL_FAILURES_URL",
 }
 missing = [k for k in names if k not in outputs]
 if missing:

@@ -1,7 +1,8 @@
 // A thin client of a tickwork stack's control function: each method sends one request through
 // Lambda's Invoke (synchronous) and resolves to the answer's `result`; a refusal rejects with the
 // `Refused` subclass of its `type` (nothing was written for it), a failure of the stack with
-// `StackError` (the SDK has already retried it). Shapes: docs/control/*.schema.json.
+// `StackError` (the SDK does not retry it: Lambda answers a function error with HTTP 200; every
+// operation is idempotent, so sending it again is harmless). Shapes: docs/control/*.schema.json.
 import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
 
 export class Refused extends Error {

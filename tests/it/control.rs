@@ -27,12 +27,12 @@ fn repo() -> PathBuf {
 }
 
 /// The control binary of stack `prefix`, behind the Invoke API.
-struct Stack {
-    _function: Arc<Function>,
-    api: InvokeApi,
+pub(crate) struct Stack {
+    pub(crate) function: Arc<Function>,
+    pub(crate) api: InvokeApi,
 }
 
-async fn start(local: &Local, prefix: &str) -> Stack {
+pub(crate) async fn start(local: &Local, prefix: &str) -> Stack {
     let env = [
         ("AWS_ENDPOINT_URL_DYNAMODB", local.endpoint.as_str()),
         ("AWS_ACCESS_KEY_ID", "test"),
@@ -46,7 +46,7 @@ async fn start(local: &Local, prefix: &str) -> Stack {
         .expect("the control function starts");
     let f = Arc::new(f);
     let api = InvokeApi::start(f.handler()).await.expect("the Invoke API");
-    Stack { _function: f, api }
+    Stack { function: f, api }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -264,7 +264,7 @@ async fn typescript_sets_tenants_schedules_and_timers_and_the_sweep_fires_exactl
 }
 
 /// Every item of the stack's three tables, printed in a stable order: a full read to compare.
-async fn everything(local: &Local, prefix: &str) -> Vec<String> {
+pub(crate) async fn everything(local: &Local, prefix: &str) -> Vec<String> {
     let mut all = Vec::new();
     for t in ["control", "tenants", "queue"] {
         for item in tickwork_sim::scan_all(&local.db, &format!("{prefix}-{t}")).await.unwrap() {

@@ -345,3 +345,56 @@ fn every_make_target_and_tickctl_command_a_page_names_exists() {
     }
     assert!(checked >= 30, "{checked} names checked");
 }
+
+/// The parameter tables of `docs/deploy.md` and `docs/operations.md`: each parameter the template
+/// has, named in the first cell of a row (alone or in a list), with the template's default first
+/// in the second cell (`empty` for an empty one), and no parameter the template lacks. (A new user
+/// found the worker's concurrency documented as 2 where the template deploys 4, and whole
+/// parameters missing.) Pure over the files.
+fn parameter_rows(doc: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for line in doc.lines() {
+        let cells: Vec<&str> = line.trim().trim_matches('|').split(" | ").map(str::trim).collect();
+        if cells.len() < 2 || !cells[0].starts_with('`') {
+            continue;
+        }
+        let names: Vec<&str> = cells[0].split(", ").map(|n| n.trim_matches('`')).collect();
+        if !names.iter().all(|n| {
+            n.chars().next().is_some_and(|c| c.is_ascii_uppercase()) && n.chars().all(|c| c.is_ascii_alphanumeric())
+        }) {
+            continue;
+        }
+        // The defaults: one per name when the row lists several, else the cell up to its note.
+        let defaults: Vec<String> = if names.len() > 1 {
+            cells[1].splitn(names.len(), ", ").map(str::to_string).collect()
+        } else {
+            vec![cells[1].split(" (").next().unwrap_or_default().to_string()]
+        };
+        for (n, d) in names.iter().zip(defaults) {
+            out.insert(n.to_string(), d.trim_matches('`').to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn the_parameter_tables_name_every_parameter_with_the_templates_default() {
+    let t = template();
+    let params = t["Parameters"].as_mapping().unwrap();
+    for page in ["docs/deploy.md", "docs/operations.md"] {
+        let rows = parameter_rows(&read(page));
+        for (k, v) in params {
+            let name = k.as_str().unwrap();
+            let want = match untag(&v["Default"]) {
+                Value::String(s) if s.is_empty() => "empty".to_string(),
+                Value::String(s) => s.clone(),
+                other => serde_yaml_ng::to_string(other).unwrap().trim().to_string(),
+            };
+            let have = rows.get(name).unwrap_or_else(|| panic!("{page}: no row for parameter `{name}`"));
+            assert_eq!(have, &want, "{page}: `{name}`'s default");
+        }
+        for name in rows.keys() {
+            assert!(params.contains_key(name.as_str()), "{page}: `{name}` is no parameter of the template");
+        }
+    }
+}

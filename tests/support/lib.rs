@@ -4,6 +4,7 @@
 //! parallel without seeing each other. Tables are not deleted: the servers are started for one
 //! `make test` run and discarded with everything in them.
 
+pub mod eventbridge;
 pub mod faults;
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -2,7 +2,8 @@
 
 Every method sends one request through Lambda's Invoke (synchronous) and returns the answer's
 ``result``; a refusal raises the :class:`Refused` subclass of its ``type`` (nothing was written
-for it), a failure of the stack raises :class:`StackError` (boto3 has already retried it).
+for it), a failure of the stack raises :class:`StackError` (boto3 does not retry it: Lambda answers a
+function error with HTTP 200; every operation is idempotent, so sending it again is harmless).
 The request and answer shapes are ``docs/control/*.schema.json``, generated from the function's
 own types.
 """
@@ -79,7 +80,7 @@ class TooLarge(Refused):
 
 
 class Throttled(Refused):
-    """DynamoDB throttled the request after retries: send it again later."""
+    """DynamoDB throttled the request after retries: send it again later (a batch's earlier entries may be written)."""
 
 
 class Raced(Refused):

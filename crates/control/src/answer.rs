@@ -2,8 +2,8 @@
 //! {"type", "message", "field", "index"}}`.
 //!
 //! Why a refusal is an answer and not a function error: a refused request wrote nothing and will
-//! be refused again, so the caller's SDK must not retry it (it retries function errors) and an
-//! asynchronous invocation must not be retried by Lambda either. Only a failure of the stack
+//! be refused again, so an asynchronous invocation must not be retried by Lambda (it retries a
+//! function error), and a caller's code can tell "fix the request" from "send it again". Only a failure of the stack
 //! itself (DynamoDB unreachable, a table missing) is a function error. `Throttled` and `Raced`
 //! are refusals a caller may send again as they are (the `retryable` flag says so).
 
@@ -33,9 +33,10 @@ pub enum RefusalType {
     Conflict,
     /// An id, a batch or a page past its limit.
     TooLarge,
-    /// DynamoDB throttled the request after retries: nothing was written; send it again later.
+    /// DynamoDB throttled the request after retries: send it again later. In a batch, entries
+    /// before the throttled one may be written; the repeat finds them `unchanged`.
     Throttled,
-    /// Something else changed the same item meanwhile: nothing was written; send it again.
+    /// Something else changed the same item meanwhile: send it again (the repeat reads it anew).
     Raced,
 }
 

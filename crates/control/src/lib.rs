@@ -18,8 +18,9 @@
 //! ## Answers
 //! A refusal (a malformed request, an unknown zone, a missing tenant) is an answer with
 //! `ok: false` and nothing written for it; in a batch each refused entry is listed by index and
-//! the rest are written. Only a failure of the stack itself is a function error, which the
-//! caller's SDK (and Lambda, for an asynchronous invocation) retries: every operation is
+//! the rest are written. Only a failure of the stack itself is a function error. The SDKs do
+//! not retry one (Invoke answers it with HTTP 200 and `FunctionError` set): the caller sends the
+//! request again, and Lambda retries an asynchronous invocation twice. Every operation is
 //! idempotent, so a repeat is harmless.
 //!
 //! ## Layout
@@ -46,11 +47,19 @@ pub use request::{parse, Request};
 pub use deps::ROLE;
 
 /// One invocation: the request read, run, and answered. `Err` only for a failure of the stack.
-pub async fn handle(deps: &Deps, request: serde_json::Value) -> Result<Answer, StackError> {
+pub async fn handle(deps: &Deps, mut request: serde_json::Value) -> Result<Answer, StackError> {
     tickwork::iam::acting_as(ROLE, async move {
+        let fail = match request::on_refusal(&mut request) {
+            Ok(o) => o == request::OnRefusal::Fail,
+            Err(r) => return Ok(Answer::refused(r)),
+        };
+        let refused = |r: Refusal| if fail { Err(StackError::Refused(Box::new(r))) } else { Ok(Answer::refused(r)) };
         let req = match parse(request) {
             Ok(r) => r,
-            Err(r) => return Ok(Answer::refused(r)),
+            Err(r) => {
+                tracing::info!(refused = ?r.r#type, field = r.field.as_deref(), "refused");
+                return refused(r);
+            }
         };
         let op = op_name(&req);
         // Boxed: the operations' futures together are deeper than the compiler's layout limit.
@@ -62,7 +71,16 @@ pub async fn handle(deps: &Deps, request: serde_json::Value) -> Result<Answer, S
             None => tracing::info!(op, "done"),
             Some(r) => tracing::info!(op, refused = ?r.r#type, field = r.field.as_deref(), "refused"),
         }
-        Ok(answer)
+        // An event's batch entry refused fails it too (the others are written; a retry of the
+        // whole event is harmless).
+        let entry = match &answer.result {
+            Some(Outcome::Batch(b)) => b.refused.first().cloned(),
+            _ => None,
+        };
+        match answer.error.clone().or(entry) {
+            Some(r) if fail => refused(r),
+            _ => Ok(answer),
+        }
     })
     .await
 }

@@ -25,6 +25,11 @@ pub enum StackError {
     /// The library was set up without what it needs (a deployment's fault).
     #[error("{0}")]
     Setup(String),
+    /// A refusal of a request that asked to fail on one (`"on_refusal": "fail"`: an event
+    /// delivered asynchronously, whose refusal no caller reads), so Lambda sends it to the
+    /// on-failure destination with the refusal as its error.
+    #[error("{}", serde_json::to_string(.0).unwrap_or_default())]
+    Refused(Box<Refusal>),
 }
 
 /// What Lambda reports for a failure of the stack: its kind as the error type (what a caller's
@@ -36,6 +41,7 @@ impl From<StackError> for lambda_runtime::Diagnostic {
             StackError::Db(DbError::Unreachable { .. }) => "DynamoDbUnreachable",
             StackError::Db(_) => "DynamoDb",
             StackError::Setup(_) => "Setup",
+            StackError::Refused(_) => "Refused",
         };
         tickwork_lambda::diagnostic(kind, &e)
     }

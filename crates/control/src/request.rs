@@ -221,6 +221,33 @@ pub struct NewSchedule {
     pub payload: Option<serde_json::Value>,
 }
 
+/// What a refusal does: answered (the caller reads it), or the invocation failed with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnRefusal {
+    /// `{"ok": false, "error": …}`, a success for Lambda: a synchronous caller reads it, and
+    /// nothing retries a request that would be refused again.
+    #[default]
+    Answer,
+    /// A function error carrying the refusal: for an event delivered asynchronously (the
+    /// template's EventBridge rule sets it), so that what is refused for good reaches the
+    /// on-failure destination with its reason rather than vanishing as a success.
+    Fail,
+}
+
+/// The request's `on_refusal` (`"answer"`, the default, or `"fail"`), taken out of it so the
+/// operation's own fields are read as they are; a value other than those is a refusal.
+pub fn on_refusal(request: &mut serde_json::Value) -> Result<OnRefusal, Refusal> {
+    let Some(v) = request.as_object_mut().and_then(|o| o.remove("on_refusal")) else {
+        return Ok(OnRefusal::Answer);
+    };
+    match v.as_str() {
+        Some("answer") => Ok(OnRefusal::Answer),
+        Some("fail") => Ok(OnRefusal::Fail),
+        _ => Err(Refusal::new(RefusalType::InvalidField, format!("on_refusal is `answer` or `fail`, not {v}"))
+            .field("on_refusal")),
+    }
+}
+
 /// The operations, as `op` names them (the schema and the clients list them from here).
 pub const OPS: [&str; 16] = [
     "tenants.add",
@@ -440,5 +467,17 @@ mod tests {
         assert_eq!(refused(json!({"op": "tenants.list", "limit": 1001})).r#type, RefusalType::TooLarge);
         assert_eq!(refused(json!({"op": "schedules.next", "tenant": "t", "count": 101})).r#type, RefusalType::TooLarge);
         assert!(parse(json!({"op": "tenants.list", "limit": 1000})).is_ok());
+    }
+
+    #[test]
+    fn on_refusal_is_taken_out_before_the_fields_are_read_and_anything_else_is_refused() {
+        let mut v = json!({"op": "tenants.get", "id": "t", "on_refusal": "fail"});
+        assert_eq!(on_refusal(&mut v).unwrap(), OnRefusal::Fail);
+        assert!(parse(v).is_ok(), "the operation's own fields parse without it");
+        let mut v = json!({"op": "tenants.get", "id": "t"});
+        assert_eq!(on_refusal(&mut v).unwrap(), OnRefusal::Answer);
+        let mut v = json!({"op": "tenants.get", "id": "t", "on_refusal": "ignore"});
+        let r = on_refusal(&mut v).unwrap_err();
+        assert_eq!((r.r#type, r.field.as_deref()), (RefusalType::InvalidField, Some("on_refusal")));
     }
 }

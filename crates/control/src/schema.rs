@@ -2,13 +2,24 @@
 //! team generates its own types in its language (`datamodel-code-generator`, `quicktype`,
 //! `json-schema-to-typescript`) from a contract that cannot drift from the code:
 //! `docs/control/request.schema.json` and `docs/control/answer.schema.json` are held equal to
-//! [`request`] and [`answer`] by a test (`tests/it/control.rs`), and `tickctl control schema`
-//! prints them.
+//! [`request`] and [`answer`] by a test (`tests/it/control.rs`).
 
 /// The schema of a request ([`crate::request::Request`]).
 pub fn request() -> serde_json::Value {
     let mut s = serde_json::to_value(schemars::schema_for!(crate::request::Request)).expect("a schema serialises");
     s["title"] = "tickwork control request".into();
+    // Every operation takes `on_refusal` beside its own fields (read before them,
+    // [`crate::request::on_refusal`]).
+    let on_refusal = serde_json::json!({
+        "description": "`answer` (the default): a refusal is an answer with `ok: false`. `fail`: it is a function error carrying the refusal, for an event delivered asynchronously, so that it reaches the on-failure destination.",
+        "enum": ["answer", "fail"],
+        "type": "string"
+    });
+    for variant in s["oneOf"].as_array_mut().into_iter().flatten() {
+        if let Some(props) = variant["properties"].as_object_mut() {
+            props.insert("on_refusal".into(), on_refusal.clone());
+        }
+    }
     s
 }
 

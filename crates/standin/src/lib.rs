@@ -11,6 +11,7 @@
 //! [`invoke`] is the other side: Lambda's Invoke API, for code that invokes functions; [`runtime`]
 //! runs a function in another language's runtime behind it.
 
+pub mod asynchronous;
 pub mod invoke;
 pub mod runtime;
 

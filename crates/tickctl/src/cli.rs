@@ -77,6 +77,15 @@ pub enum Cmd {
         /// The function.
         job: Function,
     },
+    /// Events the control function refused or failed for good (an asynchronous invocation,
+    /// such as the template's EventBridge rule's, after Lambda's retries): each with its time,
+    /// attempts, the request and the reason, from the stack's on-failure queue
+    /// (TICKWORK_CONTROL_FAILURES_URL). Read-only: each message shows again after 30 s.
+    ControlFailures {
+        /// At most this many.
+        #[arg(long, default_value_t = 100)]
+        max: usize,
+    },
     /// Dead-lettered queue items.
     DeadLetters {
         #[command(subcommand)]

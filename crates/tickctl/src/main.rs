@@ -127,6 +127,7 @@ async fn run(cli: Cli) -> Result<i32> {
             let name = tickctl::set_paused(&base, &env, job, false, None).await?;
             done(cli.json, "resumed", &name)?;
         }
+        Cmd::ControlFailures { max } => cmd::control_failures::run(&base, &env, cli.json, max).await?,
         Cmd::DeadLetters { action } => cmd::dead_letters::run(&base, &env, cli.json, action).await?,
         Cmd::Invoke { function, event, now } => {
             let text =

@@ -133,6 +133,8 @@ vars! {
         "the sweep function's ARN, the wake's target (with TICKWORK_WAKE_SCHEDULE)";
     WAKE_ROLE_ARN = "TICKWORK_WAKE_ROLE_ARN", "(unset)", "pulse-sweep",
         "the role EventBridge Scheduler assumes to invoke the sweep (with TICKWORK_WAKE_SCHEDULE)";
+    CONTROL_FAILURES_URL = "TICKWORK_CONTROL_FAILURES_URL", "(unset)", "tickctl",
+        "the control function's on-failure queue (the stack's ControlFailuresQueueUrl output), which `tickctl control-failures` lists";
     FANOUT_JOB = "TICKWORK_FANOUT_JOB", "utc-daily", "tenant-fanout",
         "the job fanned out per tenant per UTC day (its queue item kind)";
     FANOUT_INTERVAL_SECS = "TICKWORK_FANOUT_INTERVAL_SECS", "300", "tenant-fanout",

@@ -440,6 +440,12 @@ mod tests {
         assert!(plain.unit_fields().is_empty());
         let too_big = serde_json::Value::String("x".repeat(crate::schedules::MAX_PAYLOAD_BYTES));
         assert!(s.def.clone().with_payload(Some(&too_big)).is_err());
+        // Nested past what the queue item could carry and read back: refused, not stored.
+        let nest = |n: usize| {
+            serde_json::from_str::<serde_json::Value>(&format!("{}{}", "[".repeat(n), "]".repeat(n))).unwrap()
+        };
+        assert!(s.def.clone().with_payload(Some(&nest(32))).is_ok());
+        assert!(s.def.clone().with_payload(Some(&nest(33))).is_err());
         assert_eq!(s.def.clone().with_payload(Some(&serde_json::Value::Null)).unwrap().payload, None);
         let r = DueRecord {
             due_ms: 1_796_000_000_000,

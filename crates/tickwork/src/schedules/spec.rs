@@ -291,6 +291,20 @@ pub struct ScheduleDef {
 /// of the group's record writes five units instead of one) and carried in every fire's unit.
 pub const MAX_PAYLOAD_BYTES: usize = 4096;
 
+/// The deepest nesting a payload may have. The queue item carries it five levels down
+/// (`{"batch": {"sets": [{"with": {"payload": …`) and serde_json reads at most 128 levels, so a
+/// payload nested near that limit would be stored and then fail every fire of its group, and
+/// with it its shard's tick; 32 is far more than a document of a team's needs.
+pub const MAX_PAYLOAD_DEPTH: usize = 32;
+
+fn depth(v: &serde_json::Value) -> usize {
+    match v {
+        serde_json::Value::Array(a) => 1 + a.iter().map(depth).max().unwrap_or(0),
+        serde_json::Value::Object(o) => 1 + o.values().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
 impl ScheduleDef {
     /// A schedule, checked: its name, and a spread shorter than its spec's period (none on a
     /// one-off, at most [`MAX_SPREAD_MIN`]).
@@ -318,6 +332,12 @@ impl ScheduleDef {
         self.payload = match payload {
             None | Some(serde_json::Value::Null) => None,
             Some(v) => {
+                if depth(v) > MAX_PAYLOAD_DEPTH {
+                    return Err(SpecError(format!(
+                        "a payload nested {} levels deep is over the {MAX_PAYLOAD_DEPTH} a schedule carries",
+                        depth(v)
+                    )));
+                }
                 let text = v.to_string();
                 if text.len() > MAX_PAYLOAD_BYTES {
                     return Err(SpecError(format!(
