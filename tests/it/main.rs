@@ -18,6 +18,7 @@ mod chaos;
 mod config_reference;
 /// The control function through the Python and TypeScript clients, its refusals, its schema.
 mod control;
+mod control_cost;
 mod control_events;
 /// `tickctl cost`'s model against a live simulated run.
 mod cost;

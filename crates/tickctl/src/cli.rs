@@ -207,6 +207,11 @@ pub struct CostArgs {
     /// and how long a burst of `--burst` fires takes to hand over and to deliver.
     #[arg(long)]
     pub schedules: bool,
+    /// Price the control plane instead: 1,000 of each operation a team's service sends through
+    /// the control function (tenants.add, schedules.put, timers.at, tenants.get, tenants.explain),
+    /// its Lambda request and modelled duration and its DynamoDB units (docs/control.md).
+    #[arg(long)]
+    pub control: bool,
 }
 
 /// A `--price` refused at parsing: a usage error (exit 2) naming the known prices.

@@ -195,13 +195,20 @@ impl Db {
             .and_then(|m| m.iter().next().map(|(t, k)| (t.clone(), k.consistent_read())))
             .unwrap_or_default();
         let c = Consistency::from_flag(consistent);
+        let asked = req.get_request_items().as_ref().and_then(|m| m.get(&table)).map_or(0, |k| k.keys().len());
         match req.return_consumed_capacity(ReturnConsumedCapacity::Indexes).send().await {
             Ok(out) => {
                 let items: Vec<Item> = out.responses().and_then(|r| r.get(&table)).cloned().unwrap_or_default();
                 let base = Tally { requests: 1, items_read: items.len() as u64, ..Default::default() };
                 if self.estimating() {
-                    // Each item is its own read, rounded up (DynamoDB bills BatchGetItem per item).
-                    let rcu: f64 = items.iter().map(|i| capacity::read_units(Some(capacity::item_size(i)), c)).sum();
+                    // Each item is its own read, rounded up (DynamoDB bills BatchGetItem per item),
+                    // and a key that names no item is a read of the minimum, as a GetItem of it is
+                    // ("Read consumption", DynamoDB Developer Guide). Unprocessed keys are not read.
+                    let unprocessed = out.unprocessed_keys().and_then(|u| u.get(&table)).map_or(0, |k| k.keys().len());
+                    let missing = asked.saturating_sub(unprocessed).saturating_sub(items.len());
+                    let rcu: f64 =
+                        items.iter().map(|i| capacity::read_units(Some(capacity::item_size(i)), c)).sum::<f64>()
+                            + missing as f64 * capacity::read_units(None, c);
                     self.meter.record(&table, None, "BatchGetItem", Tally { rcu, ..base });
                 } else {
                     self.record_server("BatchGetItem", out.consumed_capacity().first(), true, base);

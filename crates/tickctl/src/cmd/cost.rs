@@ -36,6 +36,14 @@ pub fn run(env: &Env, as_json: bool, a: &CostArgs) -> Result<i32> {
         prices.set(p)?;
     }
     let stack = tickctl::bill::Stack { dashboard: a.dashboard, ..Default::default() };
+    if a.control {
+        let ops: Vec<_> = tickwork_cost::control::OPS
+            .iter()
+            .map(|op| (*op, tickwork_cost::control::per_thousand(op, &prices)))
+            .collect();
+        render::print_control(as_json, &ops)?;
+        return Ok(0);
+    }
     if a.schedules {
         // A tick firing 10,000 schedules at once gives the per-fire cost of a large tick.
         let job = pulse_sweep::config::job(env)?;

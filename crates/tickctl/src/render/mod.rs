@@ -1,11 +1,13 @@
 //! What `tickctl` prints: [`style`] how (tables, JSON, progress bars), [`reports`] the operator's
 //! views, [`cost`] the bill.
 
+pub mod control;
 pub mod cost;
 pub mod explain;
 pub mod reports;
 pub mod style;
 
+pub use control::print_control;
 pub use cost::{print_boundary, print_cost, print_scaled, print_schedules, Boundary, Burst, Delivery};
 pub use explain::explanation;
 pub use reports::{print_audit, print_import, print_plan, print_status};
