@@ -100,7 +100,7 @@ pub async fn run(sdk: &SdkConfig) -> Result<()> {
 }
 
 /// The local server's own time a request when `at_once` are made at a time: what it serialises.
-async fn serial_ms(sdk: &SdkConfig, at_once: usize) -> Result<f64> {
+pub(crate) async fn serial_ms(sdk: &SdkConfig, at_once: usize) -> Result<f64> {
     use futures::stream::{self, StreamExt};
     let d = crate::scale::db(sdk, Duration::ZERO);
     let table = format!("ser{}-{:x}-control", std::process::id(), fastrand::u32(..));

@@ -5,7 +5,7 @@
 //! to a raw UpdateItem) are what to compare. Capacity figures are estimated by DynamoDB's rules and
 //! do not depend on the machine.
 //!
-//! Usage: `tickwork-bench [bill] [pulse] [archive] [queue] [startup] [scale] [delivery]` (no argument: every
+//! Usage: `tickwork-bench [bill] [pulse] [archive] [queue] [startup] [scale] [delivery] [burst] [control]` (no argument: every
 //! section). `bill` needs no server: it prices the model and draws `docs/bill.svg`.
 //! The client is built in the dev profile: the single-threaded local server bounds every rate here.
 
@@ -59,11 +59,15 @@ async fn main() -> Result<()> {
     if all || args.iter().any(|a| a == "burst") {
         burst::run(&sdk).await?;
     }
+    if all || args.iter().any(|a| a == "control") {
+        control::run(&sdk).await?;
+    }
     Ok(())
 }
 
 mod bill;
 mod burst;
+mod control;
 mod delivery;
 mod scale;
 mod startup;
@@ -88,7 +92,7 @@ async fn startup(sdk: &SdkConfig) -> Result<()> {
         "{:<14} {:>9} {:>16} {:>16} {:>16} {:>14}",
         "function", "size MB", "init ms (max)", "1st call ms", "warm call ms", "peak RSS MB"
     );
-    for f in ["pulse-sweep", "tenant-fanout", "queue-worker", "archiver"] {
+    for f in ["pulse-sweep", "tenant-fanout", "queue-worker", "archiver", "control"] {
         let bin = std::path::Path::new(&dir).join(f);
         let size = std::fs::metadata(&bin)
             .with_context(|| {
@@ -129,7 +133,7 @@ async fn startup(sdk: &SdkConfig) -> Result<()> {
     Ok(())
 }
 
-fn db(sdk: &SdkConfig, name: &str) -> Db {
+pub(crate) fn db(sdk: &SdkConfig, name: &str) -> Db {
     Db::new(work_client(sdk, &RetryPolicy::default(), name), Meter::new(CapacitySource::Estimate))
 }
 
