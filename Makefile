@@ -21,7 +21,7 @@ DYNALITE := .tools/dynalite/node_modules/dynalite/cli.js
 CARGO    ?= cargo
 WITH_SERVERS := scripts/with-servers.sh
 
-.PHONY: help deps tools test iam-check chaos lint fmt clippy cfn-lint sam-validate checkov build deploy stack-env watch run demo bench servers prove-lock clean \
+.PHONY: help deps tools test iam-check chaos lint fmt clippy cfn-lint sam-validate checkov build deploy stack-env watch run demo bench dev servers prove-lock clean \
 	$(addprefix invoke-,$(FUNCTIONS))
 
 help: ## list targets
@@ -191,6 +191,14 @@ bench: deps ## the bill chart (docs/bill.svg), capacity, throughput and Lambda s
 	$(CARGO) build -p tickwork-bench
 	$(CARGO) build --release $(addprefix -p ,$(FUNCTIONS))
 	TICKWORK_MOTO_SWITCH_INTERVAL=0.005 TICKWORK_NO_DYNALITE=1 $(WITH_SERVERS) target/debug/tickwork-bench $(BENCH)
+
+# A team's handler in its real runtime behind the whole stack, locally (crates/dev): the control
+# function, sweep, fan-out and worker behind the local Invoke API; prints what the clients need.
+# SCRIPT=file.py runs that Python script against it (with the client installed) and exits.
+HANDLER ?= examples/python-handler
+dev: deps ## the stack and your handler (HANDLER=dir, Python or Node.js) locally; SCRIPT=x.py drives it through the Python client
+	$(CARGO) build -p tickwork-dev -p tickctl
+	TICKWORK_NO_DYNALITE=1 $(WITH_SERVERS) target/debug/tickwork-dev --handler $(HANDLER) $(if $(SCRIPT),-- $(PY_CLIENT_VENV)/bin/python $(SCRIPT))
 
 servers: deps ## run the local servers in the foreground (Ctrl-C stops them); prints the endpoints
 	$(WITH_SERVERS) bash -c 'env | grep -E "^(AWS_ENDPOINT_URL|TICKWORK_DYNALITE)"; echo "Ctrl-C to stop"; sleep infinity'

@@ -26,6 +26,7 @@ mod cost;
 mod defects;
 /// Delivery at a real deadline: drains that hand on until a backlog is done.
 mod delivery;
+mod dev;
 /// The docs held to the code: the configuration reference, the runbook's alarms, named commands.
 mod docs;
 /// Failure paths as AWS runs them: unit dead letters, a poison unit, an unreadable shard registry.

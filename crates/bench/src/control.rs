@@ -29,7 +29,7 @@ pub async fn run(sdk: &SdkConfig) -> Result<()> {
     let bin = std::path::Path::new(&dir).join("control");
     ensure!(bin.exists(), "{}: build it with `cargo build --release -p control` (make bench does)", bin.display());
     let prefix = format!("ctlb{}-{:x}", std::process::id(), fastrand::u32(..));
-    let admin = crate::db(sdk, "admin");
+    let admin = crate::scale::db(sdk, Duration::ZERO);
     for def in tickctl::all_tables() {
         schema::create_table(admin.client(), &def, &format!("{prefix}-{}", def.logical)).await?;
     }

@@ -133,7 +133,7 @@ async fn startup(sdk: &SdkConfig) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn db(sdk: &SdkConfig, name: &str) -> Db {
+fn db(sdk: &SdkConfig, name: &str) -> Db {
     Db::new(work_client(sdk, &RetryPolicy::default(), name), Meter::new(CapacitySource::Estimate))
 }
 

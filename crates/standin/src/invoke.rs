@@ -73,7 +73,12 @@ impl Drop for InvokeApi {
 impl InvokeApi {
     /// Serves `handler` on `127.0.0.1:0`.
     pub async fn start(handler: Handler) -> Result<Self> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        Self::start_on("127.0.0.1:0", handler).await
+    }
+
+    /// Serves `handler` on `addr` (a port a caller chose, to name it in an environment first).
+    pub async fn start_on(addr: &str, handler: Handler) -> Result<Self> {
+        let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let seen: Arc<Mutex<Vec<(String, InvocationType)>>> = Default::default();
         let log = seen.clone();
