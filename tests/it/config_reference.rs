@@ -3,8 +3,10 @@
 
 use std::collections::BTreeSet;
 
-/// Variables the tooling reads that are not settings of a deployment.
-const TOOLING: [&str; 3] = ["TICKWORK_BENCH_BIN_DIR", "TICKWORK_DYNALITE_ENDPOINT", "TICKWORK_STACKS_DIR"];
+/// Variables the tooling reads that are not settings of a deployment, or that it sets for a
+/// client (`make dev` names the control function).
+const TOOLING: [&str; 4] =
+    ["TICKWORK_BENCH_BIN_DIR", "TICKWORK_DYNALITE_ENDPOINT", "TICKWORK_STACKS_DIR", "TICKWORK_CONTROL_FUNCTION"];
 
 fn sources(dir: &std::path::Path, out: &mut String) {
     for e in std::fs::read_dir(dir).unwrap() {
