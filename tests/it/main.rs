@@ -47,9 +47,10 @@ mod idle_day;
 mod lease;
 /// The binaries' stdout through Lambda's log-level filter.
 mod logs;
+/// What a new tenant is owed: from the period it was added in, or a migration's date.
+mod migrate;
 /// `tickctl` against a deployed stack: read-only commands write nothing.
 mod operator;
-/// What a new tenant is owed: from the period it was added in, or a migration's date.
 mod owed;
 /// Pagination to exhaustion and resumable cursors.
 mod pager;

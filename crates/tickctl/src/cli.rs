@@ -311,8 +311,34 @@ pub enum SchedCmd {
     },
     /// Add schedules from a CSV file (header: tenant,name,spec[,spread,gap,fold]), or `-` for
     /// standard input; idempotent; bad rows are reported with their line and reason, the rest
-    /// added. Exit 1 when a row was refused.
-    Import { file: String },
+    /// added. Exit 1 when a row was refused. With --from-scheduler or --from-crontab, the file is
+    /// another system's schedules (docs/migrate.md); what has no equivalent is refused by name
+    /// and nothing is written for it.
+    Import {
+        file: String,
+        /// The file is EventBridge Scheduler's `aws scheduler get-schedule` output (one object,
+        /// an array, `{"Schedules": [...]}` or one a line): each schedule becomes its tenant's,
+        /// the tenant named in its target's JSON input.
+        #[arg(long, conflicts_with = "from_crontab")]
+        from_scheduler: bool,
+        /// With --from-scheduler: the input's field holding the tenant's id (the rest of the
+        /// input becomes the schedule's payload).
+        #[arg(long, default_value = "tenant", requires = "from_scheduler")]
+        tenant_field: String,
+        /// With --from-scheduler: the one target ARN to accept (default: the first schedule's).
+        #[arg(long, requires = "from_scheduler")]
+        target: Option<String>,
+        /// The file is a crontab: each line becomes a schedule of --tenant, in --zone (or a
+        /// `CRON_TZ=` line's zone), carrying its command as the payload.
+        #[arg(long, requires_all = ["zone", "tenant"])]
+        from_crontab: bool,
+        /// With --from-crontab: the zone its times are in.
+        #[arg(long)]
+        zone: Option<String>,
+        /// With --from-crontab: the tenant whose schedules the lines become.
+        #[arg(long)]
+        tenant: Option<String>,
+    },
     /// A tenant's schedules.
     List { tenant: String },
     /// Stop a schedule's fires; resuming owes only what comes after the resume.

@@ -6,6 +6,7 @@ pub mod audit;
 pub use tickwork_cost::{bill, boundary, cost, delivery, schedules, targets};
 pub mod control;
 pub mod deployed;
+pub mod migrate;
 pub mod plan;
 pub mod schedule_rows;
 pub mod status;

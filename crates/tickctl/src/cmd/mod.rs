@@ -4,5 +4,6 @@ pub mod audit;
 pub mod control_failures;
 pub mod cost;
 pub mod dead_letters;
+pub mod migrate;
 pub mod schedules;
 pub mod tenants;

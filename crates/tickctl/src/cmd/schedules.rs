@@ -69,7 +69,41 @@ pub async fn run(env: &Env, as_json: bool, action: SchedCmd) -> Result<i32> {
             let c = s.put(&tenant, &zone, def, lateness).await?;
             done(as_json, said(c), &format!("{tenant}/{name}"))?;
         }
-        SchedCmd::Import { file } => {
+        SchedCmd::Import { file, from_scheduler, tenant_field, target, from_crontab, zone, tenant }
+            if from_scheduler || from_crontab =>
+        {
+            let text = if file == "-" {
+                std::io::read_to_string(std::io::stdin().lock())?
+            } else {
+                std::fs::read_to_string(&file).map_err(|e| anyhow::anyhow!("reading {file}: {e}"))?
+            };
+            let (rows, mut refused) = if from_scheduler {
+                let all = tickctl::migrate::scheduler_schedules(&text).map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
+                tickctl::migrate::from_scheduler(&all, &tickctl::migrate::SchedulerOptions { tenant_field, target })
+            } else {
+                tickctl::migrate::from_crontab(
+                    &text,
+                    zone.as_deref().unwrap_or("UTC"),
+                    tenant.as_deref().unwrap_or_default(),
+                )
+            };
+            let r = crate::cmd::migrate::write(&s, &tenants, rows, lateness, &mut refused).await?;
+            if as_json {
+                let refused: Vec<_> =
+                    refused.iter().map(|r| serde_json::json!({"source": r.source, "reason": r.reason})).collect();
+                json(&serde_json::json!({ "imported": r, "refused": refused }))?;
+            } else {
+                println!("added {}, changed {}, unchanged {}, paused {}", r.added, r.changed, r.unchanged, r.paused);
+                for x in &refused {
+                    println!("{}: {}", x.source, x.reason);
+                }
+            }
+            if !refused.is_empty() {
+                eprintln!("tickctl: {} schedule(s) refused (each listed with its reason)", refused.len());
+                return Ok(1);
+            }
+        }
+        SchedCmd::Import { file, .. } => {
             let text = if file == "-" {
                 let mut v = Vec::new();
                 std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut v)?;
