@@ -351,7 +351,8 @@ fn template_and_code_settings_agree() {
             "TenantFanoutFunction" => tenant_fanout::FanoutConfig::from_core(&e, &core).map(|_| ()),
             "ArchiverFunction" => archiver::ArchiverConfig::from_core(&e, &core).map(|_| ()),
             _ => tickwork::queue::QueueConfig::from_env(&e)
-                .and_then(|q| queue_worker::WorkerConfig::from_core(&e, &core, &q).map(|_| ())),
+                .and_then(|q| queue_worker::WorkerConfig::from_core(&e, &core, &q).map(|_| ()))
+                .and_then(|()| queue_worker::targets::function::function_batch(&e).map(|_| ())),
         };
         accepted.unwrap_or_else(|err| panic!("{name}: the template's settings are refused: {err}"));
         checked += 1;
