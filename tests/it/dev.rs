@@ -15,7 +15,7 @@ async fn the_first_hour_script_sees_its_handler_write_the_timers_effect() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let prefix = tickwork_tests::unique("dev");
     let local = tickwork_tests::Local::new().await;
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tickwork-dev"))
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_lambda-dev"))
         .current_dir(&repo)
         .args([
             "--handler",

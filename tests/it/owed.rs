@@ -132,3 +132,29 @@ async fn a_migration_is_owed_the_periods_from_its_date_once_each() {
     assert!(counts.values().all(|n| *n == 1), "{counts:?}");
     assert_eq!(pulses_of(&local, &queue, "migrant").await, expect(month_back, now + 3_600_000));
 }
+
+/// A stack set to pulse days alone (`TICKWORK_PULSE_GRAINS=day`, the template's `PulseGrains`):
+/// at the year's last midnight in Berlin its tenant gets the day and nothing else, where the
+/// default stack's gets the day, the month, the quarter and the year.
+#[tokio::test]
+async fn a_sweep_set_to_days_pulses_the_day_alone_at_a_year_end() {
+    let local = Local::new().await;
+    let mut got = Vec::new();
+    for grains in [None, Some("day")] {
+        let p = unique("grains");
+        ok(&tickctl(&local, &p, &["provision"]));
+        let env: Vec<(&str, &str)> = grains.map(|g| ("TICKWORK_PULSE_GRAINS", g)).into_iter().collect();
+        let deps = local.stack_sweep(&p, &env, None);
+        local.clock.set(ms("2026-12-30T14:00:00Z"));
+        pulse_sweep::add_tenants(&deps, &[Tenant::new("acme", "Europe/Berlin")]).await.unwrap();
+        for at in ["2026-12-30T14:00:00Z", "2026-12-30T23:05:00Z", "2026-12-31T23:05:00Z"] {
+            tick(&local, &deps, ms(at)).await;
+        }
+        got.push(pulses_of(&local, &format!("{p}-queue"), "acme").await);
+    }
+    let day = [("day", "2026-12-30"), ("day", "2026-12-31")];
+    let mut all = day.to_vec();
+    all.extend([("month", "2026-12"), ("quarter", "2026-Q4"), ("year", "2026")]);
+    assert_eq!(got[0], set(&all), "every grain by default");
+    assert_eq!(got[1], set(&day), "days alone");
+}

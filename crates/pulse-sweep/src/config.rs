@@ -94,6 +94,8 @@ pub struct PulseConfig {
     /// Invocations a boundary's shards are paged by at once ([`vars::PULSE_SHARD_WORKERS`]);
     /// 1: the leader alone, under the job's lease.
     pub shard_workers: u32,
+    /// The grains pulsed ([`vars::PULSE_GRAINS`]).
+    pub grains: tickwork::grains::Grains,
 }
 
 impl PulseConfig {
@@ -121,6 +123,12 @@ impl PulseConfig {
             tenant_concurrency: env.int_in(vars::PULSE_TENANT_CONCURRENCY, 8usize, 1..=256)?,
             margin: core.margin,
             shard_workers: shard_workers(env)?,
+            grains: match env.get(vars::PULSE_GRAINS) {
+                None => tickwork::grains::Grains::ALL,
+                Some(v) => {
+                    tickwork::grains::Grains::parse(&v).map_err(|e| ConfigError::invalid(vars::PULSE_GRAINS, e))?
+                }
+            },
         })
     }
 }
@@ -147,6 +155,7 @@ mod tests {
         assert!(e.problem.contains("below the schedule interval"));
         for (var, value) in [
             ("TICKWORK_PULSE_CATCH_UP", "some"),
+            ("TICKWORK_PULSE_GRAINS", "day,hour"),
             ("TICKWORK_PULSE_MAX_LATENESS_SECS", "99999999"),
             ("TICKWORK_PULSE_MAX_LATENESS_SECS", "0"),
             ("TICKWORK_PULSE_MAX_LATENESS_SECS", "1e30"),

@@ -78,6 +78,8 @@ pub struct Target<'a> {
     pub mark: Option<Date>,
     /// Catch-up rules.
     pub policy: &'a Policy,
+    /// The grains pulsed; the others are not owed.
+    pub grains: tickwork::grains::Grains,
 }
 
 /// What one tenant is owed at a visit.
@@ -110,7 +112,7 @@ pub fn owed(t: &Tenant, target: &Target<'_>, visit: Visit) -> Result<Owed, Calen
     };
     let plans = calendar::plan_through(target.tz, target.today, target.late_at, t.since_ms, &cursors, target.policy)?;
     let mut out = Owed::default();
-    for plan in plans {
+    for plan in plans.into_iter().filter(|p| target.grains.contains(p.grain)) {
         out.pulses.extend(plan.pulse.iter().map(|p| (plan.grain, *p)));
         if plan.skipped > 0 {
             *out.skipped.entry(plan.grain).or_default() += plan.skipped;
@@ -163,7 +165,28 @@ mod tests {
             late_at: ms(&format!("{today}T00:01:00Z")),
             mark: mark.map(date),
             policy: &ALL,
+            grains: tickwork::grains::Grains::ALL,
         }
+    }
+
+    #[test]
+    fn a_grain_left_out_is_neither_pulsed_nor_counted_as_skipped() {
+        let tz = calendar::zone("UTC").unwrap();
+        // Monday the 30th after a watermark of the 29th: day the 29th and week 13 are owed.
+        let all = owed(
+            &tenant(Position::Follows, "2026-03-01T00:00:00Z"),
+            &target(&tz, "2026-03-30", Some("2026-03-29")),
+            Visit::Run,
+        )
+        .unwrap();
+        assert_eq!(ids(&all), ["day:2026-03-29", "week:2026-W13"]);
+        let days = Target {
+            grains: tickwork::grains::Grains::parse("day").unwrap(),
+            ..target(&tz, "2026-03-30", Some("2026-03-29"))
+        };
+        let o = owed(&tenant(Position::Follows, "2026-03-01T00:00:00Z"), &days, Visit::Run).unwrap();
+        assert_eq!(ids(&o), ["day:2026-03-29"]);
+        assert_eq!(o.reposition, all.reposition, "where it stands is the same");
     }
 
     #[test]

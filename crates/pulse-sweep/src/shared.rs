@@ -148,7 +148,7 @@ async fn run_group_shared(
     if n > MAX_SHARED_SHARDS {
         return Err(PulseError::SharedShards { shards: n, max: MAX_SHARED_SHARDS });
     }
-    let target = run_target(g, &tz, tick.time_ms, &deps.cfg.policy)?;
+    let target = run_target(g, &tz, tick.time_ms, &deps.cfg)?;
     let order = shard_order(tick.worker, deps.cfg.shard_workers, n);
     let mut states = deps.checkpoints.read(&deps.cfg.job, &run).await?;
     let mut tried = BTreeSet::new();

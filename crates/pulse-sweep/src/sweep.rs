@@ -103,14 +103,15 @@ pub(crate) fn run_target<'a>(
     g: &DueGroup,
     tz: &'a jiff::tz::TimeZone,
     tick_ms: tickwork::clock::Millis,
-    policy: &'a tickwork::calendar::Policy,
+    cfg: &'a crate::config::PulseConfig,
 ) -> Result<Target<'a>, PulseError> {
     Ok(Target {
         tz,
         today: date(&g.local)?,
         late_at: g.started_ms.unwrap_or(tick_ms),
         mark: g.mark.as_deref().map(date).transpose()?,
-        policy,
+        policy: &cfg.policy,
+        grains: cfg.grains,
     })
 }
 
@@ -128,7 +129,7 @@ pub(crate) async fn run_group(
     if let (Mode::Live(_), None) = (mode, g.started_ms) {
         deps.marks.start_run(&deps.cfg.job, &g.group, &g.local, tick.time_ms).await?;
     }
-    let target = run_target(g, &tz, tick.time_ms, &deps.cfg.policy)?;
+    let target = run_target(g, &tz, tick.time_ms, &deps.cfg)?;
     // Every tenant that follows the group is owed the same: planned once.
     let mut follower: Option<Owed> = None;
     let states = match mode {
@@ -288,6 +289,7 @@ pub(crate) async fn wake(
         late_at: tick.time_ms,
         mark: Some(date(mark)?),
         policy: &deps.cfg.policy,
+        grains: deps.cfg.grains,
     };
     let visit = Visit::Wake { run_in_progress: w.run_in_progress };
     let (mut ids, all) = match w.woken.generation {

@@ -99,6 +99,7 @@ impl SimConfig {
                 max_lateness_ms: 40 * 86_400_000,
                 interval_ms: self.tick_ms,
             },
+            grains: tickwork::grains::Grains::ALL,
         }
     }
 }

@@ -115,6 +115,8 @@ vars! {
         "the sweep's job name (lease, watermark, pause switch)";
     PULSE_INTERVAL_SECS = "TICKWORK_PULSE_INTERVAL_SECS", "60", "pulse-sweep",
         "the sweep's schedule interval (equal to its `rate()`)";
+    PULSE_GRAINS = "TICKWORK_PULSE_GRAINS", "day,week,month,quarter,year", "pulse-sweep",
+        "the grains pulsed, comma-separated; a grain left out is not owed (its periods are neither pulsed nor caught up)";
     PULSE_LEASE_SECS = "TICKWORK_PULSE_LEASE_SECS", "50", "pulse-sweep",
         "the sweep's lease: above its timeout, below its interval";
     PULSE_CATCH_UP = "TICKWORK_PULSE_CATCH_UP", "all", "pulse-sweep",

@@ -40,6 +40,7 @@ pub mod db;
 pub mod env;
 pub mod error;
 pub mod failures;
+pub mod grains;
 pub mod iam;
 pub mod idempotency;
 pub mod item;

@@ -36,6 +36,8 @@ pub struct CostInput {
     pub worker_batch: usize,
     /// Catch-up rules.
     pub policy: Policy,
+    /// The grains the sweep pulses (`TICKWORK_PULSE_GRAINS`).
+    pub grains: tickwork::grains::Grains,
 }
 
 /// The model's default first tick, 2026-03-29T00:00Z: its month holds Berlin's spring DST change
@@ -71,6 +73,7 @@ impl CostInput {
             fanout_page_size: tenant_fanout::config::page_size(env)? as usize,
             worker_batch: queue_worker::config::batch(env)? as usize,
             policy: pulse_sweep::config::policy(env, tick)?,
+            grains: pulse_sweep::PulseConfig::from_env(env, tick)?.grains,
             ..self
         })
     }
@@ -93,6 +96,7 @@ impl CostInput {
             fanout_page_size: 1000,
             worker_batch: 10,
             policy: Policy { catch_up: calendar::CatchUp::All, max_lateness_ms: 40 * 86_400_000, interval_ms: 900_000 },
+            grains: tickwork::grains::Grains::ALL,
         }
     }
 }

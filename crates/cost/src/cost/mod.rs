@@ -117,6 +117,7 @@ pub fn model(input: &CostInput) -> Result<CostReport> {
                     late_at: t,
                     mark: z.mark.as_deref().map(str::parse).transpose()?,
                     policy: &input.policy,
+                    grains: input.grains,
                 };
                 let sample = tenants::Tenant {
                     id: String::new(),
@@ -182,6 +183,7 @@ mod tests {
             fanout_page_size: 1000,
             worker_batch: 10,
             policy: Policy { catch_up: calendar::CatchUp::All, max_lateness_ms: 40 * 86_400_000, interval_ms: 60_000 },
+            grains: tickwork::grains::Grains::ALL,
         }
     }
 
