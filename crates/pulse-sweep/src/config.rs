@@ -123,13 +123,16 @@ impl PulseConfig {
             tenant_concurrency: env.int_in(vars::PULSE_TENANT_CONCURRENCY, 8usize, 1..=256)?,
             margin: core.margin,
             shard_workers: shard_workers(env)?,
-            grains: match env.get(vars::PULSE_GRAINS) {
-                None => tickwork::grains::Grains::ALL,
-                Some(v) => {
-                    tickwork::grains::Grains::parse(&v).map_err(|e| ConfigError::invalid(vars::PULSE_GRAINS, e))?
-                }
-            },
+            grains: grains(env)?,
         })
+    }
+}
+
+/// The grains pulsed ([`vars::PULSE_GRAINS`]; every one when unset); the cost model reads it too.
+pub fn grains(env: &Env) -> Result<tickwork::grains::Grains, ConfigError> {
+    match env.get(vars::PULSE_GRAINS) {
+        None => Ok(tickwork::grains::Grains::ALL),
+        Some(v) => tickwork::grains::Grains::parse(&v).map_err(|e| ConfigError::invalid(vars::PULSE_GRAINS, e)),
     }
 }
 

@@ -73,7 +73,7 @@ impl CostInput {
             fanout_page_size: tenant_fanout::config::page_size(env)? as usize,
             worker_batch: queue_worker::config::batch(env)? as usize,
             policy: pulse_sweep::config::policy(env, tick)?,
-            grains: pulse_sweep::PulseConfig::from_env(env, tick)?.grains,
+            grains: pulse_sweep::config::grains(env)?,
             ..self
         })
     }
