@@ -173,6 +173,14 @@ impl FromStr for Spec {
                         "`{a}` is neither a local date-time (2026-12-24T09:00) nor an instant with an offset"
                     ))
                 })?;
+                // The stored text keeps whole seconds: a fraction would be dropped on the way to
+                // the table, and the timer read back would name an earlier instant than the one
+                // it was checked against (added just after it, it would never fire).
+                if dt.subsec_nanosecond() != 0 {
+                    return Err(SpecError(format!(
+                        "`{a}` has a fraction of a second: a local timer names whole seconds"
+                    )));
+                }
                 Ok(Spec::AtLocal(dt))
             }
             other => Err(SpecError(format!("`{other}` is not a spec (daily, weekly, monthly, cron, at)"))),
@@ -387,6 +395,7 @@ mod tests {
             ("monthly 32 08:00", "`32` is not a day of month"),
             ("cron 0 8 * *", "5 are needed"),
             ("at tomorrow", "`tomorrow` is neither"),
+            ("at 2026-12-24T09:00:00.250", "a fraction of a second"),
         ] {
             let e = text.parse::<Spec>().unwrap_err().to_string();
             assert!(e.contains(says), "`{text}`: {e}");
