@@ -107,15 +107,19 @@ async fn a_signup_delivered_twice_adds_its_tenant_once_and_a_refused_event_lands
     assert_eq!((unknown_zone.attempts, no_id.attempts), (retries + 1, retries + 1));
     assert_eq!(everything(&local, &p).await, before, "a refused event writes nothing");
 
-    let out = tickctl_command(&local, &p)
-        .env("AWS_ENDPOINT_URL_SQS", &local.endpoint)
-        .env("TICKWORK_CONTROL_FAILURES_URL", &url)
-        .args(["--json", "control-failures"])
-        .output()
-        .unwrap();
-    let failures: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
+    let list = || {
+        let out = tickctl_command(&local, &p)
+            .env("AWS_ENDPOINT_URL_SQS", &local.endpoint)
+            .env("TICKWORK_CONTROL_FAILURES_URL", &url)
+            .args(["--json", "control-failures"])
+            .output()
+            .unwrap();
+        serde_json::from_str::<serde_json::Value>(&ok(&out)).unwrap()
+    };
+    let failures = list();
     let failures = failures.as_array().unwrap();
     assert_eq!(failures.len(), 2, "{failures:?}");
+    assert_eq!(list().as_array().unwrap().len(), 2, "listing leaves them there, visible to the next listing");
     let reason = |needle: &str| {
         failures
             .iter()

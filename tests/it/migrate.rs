@@ -1,8 +1,9 @@
 //! Moving over: an EventBridge Scheduler export (cron with `?` and a year, days numbered from
-//! Sunday = 1, `at()`, zones, a flexible window, a disabled schedule) and a crontab become the
+//! Sunday = 1, `at()`, zones, a flexible window) and a crontab become the
 //! tickwork schedules an independent reading (chrono-tz) expects; what has no equivalent (a
-//! `rate()`, a target of its own, a start date, `@reboot`, a tenant that is not there or is in
-//! another zone) is refused by name, and nothing is written for it.
+//! `rate()`, a target of its own, a start date, a disabled schedule, a one-time schedule that has
+//! run, `@reboot`, a tenant that is not there or is in another zone) is refused by name, and
+//! nothing is written for it.
 
 use chrono::{Datelike, TimeZone, Timelike};
 use tickwork_tests::{unique, Local};
@@ -108,13 +109,27 @@ async fn a_scheduler_export_and_a_crontab_become_the_expected_schedules_and_the_
     trial["State"] = "DISABLED".into();
     let report =
         get_schedule("bob-report", "cron(0 18 L * ? *)", "America/New_York", serde_json::json!({"tenant": "bob"}));
-    let lines: Vec<String> = [first, nudge, trial, report, elsewhere].iter().map(|v| v.to_string()).collect();
+    let timer = get_schedule(
+        "acme-renewal",
+        "at(2027-01-15T09:00:00)",
+        "Europe/Berlin",
+        serde_json::json!({"tenant": "acme", "plan": "pro"}),
+    );
+    let ran =
+        get_schedule("acme-ran", "at(2026-01-15T09:00:00)", "Europe/Berlin", serde_json::json!({"tenant": "acme"}));
+    let lines: Vec<String> =
+        [first, nudge, trial, timer, ran, report, elsewhere].iter().map(|v| v.to_string()).collect();
     let file = dir.join("export.ndjson");
     std::fs::write(&file, lines.join("\n")).unwrap();
     let out = tickctl(&local, &p, &["--json", "schedules", "import", file.to_str().unwrap(), "--from-scheduler"]);
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!((r["imported"]["added"].as_u64(), r["imported"]["paused"].as_u64()), (Some(4), Some(1)), "{r}");
+    assert_eq!(r["imported"]["added"].as_u64(), Some(4), "{r}");
     assert!(by_name(&r, "bob-elsewhere").unwrap().contains("one target"), "{r}");
+    assert!(by_name(&r, "acme-trial").unwrap().contains("DISABLED"), "{r}");
+    assert!(
+        by_name(&r, "acme-ran").unwrap().contains("has passed"),
+        "a one-time schedule Scheduler kept after it ran: {r}"
+    );
     let listed = |tenant: &str| json_lines(&ok(&tickctl(&local, &p, &["--json", "schedules", "list", tenant])));
     let acme = listed("acme");
     let find = |all: &[serde_json::Value], n: &str| {
@@ -125,8 +140,8 @@ async fn a_scheduler_export_and_a_crontab_become_the_expected_schedules_and_the_
         (n["spec"].as_str(), n["spread_min"].as_u64(), n["paused"].as_bool()),
         (Some("cron 30 9 * * 1-5"), Some(15), Some(false))
     );
-    let t = find(&acme, "acme-trial");
-    assert_eq!((t["spec"].as_str(), t["paused"].as_bool()), (Some("at 2027-01-15T09:00:00"), Some(true)));
+    let t = find(&acme, "acme-renewal");
+    assert_eq!((t["spec"].as_str(), t["paused"].as_bool()), (Some("at 2027-01-15T09:00:00"), Some(false)));
     assert_eq!(find(&listed("bob"), "bob-report")["spec"], "monthly last 18:00");
 
     // The oracle: Scheduler's 2-6 (Monday to Friday) at 09:30 in Berlin, read by chrono-tz.

@@ -29,6 +29,8 @@ pub struct Deps {
     pub policy: Policy,
     /// Wall clock.
     pub clock: SharedClock,
+    /// The grains the sweep pulses (what `tenants.explain` shows periods of).
+    pub grains: tickwork::grains::Grains,
 }
 
 impl Deps {
@@ -48,7 +50,8 @@ impl Deps {
             tenants: base.core.table_from(env, vars::TENANTS_TABLE, "tenants"),
             queue: base.core.table_from(env, vars::QUEUE_TABLE, "queue"),
         };
-        Ok(Self::new(base.db, base.clock, &tables, shards, job, policy))
+        let grains = pulse_sweep::config::grains(env)?;
+        Ok(Self { grains, ..Self::new(base.db, base.clock, &tables, shards, job, policy) })
     }
 
     /// From parts (tests, `tickctl`).
@@ -64,6 +67,6 @@ impl Deps {
         let tenants =
             Tenants::new(db.clone(), &tables.tenants, tenant_shards).with_registry(marks.clone(), job.clone());
         let schedules = Schedules::new(db, &tables.control, job.clone(), clock.clone());
-        Self { tenants, schedules, marks, job, policy, clock }
+        Self { tenants, schedules, marks, job, policy, clock, grains: tickwork::grains::Grains::ALL }
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! [`explain`] decides the answer from those reads with no I/O; [`run`] makes the reads.
 
-use tickwork::calendar::{self, Grain, Period};
+use tickwork::calendar::{self, Period};
 use tickwork::schedules::Schedule;
 use tickwork::tenants::{Position, Tenant};
 use tickwork::watermark::WatermarkState;
@@ -19,7 +19,13 @@ fn rfc3339(ms: i64) -> String {
 }
 
 /// The explanation of `t` from the sweep's `state` and its `schedules`, at `now_ms`. Pure.
-pub fn explain(t: &Tenant, state: &WatermarkState, schedules: &[Schedule], now_ms: i64) -> Explanation {
+pub fn explain(
+    t: &Tenant,
+    state: &WatermarkState,
+    schedules: &[Schedule],
+    grains: tickwork::grains::Grains,
+    now_ms: i64,
+) -> Explanation {
     let mut findings = Vec::new();
     if !t.active {
         findings.push("suspended: nothing is pulsed or fired for it until tenants.resume".to_string());
@@ -53,7 +59,8 @@ pub fn explain(t: &Tenant, state: &WatermarkState, schedules: &[Schedule], now_m
     }
     let (mut last, mut next) = (Vec::new(), Vec::new());
     if let Ok(tz) = &tz {
-        for g in Grain::PULSED {
+        // Only the grains the sweep pulses: a grain left out is neither pulsed nor owed.
+        for g in grains.iter() {
             let first_owed = t.since_ms.and_then(|s| calendar::first_owed(g, s, tz).ok());
             let next_p = match through {
                 Some(d) => Period::containing(g, d).ok(),
@@ -129,7 +136,7 @@ pub async fn run(deps: &Deps, id: &str) -> Ran {
         Ok(s) => s,
         Err(e) => return Ok(Err(refuse::schedule(e, "id")?)),
     };
-    Ok(Ok(Outcome::Explain(Box::new(explain(&t, &state, &schedules, deps.clock.now_ms())))))
+    Ok(Ok(Outcome::Explain(Box::new(explain(&t, &state, &schedules, deps.grains, deps.clock.now_ms())))))
 }
 
 #[cfg(test)]
@@ -154,7 +161,13 @@ mod tests {
         let mut t = Tenant::new("t1", "Europe/Berlin");
         t.pos = Position::Follows;
         t.since_ms = Some(ms("2026-10-15T10:00:00Z"));
-        let e = explain(&t, &state("Europe/Berlin", Some("2026-12-02")), &[], ms("2026-12-02T09:00:00Z"));
+        let e = explain(
+            &t,
+            &state("Europe/Berlin", Some("2026-12-02")),
+            &[],
+            tickwork::grains::Grains::ALL,
+            ms("2026-12-02T09:00:00Z"),
+        );
         assert_eq!(e.calendar.through.as_deref(), Some("2026-12-02"));
         let get = |v: &[GrainPeriod], g: &str| v.iter().find(|p| p.grain == g).map(|p| p.period.clone());
         assert_eq!(get(&e.calendar.last, "day").as_deref(), Some("2026-12-01"));
@@ -163,6 +176,11 @@ mod tests {
         assert_eq!(e.calendar.next[0].ends_at, "2026-12-02T23:00:00Z", "Berlin's midnight");
         assert_eq!(get(&e.calendar.last, "year"), None, "2025 ended before it was owed");
         assert!(e.findings.is_empty(), "{:?}", e.findings);
+        // A sweep set to days shows days alone: the other grains are not owed.
+        let days = tickwork::grains::Grains::parse("day").unwrap();
+        let e = explain(&t, &state("Europe/Berlin", Some("2026-12-02")), &[], days, ms("2026-12-02T09:00:00Z"));
+        let grains: Vec<&str> = e.calendar.last.iter().chain(&e.calendar.next).map(|p| p.grain.as_str()).collect();
+        assert_eq!(grains, ["day", "day"]);
     }
 
     #[test]
@@ -172,7 +190,7 @@ mod tests {
         let mut s = state("Europe/Berlin", Some("2026-12-02"));
         s.paused = true;
         s.paused_reason = Some("incident 7".into());
-        let e = explain(&t, &s, &[], ms("2026-12-02T09:00:00Z"));
+        let e = explain(&t, &s, &[], tickwork::grains::Grains::ALL, ms("2026-12-02T09:00:00Z"));
         let all = e.findings.join("\n");
         assert!(all.contains("suspended"), "{all}");
         assert!(all.contains("paused (incident 7)"), "{all}");
@@ -184,7 +202,13 @@ mod tests {
     #[test]
     fn a_zone_far_behind_is_a_finding() {
         let t = Tenant { pos: Position::Follows, ..Tenant::new("t1", "UTC") };
-        let e = explain(&t, &state("UTC", Some("2026-11-28")), &[], ms("2026-12-02T09:00:00Z"));
+        let e = explain(
+            &t,
+            &state("UTC", Some("2026-11-28")),
+            &[],
+            tickwork::grains::Grains::ALL,
+            ms("2026-12-02T09:00:00Z"),
+        );
         assert!(e.findings.iter().any(|f| f.contains("behind")), "{:?}", e.findings);
     }
 }

@@ -52,6 +52,8 @@ pub enum Route {
     Sweep,
     /// A drain of the worker, now.
     Worker,
+    /// A run of the fan-out, now.
+    Fanout,
     /// The team's handler (the worker's function target, or a direct test).
     Handler,
 }
@@ -63,6 +65,7 @@ pub fn route(prefix: &str, name: &str) -> Route {
         Some("control") => Route::Control,
         Some("pulse-sweep") => Route::Sweep,
         Some("queue-worker") => Route::Worker,
+        Some("tenant-fanout") => Route::Fanout,
         _ => Route::Handler,
     }
 }
@@ -109,7 +112,8 @@ fn handler_command(o: &Options) -> Result<(PathBuf, Vec<String>)> {
         }
         return Ok((python, vec!["-m".into(), "awslambdaric".into(), "handler.handle".into()]));
     }
-    let ric = o.handler.join("node_modules/aws-lambda-ric/bin/index.mjs");
+    // Absolute: the runtime runs in the handler's directory.
+    let ric = o.repo.join(&o.handler).join("node_modules/aws-lambda-ric/bin/index.mjs");
     if o.handler.join("index.mjs").exists() || o.handler.join("index.js").exists() {
         if !ric.exists() {
             bail!("{}: run `npm install` in {} (make deps does for the example)", ric.display(), o.handler.display());
@@ -139,7 +143,8 @@ async fn effects_table(db: &tickwork::Db, name: &str) -> Result<()> {
     Ok(())
 }
 
-/// The stack's tables, each unless it is there already (a second `make dev` keeps its tenants).
+/// The stack's tables, each unless it is there already (a second loop against the same servers
+/// keeps the first's tenants).
 async fn provision(env: &Env) -> Result<tickwork::Db> {
     let base = tickwork_lambda_base(env).await?;
     for def in tickctl::all_tables() {
@@ -175,6 +180,7 @@ struct Stack {
     prefix: String,
     control: Arc<control::Deps>,
     sweep: Arc<pulse_sweep::Deps>,
+    fanout: Arc<tenant_fanout::Deps>,
     worker: Arc<queue_worker::Deps>,
     handler: Arc<Function>,
 }
@@ -191,6 +197,12 @@ async fn dispatch(s: Arc<Stack>, req: lambda_standin::invoke::Request) -> Answer
         ),
         Route::Worker => answer(
             queue_worker::handle(&s.worker, tick_event(now), now + DEADLINE_SECS * 1_000)
+                .await
+                .map_err(anyhow::Error::from)
+                .and_then(|r| Ok(serde_json::to_value(r)?)),
+        ),
+        Route::Fanout => answer(
+            tenant_fanout::handle(&s.fanout, tick_event(now), now + DEADLINE_SECS * 1_000)
                 .await
                 .map_err(anyhow::Error::from)
                 .and_then(|r| Ok(serde_json::to_value(r)?)),
@@ -250,6 +262,7 @@ impl Dev {
             prefix: o.prefix.clone(),
             control,
             sweep: sweep.clone(),
+            fanout: fanout.clone(),
             worker: worker.clone(),
             handler: handler.clone(),
         });
@@ -311,6 +324,7 @@ mod tests {
         assert_eq!(route("dev", "dev-control"), Route::Control);
         assert_eq!(route("dev", "arn:aws:lambda:us-east-1:000000000000:function:dev-pulse-sweep"), Route::Sweep);
         assert_eq!(route("dev", "dev-queue-worker"), Route::Worker);
+        assert_eq!(route("dev", "dev-tenant-fanout"), Route::Fanout);
         assert_eq!(route("dev", "arn:aws:lambda:us-east-1:000000000000:function:dev-handler"), Route::Handler);
         assert_eq!(route("dev", "other-control"), Route::Handler, "another stack's name is no function of this one");
     }

@@ -27,8 +27,6 @@ pub struct Row {
     pub spread_min: u32,
     /// The zone its times are in: the tenant's must be this one.
     pub zone: String,
-    /// Written paused (a disabled Scheduler schedule).
-    pub paused: bool,
     /// Delivered with every fire (the Scheduler target's input, a crontab line's command).
     pub payload: Option<Value>,
 }
@@ -81,6 +79,9 @@ fn weekdays(field: &str) -> Result<String, String> {
         let range = match range.split_once('-') {
             Some((a, b)) => format!("{}-{}", shift(a)?, shift(b)?),
             None if range == "*" => "*".into(),
+            // `a/n` runs to the week's end: 7 (Saturday) there, but cron's week runs to 7 as
+            // Sunday, so the end is said (`2/2`, Monday, Wednesday, Friday, is `1-6/2`).
+            None if step.is_some() => format!("{}-6", shift(range)?),
             None => shift(range)?,
         };
         out.push(match step {
@@ -158,8 +159,9 @@ pub fn scheduler_schedules(text: &str) -> Result<Vec<Value>, String> {
     }
 }
 
-/// Each Scheduler schedule as a tenant's tickwork schedule, or refused by name. Pure.
-pub fn from_scheduler(schedules: &[Value], o: &SchedulerOptions) -> (Vec<Row>, Vec<Refused>) {
+/// Each Scheduler schedule as a tenant's tickwork schedule, or refused by name, at `now_ms`.
+/// Pure.
+pub fn from_scheduler(schedules: &[Value], o: &SchedulerOptions, now_ms: i64) -> (Vec<Row>, Vec<Refused>) {
     let (mut rows, mut out) = (Vec::new(), Vec::new());
     let mut target = o.target.clone();
     for s in schedules {
@@ -170,6 +172,23 @@ pub fn from_scheduler(schedules: &[Value], o: &SchedulerOptions) -> (Vec<Row>, V
                 .as_str()
                 .ok_or("no ScheduleExpression (list-schedules gives summaries: export each with get-schedule)")?;
             let spec = scheduler_expression(expr)?;
+            let zone = s["ScheduleExpressionTimezone"].as_str().unwrap_or("UTC").to_string();
+            if let Some(local) = spec.strip_prefix("at ") {
+                // Scheduler keeps a one-time schedule after it ran: imported, it would run again.
+                let at = local
+                    .parse::<jiff::civil::DateTime>()
+                    .and_then(|dt| dt.to_zoned(jiff::tz::TimeZone::get(&zone)?))
+                    .map_err(|e| format!("at({local}) in {zone}: {e}"))?;
+                if at.timestamp().as_millisecond() <= now_ms {
+                    return Err(format!("its instant {at} has passed (it ran, or was missed, in Scheduler): imported, it would fire now"));
+                }
+            }
+            if s["State"].as_str() == Some("DISABLED") {
+                return Err(
+                    "it is DISABLED: import it once it is enabled (written paused, it would be live until the pause)"
+                        .into(),
+                );
+            }
             for field in ["StartDate", "EndDate"] {
                 if !s[field].is_null() {
                     return Err(format!("{field} has no equivalent: a tickwork schedule runs until it is removed"));
@@ -194,6 +213,8 @@ pub fn from_scheduler(schedules: &[Value], o: &SchedulerOptions) -> (Vec<Row>, V
                 .and_then(|v| v.as_str().map(str::to_string))
                 .ok_or_else(|| format!("its target's Input has no `{}` (the tenant's id)", o.tenant_field))?;
             let spread_min = match s["FlexibleTimeWindow"]["Mode"].as_str() {
+                // A spread spreads a repeating spec's tenants; a timer fires at its instant.
+                Some("FLEXIBLE") if spec.starts_with("at ") => 0,
                 Some("FLEXIBLE") => s["FlexibleTimeWindow"]["MaximumWindowInMinutes"]
                     .as_u64()
                     .ok_or("a FLEXIBLE window without MaximumWindowInMinutes")?
@@ -204,16 +225,7 @@ pub fn from_scheduler(schedules: &[Value], o: &SchedulerOptions) -> (Vec<Row>, V
                 Value::Object(m) if m.is_empty() => None,
                 other => Some(other),
             };
-            Ok(Row {
-                source: source.clone(),
-                tenant,
-                name: name.clone(),
-                spec,
-                spread_min,
-                zone: s["ScheduleExpressionTimezone"].as_str().unwrap_or("UTC").to_string(),
-                paused: s["State"].as_str() == Some("DISABLED"),
-                payload,
-            })
+            Ok(Row { source: source.clone(), tenant, name: name.clone(), spec, spread_min, zone, payload })
         })();
         match row {
             Ok(r) => rows.push(r),
@@ -235,9 +247,11 @@ pub fn from_crontab(text: &str, zone: &str, tenant: &str) -> (Vec<Row>, Vec<Refu
             continue;
         }
         if let Some((var, value)) = line.split_once('=') {
-            if !var.contains(char::is_whitespace) {
-                if var == "CRON_TZ" || var == "TZ" {
-                    zone = value.trim().trim_matches('"').to_string();
+            let var = var.trim();
+            if !var.is_empty() && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                // Only CRON_TZ names the zone the times are in (cronie); TZ is the commands'.
+                if var == "CRON_TZ" {
+                    zone = value.trim().trim_matches(['"', '\'']).to_string();
                 }
                 continue;
             }
@@ -267,6 +281,13 @@ pub fn from_crontab(text: &str, zone: &str, tenant: &str) -> (Vec<Row>, Vec<Refu
             }
             (parts[..5].join(" "), parts[5..].join(" "))
         };
+        // An unescaped `%` ends the command; what follows is its standard input, lines split at
+        // each further `%` (crontab(5)).
+        let (command, stdin) = split_percent(&command);
+        let mut payload = serde_json::json!({ "command": command });
+        if let Some(stdin) = stdin {
+            payload["stdin"] = stdin.into();
+        }
         rows.push(Row {
             source: source.clone(),
             tenant: tenant.to_string(),
@@ -274,11 +295,41 @@ pub fn from_crontab(text: &str, zone: &str, tenant: &str) -> (Vec<Row>, Vec<Refu
             spec: format!("cron {fields}"),
             spread_min: 0,
             zone: zone.clone(),
-            paused: false,
-            payload: Some(serde_json::json!({ "command": command })),
+            payload: Some(payload),
         });
     }
     (rows, out)
+}
+
+/// A crontab command split at its first unescaped `%`: the command (`\\%` unescaped), and its
+/// standard input (each further unescaped `%` a newline). Pure.
+fn split_percent(text: &str) -> (String, Option<String>) {
+    let (mut command, mut stdin, mut escaped) = (String::new(), None::<String>, false);
+    for c in text.chars() {
+        let into = match stdin.as_mut() {
+            Some(s) => s,
+            None => &mut command,
+        };
+        match (c, escaped) {
+            ('\\', false) => escaped = true,
+            ('%', true) => {
+                into.push('%');
+                escaped = false;
+            }
+            ('%', false) => match stdin.as_mut() {
+                Some(s) => s.push('\n'),
+                None => stdin = Some(String::new()),
+            },
+            (c, e) => {
+                if e {
+                    into.push('\\');
+                }
+                into.push(c);
+                escaped = false;
+            }
+        }
+    }
+    (command, stdin)
 }
 
 #[cfg(test)]
@@ -290,6 +341,11 @@ mod tests {
         assert_eq!(scheduler_expression("cron(30 9 ? * MON-FRI *)").unwrap(), "cron 30 9 * * MON-FRI");
         assert_eq!(scheduler_expression("cron(0 8 ? * 2-6 *)").unwrap(), "cron 0 8 * * 1-5", "1 is Sunday there");
         assert_eq!(scheduler_expression("cron(0 8 ? * 1,7 *)").unwrap(), "cron 0 8 * * 0,6");
+        assert_eq!(
+            scheduler_expression("cron(0 8 ? * 2/2 *)").unwrap(),
+            "cron 0 8 * * 1-6/2",
+            "Mon, Wed, Fri; not Sunday"
+        );
         assert_eq!(scheduler_expression("cron(0/15 * * * ? *)").unwrap(), "cron 0/15 * * * *");
         assert_eq!(scheduler_expression("cron(0 18 L * ? *)").unwrap(), "monthly last 18:00");
         assert_eq!(scheduler_expression("at(2026-12-24T09:00:00)").unwrap(), "at 2026-12-24T09:00");
@@ -309,16 +365,25 @@ mod tests {
 
     #[test]
     fn a_crontab_becomes_one_tenants_schedules_in_its_zone() {
-        let text = "# nightly jobs\nMAILTO=ops\n0 2 * * * /bin/backup --all\nCRON_TZ=Asia/Tokyo\n@daily report\n@reboot warm\n5 *\n";
+        let text = "# nightly jobs\nMAILTO=ops\nTZ=UTC\n0 2 * * * /bin/backup --all\nCRON_TZ = Asia/Tokyo\n@daily report\n@reboot warm\n5 *\n30 4 * * * mail -s hi ops%line one%line two\n";
         let (rows, out) = from_crontab(text, "Europe/Berlin", "ops");
         let got: Vec<(&str, &str, &str)> =
             rows.iter().map(|r| (r.name.as_str(), r.spec.as_str(), r.zone.as_str())).collect();
         assert_eq!(
             got,
-            [("cron-line-3", "cron 0 2 * * *", "Europe/Berlin"), ("cron-line-5", "cron 0 0 * * *", "Asia/Tokyo")]
+            [
+                ("cron-line-4", "cron 0 2 * * *", "Europe/Berlin"),
+                ("cron-line-6", "cron 0 0 * * *", "Asia/Tokyo"),
+                ("cron-line-9", "cron 30 4 * * *", "Asia/Tokyo")
+            ],
+            "TZ is the commands' own; CRON_TZ (spaces or not) the times'"
         );
         assert_eq!(rows[0].payload, Some(serde_json::json!({"command": "/bin/backup --all"})));
+        assert_eq!(
+            rows[2].payload,
+            Some(serde_json::json!({"command": "mail -s hi ops", "stdin": "line one\nline two"}))
+        );
         let why: Vec<&str> = out.iter().map(|r| r.source.as_str()).collect();
-        assert_eq!(why, ["line 6", "line 7"]);
+        assert_eq!(why, ["line 7", "line 8"]);
     }
 }

@@ -8,8 +8,11 @@
 //! function got it) and `responsePayload.{errorType, errorMessage}`. A refused event's message is
 //! the refusal itself (`"on_refusal": "fail"`).
 //!
-//! SQS has no cursor: the listing receives with a 30-second visibility timeout until a long poll
-//! comes back empty, so each message is seen once and stays in the queue.
+//! SQS has no cursor: the listing receives with no visibility timeout (a message stays visible,
+//! so a listing run again at once sees it too) and keeps each message once by its id, until two
+//! long polls in a row bring nothing new or it has `--max`. SQS samples its servers, so a large
+//! queue's listing is best effort; the count of its messages is SQS's own
+//! (`ApproximateNumberOfMessages`).
 
 use anyhow::{Context, Result};
 use serde::Serialize;
@@ -48,6 +51,18 @@ pub fn failure(body: &str) -> Failure {
         };
     };
     let s = |p: &str| v.pointer(p).and_then(|x| x.as_str()).unwrap_or_default().to_string();
+    if v.get("requestContext").is_none() {
+        // The rule's own dead letter: the event EventBridge could not deliver, its error in the
+        // message's attributes (ERROR_CODE, ERROR_MESSAGE).
+        return Failure {
+            at: String::new(),
+            condition: "undelivered by EventBridge".into(),
+            attempts: 0,
+            request: body.to_string(),
+            error_type: String::new(),
+            error: String::new(),
+        };
+    }
     Failure {
         at: s("/timestamp"),
         condition: s("/requestContext/condition"),
@@ -67,21 +82,33 @@ pub async fn run(base: &Base, env: &Env, as_json: bool, max: usize) -> Result<()
     })?;
     let sqs = aws_sdk_sqs::Client::new(&base.sdk);
     let mut out = Vec::new();
-    while out.len() < max {
+    let mut seen = std::collections::HashSet::new();
+    let mut idle = 0;
+    while out.len() < max && idle < 2 {
         let got = sqs
             .receive_message()
             .queue_url(&url)
-            .max_number_of_messages(10.min(max - out.len()) as i32)
-            .visibility_timeout(30)
+            .max_number_of_messages(10)
+            .visibility_timeout(0)
+            .message_attribute_names("All")
             .wait_time_seconds(1)
             .send()
             .await
             .with_context(|| format!("receiving from {url}"))?;
-        let messages = got.messages();
-        if messages.is_empty() {
-            break;
+        let before = out.len();
+        for m in got.messages() {
+            if out.len() < max && seen.insert(m.message_id().unwrap_or_default().to_string()) {
+                let mut f = failure(m.body().unwrap_or_default());
+                let attr = |k: &str| {
+                    m.message_attributes().and_then(|a| a.get(k)).and_then(|v| v.string_value()).map(str::to_string)
+                };
+                if let (Some(code), Some(message)) = (attr("ERROR_CODE"), attr("ERROR_MESSAGE")) {
+                    (f.error_type, f.error) = (code, message);
+                }
+                out.push(f);
+            }
         }
-        out.extend(messages.iter().map(|m| failure(m.body().unwrap_or_default())));
+        idle = if out.len() == before { idle + 1 } else { 0 };
     }
     if as_json {
         return json(&out);

@@ -79,7 +79,12 @@ pub async fn run(env: &Env, as_json: bool, action: SchedCmd) -> Result<i32> {
             };
             let (rows, mut refused) = if from_scheduler {
                 let all = tickctl::migrate::scheduler_schedules(&text).map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
-                tickctl::migrate::from_scheduler(&all, &tickctl::migrate::SchedulerOptions { tenant_field, target })
+                let now = jiff::Timestamp::now().as_millisecond();
+                tickctl::migrate::from_scheduler(
+                    &all,
+                    &tickctl::migrate::SchedulerOptions { tenant_field, target },
+                    now,
+                )
             } else {
                 tickctl::migrate::from_crontab(
                     &text,
@@ -93,7 +98,7 @@ pub async fn run(env: &Env, as_json: bool, action: SchedCmd) -> Result<i32> {
                     refused.iter().map(|r| serde_json::json!({"source": r.source, "reason": r.reason})).collect();
                 json(&serde_json::json!({ "imported": r, "refused": refused }))?;
             } else {
-                println!("added {}, changed {}, unchanged {}, paused {}", r.added, r.changed, r.unchanged, r.paused);
+                println!("added {}, changed {}, unchanged {}", r.added, r.changed, r.unchanged);
                 for x in &refused {
                     println!("{}: {}", x.source, x.reason);
                 }
