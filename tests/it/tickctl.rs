@@ -120,6 +120,16 @@ async fn plan_predicts_the_next_boundary_tick_and_writes_nothing() {
     assert_eq!(g("Europe/Berlin")["watermark"], "2026-03-28");
     assert_eq!(g("Asia/Tokyo")["due_now"], false);
     assert_eq!(g("Asia/Tokyo")["grains"], serde_json::json!(["day"]));
+    assert_eq!(g("UTC")["new_tenants_owed"].as_array().unwrap().len(), 5, "every grain by default");
+    // A sweep set to days plans days alone.
+    let mut days = d.clone();
+    days.cfg.grains = tickwork::grains::Grains::parse("day").unwrap();
+    let only =
+        serde_json::to_value(tickctl::plan(&days, "pulse-sweep", ms("2026-03-28T14:00:00Z"), |_, _| {}).await.unwrap())
+            .unwrap();
+    let owed = &only["groups"].as_array().unwrap()[0]["new_tenants_owed"];
+    assert_eq!(owed.as_array().unwrap().len(), 1, "{owed}");
+    d.db.meter().reset();
     assert_eq!((g("Europe/Berlin")["tenants"].as_u64(), g("Asia/Tokyo")["tenants"].as_u64()), (Some(13), Some(7)));
     let first = &p["ticks"][0];
     assert_eq!(first["at"], "2026-03-28T15:00:00Z");

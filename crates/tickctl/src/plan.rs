@@ -131,7 +131,9 @@ pub async fn plan(deps: &pulse_sweep::Deps, job: &str, at_ms: i64, mut progress:
         let local = calendar::local_date(at_ms, &tz)?;
         let mark = state.marks.get(zone).cloned();
         let b = next_boundary(&tz, at_ms, mark.as_deref())?;
-        let grains = grains_starting(b.new_day);
+        // Only the grains the sweep pulses (`TICKWORK_PULSE_GRAINS`).
+        let grains: Vec<String> =
+            grains_starting(b.new_day).into_iter().filter(|g| deps.cfg.grains.iter().any(|p| p.name() == g)).collect();
         let mut per_shard = Vec::new();
         for k in 0..tenants.shards() {
             per_shard.push(tenants.count_zone_shard(zone, k).await? as usize);
@@ -148,8 +150,10 @@ pub async fn plan(deps: &pulse_sweep::Deps, job: &str, at_ms: i64, mut progress:
             due_now: b.due_now,
             next_boundary: b.at.to_string(),
             grains,
-            new_tenants_owed: calendar::Grain::PULSED
-                .into_iter()
+            new_tenants_owed: deps
+                .cfg
+                .grains
+                .iter()
                 .map(|g| Ok(calendar::first_owed(g, at_ms, &tz)?.id()))
                 .collect::<Result<_>>()?,
             tenants: per_shard.iter().map(|n| *n as u64).sum(),
