@@ -398,3 +398,33 @@ fn the_parameter_tables_name_every_parameter_with_the_templates_default() {
         }
     }
 }
+
+/// `docs/control.md`'s price table is the control plane's model (`tickctl cost --control`): each
+/// operation's requests and units, and its dollars per 1,000 to the cent's hundredth.
+#[test]
+fn the_control_pages_price_table_is_the_models() {
+    let doc = read("docs/control.md");
+    let prices = tickwork_cost::bill::Prices::default();
+    let mut checked = 0;
+    for line in doc.lines() {
+        let cells: Vec<&str> = line.trim().trim_matches('|').split(" | ").map(str::trim).collect();
+        if cells.len() != 5 || !cells[4].starts_with('$') {
+            continue;
+        }
+        let name = cells[0].split('`').nth(1).unwrap_or_default();
+        let op = tickwork_cost::control::OPS
+            .iter()
+            .find(|o| o.name == name)
+            .unwrap_or_else(|| panic!("docs/control.md prices `{name}`, which the model does not"));
+        let p = tickwork_cost::control::per_thousand(op, &prices);
+        let want = [
+            op.requests.to_string(),
+            op.read_units.to_string(),
+            op.write_units.to_string(),
+            format!("${:.4}", p.total),
+        ];
+        assert_eq!(cells[1..], want, "docs/control.md's row of {name}");
+        checked += 1;
+    }
+    assert_eq!(checked, tickwork_cost::control::OPS.len(), "every operation the model prices has its row");
+}

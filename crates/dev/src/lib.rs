@@ -216,12 +216,9 @@ async fn run_control(deps: &control::Deps, payload: &[u8]) -> Result<serde_json:
     Ok(serde_json::to_value(control::handle(deps, v).await?)?)
 }
 
+/// A scheduled tick at `now_ms`, as EventBridge sends it (the library's own envelope).
 fn tick_event(now_ms: i64) -> serde_json::Value {
-    serde_json::json!({
-        "version": "0", "id": "dev", "detail-type": "Scheduled Event", "source": "aws.events",
-        "time": jiff::Timestamp::from_millisecond(now_ms).map(|t| t.to_string()).unwrap_or_default(),
-        "detail": {}
-    })
+    tickwork_lambda::Tick::envelope(now_ms, false)
 }
 
 fn answer(v: Result<serde_json::Value>) -> Answer {

@@ -54,6 +54,24 @@ fn refused(source: &str, reason: impl Into<String>) -> Refused {
     Refused { source: source.to_string(), reason: reason.into() }
 }
 
+/// The zone `row` is written in, given its tenant as stored (`None`: not there; `Err`: its item
+/// does not read), or why it is refused: a tenant's schedules follow its zone, so a row whose
+/// times are in another zone has no equivalent. Pure.
+pub fn tenant_zone(row: &Row, stored: Option<&Result<tickwork::tenants::Tenant, String>>) -> Result<String, String> {
+    match stored {
+        None => Err(format!(
+            "no tenant `{}` (add it first: tickctl tenants add {} --zone {})",
+            row.tenant, row.tenant, row.zone
+        )),
+        Some(Err(why)) => Err(format!("tenant `{}` does not read: {why}", row.tenant)),
+        Some(Ok(t)) if t.zone != row.zone => Err(format!(
+            "its times are in {}, its tenant `{}` is in {}: a tenant's schedules follow its zone",
+            row.zone, row.tenant, t.zone
+        )),
+        Some(Ok(t)) => Ok(t.zone.clone()),
+    }
+}
+
 /// Scheduler's day of week (1 = Sunday … 7 = Saturday) as cron's (0 = Sunday): numbers shift by
 /// one, names stay. Pure.
 fn weekdays(field: &str) -> Result<String, String> {
@@ -361,6 +379,24 @@ mod tests {
             let e = scheduler_expression(expr).unwrap_err();
             assert!(e.contains(says), "{expr}: {e}");
         }
+    }
+
+    #[test]
+    fn a_row_is_written_in_its_tenants_zone_or_refused_saying_why() {
+        let row = |zone: &str| Row {
+            source: "s".into(),
+            tenant: "acme".into(),
+            name: "n".into(),
+            spec: "daily 08:00".into(),
+            spread_min: 0,
+            zone: zone.into(),
+            payload: None,
+        };
+        let berlin = Ok(tickwork::tenants::Tenant::new("acme", "Europe/Berlin"));
+        assert_eq!(tenant_zone(&row("Europe/Berlin"), Some(&berlin)).unwrap(), "Europe/Berlin");
+        assert!(tenant_zone(&row("Asia/Tokyo"), Some(&berlin)).unwrap_err().contains("is in Europe/Berlin"));
+        assert!(tenant_zone(&row("UTC"), None).unwrap_err().contains("no tenant `acme`"));
+        assert!(tenant_zone(&row("UTC"), Some(&Err("bad position".into()))).unwrap_err().contains("does not read"));
     }
 
     #[test]
