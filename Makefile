@@ -21,7 +21,7 @@ DYNALITE := .tools/dynalite/node_modules/dynalite/cli.js
 CARGO    ?= cargo
 WITH_SERVERS := scripts/with-servers.sh
 
-.PHONY: help deps tools test iam-check chaos lint fmt clippy cfn-lint sam-validate checkov build deploy stack-env watch run demo bench dev servers prove-lock clean \
+.PHONY: help deps tools test iam-check chaos lint fmt clippy cfn-lint sam-validate checkov build release deploy stack-env watch run demo bench dev servers prove-lock clean \
 	$(addprefix invoke-,$(FUNCTIONS))
 
 help: ## list targets
@@ -123,6 +123,17 @@ build: $(SAM_DEP) $(LAMBDA_DEP) ## the Lambda artefacts (arm64, release) with `s
 	rustup target add aarch64-unknown-linux-gnu
 	$(LAMBDA_PATH) SAM_CLI_BETA_RUST_CARGO_LAMBDA=1 $(SAM) build --template template.yaml
 	@for f in $(FUNCTIONS); do ls -l target/lambda/$$f/bootstrap; done
+
+# A release a team deploys with the SAM CLI alone: every function built once for arm64 (release
+# profile, cargo-lambda with zig), zipped with its version, the template pointing at the zips,
+# SHA256SUMS and the CHANGELOG entry, in dist/tickwork-<version>/; then the release test holds it
+# (sam validate --lint, an aarch64 ELF `bootstrap` and the version in every zip).
+RELEASE_VERSION = $(shell sed -n '/^  Version:/,/Value:/s/^    Value: "\(.*\)"/\1/p' template.yaml)
+release: $(SAM_DEP) $(LAMBDA_DEP) ## build dist/tickwork-<version>/: the function zips, a template pointing at them, checksums, release notes
+	rustup target add aarch64-unknown-linux-gnu
+	$(LAMBDA_PATH) $(CARGO) lambda build --release --arm64 $(addprefix -p ,$(FUNCTIONS))
+	python3 scripts/release.py "$(RELEASE_VERSION)" $(FUNCTIONS)
+	TICKWORK_RELEASE_DIR=$(CURDIR)/dist/tickwork-$(RELEASE_VERSION) $(CARGO) test -p tickwork-tests --test it release::the_release_deploys_with_the_sam_cli_alone -- --ignored --nocapture
 
 # Deploys the environment ENV of samconfig.toml (dev or prod), non-interactively; then writes the
 # stack's outputs where `tickctl --stack <name>` reads them. Needs AWS credentials; never run here.

@@ -14,6 +14,8 @@ names = {
     "FanoutJob": "TICKWORK_FANOUT_JOB",
     "Region": "AWS_REGION",
     "ControlFailuresQueueUrl": "TICKWORK_CONTROL_FAILURES_URL",
+    "Parts": "TICKWORK_STACK_PARTS",
+    "Version": "TICKWORK_STACK_VERSION",
 }
 missing = [k for k in names if k not in outputs]
 if missing:
@@ -21,7 +23,10 @@ if missing:
 with open(path, "w") as f:
     f.write(f"# written by scripts/stack-env.sh from the outputs of stack {stack}\n")
     for k, v in names.items():
-        f.write(f"{v}={outputs[k]}\n")
+        # An output a switched-off part leaves empty (ArchiveBucketName without the archiver) is
+        # not written: an empty variable would read as a bucket named "".
+        if outputs[k] != "":
+            f.write(f"{v}={outputs[k]}\n")
     if "DashboardUrl" in outputs:
         f.write(f"# dashboard: {outputs['DashboardUrl']}\n")
 print(f"wrote {path}: tickctl --stack {stack} status")

@@ -166,3 +166,142 @@ async fn a_poll_that_still_lists_an_item_this_drain_holds_runs_it_once() {
     assert_eq!(delivered.len(), 240);
     assert!(delivered.values().all(|n| *n == 1), "each unit once");
 }
+
+/// A handler whose units in `flaky` fail their first `fails` calls; every call's instant kept.
+struct Flaky {
+    flaky: std::collections::HashSet<String>,
+    fails: usize,
+    calls: Mutex<std::collections::HashMap<String, Vec<std::time::Instant>>>,
+}
+
+impl queue_worker::Handler for Flaky {
+    fn handle<'a>(&'a self, job: &'a tickwork::queue::Job) -> BoxFuture<'a, Result<(), queue_worker::HandlerError>> {
+        Box::pin(async move {
+            let n = {
+                let mut calls = self.calls.lock().unwrap();
+                let v = calls.entry(job.id.clone()).or_default();
+                v.push(std::time::Instant::now());
+                v.len()
+            };
+            if self.flaky.contains(&job.id) && n <= self.fails {
+                return Err(queue_worker::HandlerError::Retry(format!("down, call {n}")));
+            }
+            Ok(())
+        })
+    }
+}
+
+/// At a boundary's tail on an otherwise quiet queue (one stream signal, no safety poll, no other
+/// INSERT), 5 of 200 units fail their first two attempts. The retries are MODIFYs the stream
+/// filter passes over; the drain stays for a retry within its budget and hands one it cannot
+/// reach to a successor that waits for it. So attempt 3 of each runs within its backoff plus a
+/// minute (here within seconds), where before it waited for the hourly poll; every unit's effect
+/// is had once. With a 4 s function timeout (2.8 s of claiming) and backoffs of 1 and 2 s, the
+/// second retry falls due past the first drain's budget: only the hand-on reaches it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_on_a_quiet_queue_runs_at_its_backoff() {
+    let local = Local::new().await;
+    let control = local.control().await;
+    let table = local.table(&queue_table()).await;
+    let clock: SharedClock = Arc::new(SystemClock);
+    let qcfg = QueueConfig {
+        shards: 1,
+        visibility: Duration::from_secs(4),
+        backoff_base: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let q = Queue::new(local.fresh_db_with_gsis(&table, &queue_table()), &table, qcfg.clone(), clock.clone());
+    let mut keys = Vec::new();
+    for i in 0..4 {
+        let mut b = Batch::new(Default::default());
+        let tenants: Vec<String> = (0..50).map(|t| format!("t{i}-{t:02}")).collect();
+        b.add(vec![serde_json::Map::from_iter([("window".to_string(), Value::from("2026-11-29"))])], tenants);
+        keys.extend(b.units("flaky").into_iter().map(|u| u.key));
+        q.enqueue(&NewItem {
+            id: format!("tail#{i}"),
+            kind: "flaky".into(),
+            payload: b.to_payload(),
+            tenant: None,
+            due_ms: 0,
+        })
+        .await
+        .unwrap();
+    }
+    assert_eq!(keys.len(), 200);
+    let flaky: std::collections::HashSet<String> = keys.iter().step_by(40).cloned().collect();
+    assert_eq!(flaky.len(), 5);
+    let handler = Arc::new(Flaky { flaky: flaky.clone(), fails: 2, calls: Default::default() });
+    let handlers = queue_worker::Registry::new().with("flaky", handler.clone());
+    let cfg = queue_worker::WorkerConfig {
+        concurrency: 8,
+        drains: 2,
+        handler_timeout: Duration::from_millis(1000),
+        margin: Duration::from_millis(200),
+        ..Default::default()
+    };
+    let reports: Arc<Mutex<Vec<queue_worker::Report>>> = Default::default();
+    let deps: Arc<Mutex<Option<Arc<queue_worker::Deps>>>> = Default::default();
+    let engine = {
+        let (deps, reports) = (deps.clone(), reports.clone());
+        lambda_standin::invoke::Engine::new(
+            2,
+            Duration::from_secs(4),
+            Arc::new(move |payload: Vec<u8>, deadline: i64| {
+                let deps = deps.lock().unwrap().clone().expect("the worker");
+                let reports = reports.clone();
+                Box::pin(async move {
+                    let event: Value = serde_json::from_slice(&payload).expect("an event");
+                    let r = queue_worker::handle(&deps, event, deadline).await.expect("a drain");
+                    reports.lock().unwrap().push(r);
+                }) as BoxFuture<'static, ()>
+            }),
+        )
+    };
+    let api = lambda_standin::invoke::InvokeApi::start(engine.handler()).await.unwrap();
+    let invoker = queue_worker::LambdaInvoker::new(local.lambda_with(&api.endpoint(), None), "stack-queue-worker");
+    let db = local.fresh_db_with_gsis(&table, &queue_table());
+    let fleet = queue_worker::Fleet::new(
+        tickwork::lease::LeaseStore::new(db.clone(), &control, clock.clone()),
+        Some(Arc::new(invoker)),
+        cfg.drains,
+        qcfg.visibility,
+        Duration::from_secs(1),
+    )
+    .unwrap();
+    let mut worker = queue_worker::Deps::new(Queue::new(db, &table, qcfg.clone(), clock.clone()), handlers, cfg, clock);
+    worker.fleet = Some(fleet);
+    *deps.lock().unwrap() = Some(Arc::new(worker));
+    let arn = format!("arn:aws:dynamodb:us-east-1:123456789012:table/{table}/stream/2026-11-29T00:00:00.000");
+    let signal =
+        serde_json::json!({"Records": [{"eventSource": "aws:dynamodb", "eventName": "INSERT", "eventSourceARN": arn}]});
+    engine.invoke(signal.to_string().into_bytes()).await;
+    assert!(engine.idle(Duration::from_secs(90)).await, "the drains ended");
+    let reports = reports.lock().unwrap().clone();
+    let calls = handler.calls.lock().unwrap().clone();
+    println!(
+        "{} invocations ({} handed on, {} with a retry they could not stay for)",
+        reports.len(),
+        reports.iter().filter(|r| r.handed_on).count(),
+        reports.iter().filter(|r| !r.retry_at_ms.is_empty()).count()
+    );
+    for k in &keys {
+        let c = &calls[k];
+        if flaky.contains(k) {
+            assert_eq!(c.len(), 3, "{k}: two failures, then attempt 3");
+            for (a, gap) in [(1usize, qcfg.backoff(1)), (2, qcfg.backoff(2))] {
+                let waited = c[a] - c[a - 1];
+                println!(
+                    "{k}: attempt {} ran {:.1} s after attempt {a} (backoff {} s)",
+                    a + 1,
+                    waited.as_secs_f64(),
+                    gap.as_secs()
+                );
+                assert!(waited >= gap, "{k}: attempt {} ran before its backoff", a + 1);
+                assert!(waited <= gap + Duration::from_secs(60), "{k}: attempt {} waited {waited:?}", a + 1);
+            }
+        } else {
+            assert_eq!(c.len(), 1, "{k}: run once");
+        }
+    }
+    assert_eq!(count_where(q.db(), q.table(), "state", "done").await, 4, "every item done");
+}

@@ -134,6 +134,18 @@ async fn metrics_and_errors_survive_every_allowed_log_level() {
             let run = lambda_standin::run(bin.as_ref(), &env, &events, Duration::from_secs(30)).await.unwrap();
             runs += 1;
             assert_eq!(run.invocations.len(), 2);
+            // The start-up line (before the first event) names the release and the time zone
+            // database, and survives the level filter like the metrics line.
+            let start: Vec<Value> = run
+                .init_stdout
+                .iter()
+                .filter(|l| kept(l, level))
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter(|v| v["message"] == "tickwork function starting")
+                .collect();
+            assert_eq!(start.len(), 1, "{name} at {level}: the start line arrives\n{:#?}", run.init_stdout);
+            assert_eq!(start[0]["version"], tickwork::release::VERSION, "{name}");
+            assert_eq!(start[0]["tzdb"], tickwork::release::tzdb(), "{name}");
             let (good, bad) = (&run.invocations[0], &run.invocations[1]);
             assert!(good.ok, "{name} at {level}: {}", good.body);
             assert!(!bad.ok && bad.body.contains("field `time`"), "{name} at {level}: {}", bad.body);

@@ -59,6 +59,8 @@ mod pulse;
 /// The work queue and the queue worker's drain loop.
 mod queue;
 /// Throttling retries and the no-retry probe client.
+/// A release a team deploys with the SAM CLI alone.
+mod release;
 mod retry;
 mod schedules;
 mod schedules_dst;

@@ -397,11 +397,19 @@ fn the_bill_prices_the_stack_the_template_deploys() {
         }
         match r["Properties"].get("Metrics") {
             None => {
-                assert!(r.get("Condition").is_none(), "{}: a single-metric alarm behind a condition", s(name));
+                // Behind no condition, or an optional part's (deployed by default, as the bill's
+                // default stack has it).
+                let c = s(&r["Condition"]);
+                assert!(
+                    ["", "HasFanout", "HasArchiver"].contains(&c.as_str()),
+                    "{}: a single-metric alarm behind {c}",
+                    s(name)
+                );
                 single += 1;
             }
             Some(m) => {
-                assert_eq!(s(&r["Condition"]), "HasThrottleAlarms", "{}", s(name));
+                let c = s(&r["Condition"]);
+                assert!(["HasThrottleAlarms", "ThrottleAlarmsOnArchiver"].contains(&c.as_str()), "{}: {c}", s(name));
                 math += 1;
                 let read = m.as_sequence().unwrap().iter().filter(|q| q.get("MetricStat").is_some()).count();
                 math_metrics.insert(read as u32);
@@ -489,8 +497,100 @@ fn stack_env_writes_the_functions_settings_from_the_template_outputs() {
     ] {
         assert!(text.lines().any(|l| l == format!("{var}=v-{output}")), "{var} from {output}: {text}");
     }
+    for (var, output) in [("TICKWORK_STACK_PARTS", "Parts"), ("TICKWORK_STACK_VERSION", "Version")] {
+        assert!(text.lines().any(|l| l == format!("{var}=v-{output}")), "{var} from {output}: {text}");
+    }
     let without: Vec<&String> = outputs.iter().filter(|k| *k != "QueueShards").collect();
     let o = run(&without);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("QueueShards"));
+}
+
+/// The stack says which release it is: the `Version` output is the workspace's version and the
+/// time zone database its functions decide with, as `tickctl status` and the release notes show.
+#[test]
+fn the_version_output_is_the_release_and_its_time_zone_database() {
+    let t = template();
+    let want = format!("{}+tzdb.{}", tickwork::release::VERSION, tickwork::release::tzdb());
+    assert_eq!(s(&t["Outputs"]["Version"]["Value"]), want, "template.yaml's Version output");
+}
+
+/// The combinations of the optional parts a team deploys. Each is linted as CloudFormation would
+/// resolve it: a resource left in that references one switched off fails cfn-lint (W1001, "Ref to
+/// resource that may not be available"), as it would fail the deploy.
+pub const COMBINATIONS: [&[&str]; 4] = [
+    &[],
+    &["Fanout=false"],
+    &["Archiver=false"],
+    &["Fanout=false", "Archiver=false", "PulseGrains=day", "ThrottleAlarms=true", "CreateDashboard=true"],
+];
+
+/// The template with each parameter of `set` given as its default: what checkov (which reads
+/// defaults, not deployment values) sees of that deployment. Pure on the text.
+pub fn with_defaults(template: &str, set: &[&str]) -> String {
+    let mut out = String::new();
+    let mut current: Option<String> = None;
+    let mut in_params = false;
+    for line in template.lines() {
+        if !line.starts_with(' ') && !line.is_empty() {
+            in_params = line == "Parameters:";
+            current = None;
+        }
+        if in_params && line.starts_with("  ") && !line.starts_with("   ") {
+            current = Some(line.trim().trim_end_matches(':').to_string());
+        }
+        let over = current.as_deref().and_then(|p| set.iter().find_map(|kv| kv.strip_prefix(&format!("{p}="))));
+        match over {
+            Some(v) if line.trim_start().starts_with("Default:") => out.push_str(&format!("    Default: \"{v}\"\n")),
+            _ => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_parameter_given_as_its_default_changes_that_line_only() {
+    let text = "Parameters:\n  Fanout:\n    Type: String\n    Default: \"true\"\n  Other:\n    Default: x\nResources:\n  Fanout:\n    Default: y\n";
+    let got = with_defaults(text, &["Fanout=false"]);
+    assert_eq!(got, text.replacen("Default: \"true\"", "Default: \"false\"", 1));
+}
+
+/// cfn-lint (the SAM CLI's, which `sam validate --lint` runs) and checkov hold for every
+/// combination of parts the docs offer: the fan-out off, the archiver off, one grain.
+#[test]
+fn the_template_lints_clean_with_each_part_switched_off() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let cfn_lint = root.join(".tools/sam/bin/cfn-lint");
+    let checkov = root.join(".tools/checkov/bin/checkov");
+    for tool in [&cfn_lint, &checkov] {
+        assert!(tool.exists(), "{} is missing: `make test` installs it (make lint)", tool.display());
+    }
+    let text = std::fs::read_to_string(root.join("template.yaml")).unwrap();
+    let dir = std::env::temp_dir().join(tickwork_tests::unique("combos"));
+    std::fs::create_dir_all(&dir).unwrap();
+    for set in COMBINATIONS.iter().skip(1) {
+        let mut cmd = std::process::Command::new(&cfn_lint);
+        cmd.arg("template.yaml").current_dir(&root);
+        if !set.is_empty() {
+            cmd.arg("--parameters").args(set.iter());
+        }
+        let o = cmd.output().unwrap();
+        assert!(
+            o.status.success(),
+            "cfn-lint with {set:?}:\n{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let copy = dir.join(format!("template-{}.yaml", set.join("-").replace(['=', ','], "_")));
+        std::fs::write(&copy, with_defaults(&text, set)).unwrap();
+        let o = std::process::Command::new(&checkov)
+            .args(["--framework", "cloudformation", "--compact", "--quiet", "--skip-download", "-f"])
+            .arg(&copy)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "checkov with {set:?}:\n{}", String::from_utf8_lossy(&o.stdout));
+    }
 }

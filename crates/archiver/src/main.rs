@@ -6,6 +6,7 @@ use tickwork::config::Env;
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     tickwork_lambda::init_tracing();
+    tickwork_lambda::announce("archiver");
     let deps = archiver::Deps::from_env(&Env::process()).await?;
     lambda_runtime::run(service_fn(|ev: LambdaEvent<Value>| {
         let deadline = tickwork_lambda::deadline_ms(ev.context.deadline);

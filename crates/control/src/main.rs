@@ -6,6 +6,7 @@ use tickwork::config::Env;
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     tickwork_lambda::init_tracing();
+    tickwork_lambda::announce("control");
     let deps = control::Deps::from_env(&Env::process()).await?;
     lambda_runtime::run(service_fn(|ev: LambdaEvent<Value>| {
         let deps = &deps;

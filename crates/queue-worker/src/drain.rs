@@ -24,8 +24,16 @@
 //!    process harms its batch-mates once, and is narrowed down until it dies alone and is
 //!    dead-lettered after its attempts.
 //! 5. **Stop**: when the budget is spent, nothing more starts; what runs finishes; everything held
-//!    is settled before returning. A retry this drain scheduled and that falls due within its
-//!    budget is waited for once.
+//!    is settled before returning.
+//! 6. **Retries run at their backoff**: a retry is a MODIFY, which the stream filter passes over,
+//!    so no new drain would start for it before the hourly safety poll. The drain that scheduled
+//!    it therefore stays for it (its earliest retry, again and again while each falls due within
+//!    its budget: attempts are bounded, so is the stay), and one whose budget ends first reports
+//!    the instant ([`Report::retry_at_ms`]), which its successor is started with and waits for
+//!    ([`crate::fleet`]). Why a stay and not a wake: waiting costs Lambda duration only while
+//!    a unit is failing (80 s at 256 MB is $0.0003), nothing while the queue is idle, and no new
+//!    call or grant; a one-shot Scheduler wake per retry would be a shared schedule that
+//!    concurrent drains overwrite.
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
@@ -49,7 +57,7 @@ use crate::units::{call, settle_held, units_per_call, Held, Settled, UnitEnd};
 pub const ISOLATION_PARTS: usize = 8;
 
 /// Counts from one invocation.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Report {
     /// How it ended.
     pub outcome: tickwork_lambda::Outcome,
@@ -108,6 +116,10 @@ pub struct Report {
     /// A successor drain was started as this one ended ([`crate::fleet`], step 2).
     #[serde(skip_serializing_if = "is_false")]
     pub handed_on: bool,
+    /// The retries this drain scheduled (or was started to wait for) that its budget did not
+    /// reach, each instant once: its successor waits for them (step 6).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub retry_at_ms: Vec<Millis>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -141,7 +153,49 @@ pub async fn drain_with(
     cfg: &WorkerConfig,
     fleet: &dyn Grow,
 ) -> Result<Report, QueueError> {
-    tickwork::iam::acting_as(crate::config::ROLE, drain_as(queue, handlers, owner, budget, cfg, fleet)).await
+    drain_until(queue, handlers, owner, budget, cfg, fleet, &[]).await
+}
+
+/// [`drain_with`], also waiting for a retry due at `retry_at` (a predecessor's, step 6) as for
+/// one of its own.
+pub async fn drain_until(
+    queue: &Queue,
+    handlers: &Registry,
+    owner: &str,
+    budget: &dyn Budget,
+    cfg: &WorkerConfig,
+    fleet: &dyn Grow,
+    retry_at: &[Millis],
+) -> Result<Report, QueueError> {
+    tickwork::iam::acting_as(crate::config::ROLE, drain_as(queue, handlers, owner, budget, cfg, fleet, retry_at)).await
+}
+
+/// The retries a drain hands on from those it could not stay for (`pending`): only those a
+/// successor, with a budget as long as this invocation's (`full_budget` ms), can stay for — a
+/// later one (a backoff configured past a whole invocation) is left to the safety poll, as
+/// handed on it would start successors that each end at once until it fell due — each rounded
+/// up to its whole second and once. Past [`crate::fleet::HANDED_RETRIES`] seconds, the rest are represented by
+/// the last: those between run when it falls due (the feed polls every ready item then). Pure.
+pub fn handed_retries(pending: &[Millis], now: Millis, full_budget: Millis) -> Vec<Millis> {
+    let mut secs: Vec<Millis> = pending
+        .iter()
+        .filter(|at| **at - now < full_budget)
+        .map(|at| at.div_euclid(1000) * 1000 + if at.rem_euclid(1000) > 0 { 1000 } else { 0 })
+        .collect();
+    secs.sort_unstable();
+    secs.dedup();
+    if secs.len() > crate::fleet::HANDED_RETRIES {
+        let last = *secs.last().expect("non-empty");
+        secs.truncate(crate::fleet::HANDED_RETRIES - 1);
+        secs.push(last);
+    }
+    secs
+}
+
+/// Whether a drain stays for a retry due at `at`: it falls due before the budget's end (`left`
+/// from `now`). Pure.
+pub fn stays_for(at: Millis, now: Millis, left: Option<Millis>) -> bool {
+    left.is_some_and(|left| at - now < left)
 }
 
 async fn drain_as(
@@ -151,6 +205,7 @@ async fn drain_as(
     budget: &dyn Budget,
     cfg: &WorkerConfig,
     fleet: &dyn Grow,
+    retry_at: &[Millis],
 ) -> Result<Report, QueueError> {
     let mut r = Report::default();
     // The feed lives in the one take in flight, and comes back with its answer.
@@ -162,8 +217,8 @@ async fn drain_as(
     let mut settling: FuturesUnordered<SettleRun<'_>> = FuturesUnordered::new();
     let mut growing: FuturesUnordered<BoxFuture<'_, ()>> = FuturesUnordered::new();
     let mut stopping = false;
-    let mut retry_due: Option<Millis> = None;
-    let mut waited = false;
+    // Every retry instant this drain scheduled (or was started for) not yet waited for.
+    let mut retry_due: std::collections::BTreeSet<Millis> = retry_at.iter().copied().collect();
     // A failed request stops the drain, but only after what runs has ended and what is held is
     // settled: nothing claimed is left to wait for its visibility timeout.
     let mut failed: Option<QueueError> = None;
@@ -233,16 +288,18 @@ async fn drain_as(
             if !held.is_empty() || (!stopping && !f.done) {
                 continue;
             }
-            // Step 5: a retry of ours due within the budget is waited for, once.
-            if let (false, false, Some(at)) = (stopping, waited, retry_due) {
-                let wait = at - queue.clock().now_ms();
-                if budget.remaining_ms().is_some_and(|left| wait < left) {
-                    waited = true;
-                    tokio::time::sleep(Duration::from_millis(wait.max(0) as u64)).await;
+            // Step 6: the earliest retry of ours due within the budget is waited for; a retry
+            // scheduled since sets the next.
+            if let (false, Some(&at)) = (stopping, retry_due.first()) {
+                let now = queue.clock().now_ms();
+                if stays_for(at, now, budget.remaining_ms()) {
+                    retry_due.retain(|d| *d > at);
+                    tokio::time::sleep(Duration::from_millis((at - now).max(0) as u64)).await;
                     f.reopen();
                     continue;
                 }
             }
+            r.retry_at_ms = retry_due.iter().copied().collect();
             break;
         }
         tokio::select! {
@@ -372,7 +429,7 @@ fn admit<'a>(queue: &'a Queue, job: Job, held: &mut BTreeMap<u64, Held>, next_id
     None
 }
 
-fn tally(r: &mut Report, s: &Settled, retry_due: &mut Option<Millis>) {
+fn tally(r: &mut Report, s: &Settled, retry_due: &mut std::collections::BTreeSet<Millis>) {
     r.units += s.counts.run;
     r.units_failed += s.counts.failed;
     r.dead_units += s.counts.dead;
@@ -383,7 +440,7 @@ fn tally(r: &mut Report, s: &Settled, retry_due: &mut Option<Millis>) {
         Settle::Retrying { at_ms } => {
             if !s.refunded {
                 r.retried += 1;
-                *retry_due = Some(retry_due.map_or(at_ms, |d| d.min(at_ms)));
+                retry_due.insert(at_ms);
             }
         }
         Settle::DeadLettered => r.dead_lettered += 1,
@@ -394,6 +451,24 @@ fn tally(r: &mut Report, s: &Settled, retry_due: &mut Option<Millis>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_retry_is_stayed_for_within_the_budget_and_handed_on_within_a_successors() {
+        assert!(stays_for(10_000, 0, Some(20_000)));
+        assert!(!stays_for(30_000, 0, Some(20_000)));
+        assert!(!stays_for(1, 0, None), "an unlimited budget is a tool's drain, which stays for nothing");
+        assert_eq!(
+            handed_retries(&[80_000, 3_600_000], 0, 285_000),
+            [80_000],
+            "past a whole invocation: the safety poll"
+        );
+        assert_eq!(handed_retries(&[1_200, 1_900, 2_000, 500], 0, 285_000), [1_000, 2_000]);
+        let many: Vec<Millis> = (0..200).map(|s| s * 1000 + 1).collect();
+        let h = handed_retries(&many, 0, 285_000);
+        assert_eq!(h.len(), crate::fleet::HANDED_RETRIES);
+        assert_eq!(h[0], 1000);
+        assert_eq!(*h.last().unwrap(), 200_000, "the last stands for those left out");
+    }
 
     fn job(died: bool, suspect: bool) -> Job {
         Job {

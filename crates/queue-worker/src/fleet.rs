@@ -41,6 +41,10 @@ pub const DRAIN_EVENT: &str = "tickwork-drain";
 /// Items a poll must show per drain wanted: a backlog of `n` ready items wants `n / 2` drains.
 pub const ITEMS_PER_DRAIN: usize = 2;
 
+/// Most retry instants one hand-on carries: a drain event stays small (Lambda's asynchronous
+/// payload limit is 256 KB; this is under 1 KB).
+pub const HANDED_RETRIES: usize = 60;
+
 /// What a slot drain is started with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DrainEvent {
@@ -50,12 +54,19 @@ pub struct DrainEvent {
     pub owner: String,
     /// The lease's fencing token.
     pub token: u64,
+    /// A retry its predecessor scheduled and could not stay for (ms): this drain waits for it
+    /// ([`crate::drain`], step 6).
+    pub retry_at_ms: Vec<i64>,
 }
 
 impl DrainEvent {
     /// The invocation's payload.
     pub fn envelope(&self) -> Value {
-        serde_json::json!({ DRAIN_EVENT: { "slot": self.slot, "owner": self.owner, "token": self.token } })
+        let mut d = serde_json::json!({ "slot": self.slot, "owner": self.owner, "token": self.token });
+        if !self.retry_at_ms.is_empty() {
+            d["retry_at_ms"] = self.retry_at_ms.clone().into();
+        }
+        serde_json::json!({ DRAIN_EVENT: d })
     }
 
     /// `None` when `event` is not a drain event; an error naming the field when it says it is one
@@ -73,7 +84,26 @@ impl DrainEvent {
         let Some(token) = d.get("token").and_then(Value::as_u64) else {
             return bad("token` must be a whole number");
         };
-        Some(Ok(Self { slot, owner: owner.to_string(), token }))
+        let retry_at_ms = match d.get("retry_at_ms") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(v) => {
+                let list: Option<Vec<i64>> = v.as_array().and_then(|a| {
+                    (a.len() <= HANDED_RETRIES)
+                        .then(|| a.iter().map(|n| n.as_i64().filter(|n| *n > 0)).collect())
+                        .flatten()
+                });
+                match list {
+                    Some(l) => l,
+                    None => {
+                        return bad(&format!(
+                            "retry_at_ms` must be a list of at most {} positive whole numbers of milliseconds",
+                            HANDED_RETRIES
+                        ))
+                    }
+                }
+            }
+        };
+        Some(Ok(Self { slot, owner: owner.to_string(), token, retry_at_ms }))
     }
 
     /// The slot's lease, as held for this drain.
@@ -164,11 +194,17 @@ impl Fleet {
     /// Starts drains in free slots among the first `want` (not `except`, the caller's own); answers
     /// how many started.
     pub async fn ensure(&self, want: u32, except: Option<u32>) -> u32 {
+        self.ensure_for(want, except, &[]).await
+    }
+
+    /// [`Fleet::ensure`], the first drain started waiting for a retry due at `retry_at`.
+    pub async fn ensure_for(&self, want: u32, except: Option<u32>, retry_at: &[i64]) -> u32 {
         let Some(invoker) = &self.invoker else { return 0 };
         tickwork::iam::acting_as(crate::config::ROLE, async {
             let mut started = 0;
             for k in (0..want.min(self.cap)).filter(|k| Some(*k) != except) {
-                started += u32::from(self.start(invoker.as_ref(), k).await);
+                let hint = if started == 0 { retry_at } else { &[] };
+                started += u32::from(self.start(invoker.as_ref(), k, hint).await);
             }
             started
         })
@@ -177,7 +213,7 @@ impl Fleet {
 
     /// Takes slot `k` for a new drain and starts it; `false` when the slot is busy or the start
     /// failed (the slot is then given back).
-    async fn start(&self, invoker: &dyn Invoker, k: u32) -> bool {
+    async fn start(&self, invoker: &dyn Invoker, k: u32, retry_at: &[i64]) -> bool {
         // A slot past the cap (a successor named by a fleet larger before a deploy) is not started.
         let Some(cfg) = self.slot_cfg.get(k as usize) else { return false };
         let owner = tickwork_lambda::owner_id("drain");
@@ -189,7 +225,8 @@ impl Fleet {
                 return false;
             }
         };
-        let event = DrainEvent { slot: k, owner: lease.owner.clone(), token: lease.token };
+        let event =
+            DrainEvent { slot: k, owner: lease.owner.clone(), token: lease.token, retry_at_ms: retry_at.to_vec() };
         match invoker.invoke(&event.envelope()).await {
             Ok(()) => {
                 tracing::info!(slot = k, "drain started");
@@ -206,12 +243,19 @@ impl Fleet {
     /// A slot drain's end: with work left its successor starts in the same slot at once;
     /// without, the slot is given back.
     pub async fn end_slot(&self, ev: &DrainEvent, work_left: bool) -> bool {
+        self.end_slot_for(ev, work_left, &[]).await
+    }
+
+    /// [`Fleet::end_slot`], the successor waiting for a retry due at `retry_at` (which alone is
+    /// work left to hand on).
+    pub async fn end_slot_for(&self, ev: &DrainEvent, work_left: bool, retry_at: &[i64]) -> bool {
+        let work_left = work_left || !retry_at.is_empty();
         tickwork::iam::acting_as(crate::config::ROLE, async {
             if let Err(e) = self.leases.release(&ev.lease()).await {
                 tracing::warn!(slot = ev.slot, error = %e, "drain slot not released; it frees itself at expiry");
             }
             match (work_left, &self.invoker) {
-                (true, Some(invoker)) => self.start(invoker.as_ref(), ev.slot).await,
+                (true, Some(invoker)) => self.start(invoker.as_ref(), ev.slot, retry_at).await,
                 _ => false,
             }
         })
@@ -272,7 +316,7 @@ impl Fleet {
             for k in 0..self.cap {
                 let owner = tickwork_lambda::owner_id("drain");
                 if let Ok(Acquire::Acquired(l)) = self.leases.acquire(&self.slot_cfg[k as usize], &owner).await {
-                    return Some(DrainEvent { slot: k, owner: l.owner, token: l.token });
+                    return Some(DrainEvent { slot: k, owner: l.owner, token: l.token, retry_at_ms: Vec::new() });
                 }
             }
             None
@@ -306,8 +350,14 @@ mod tests {
 
     #[test]
     fn a_drain_event_round_trips_and_a_bad_one_is_named() {
-        let e = DrainEvent { slot: 3, owner: "drain-1".into(), token: 7 };
-        assert_eq!(DrainEvent::parse(&e.envelope()), Some(Ok(e)));
+        let e = DrainEvent { slot: 3, owner: "drain-1".into(), token: 7, retry_at_ms: Vec::new() };
+        assert_eq!(DrainEvent::parse(&e.envelope()), Some(Ok(e.clone())));
+        let later = DrainEvent { retry_at_ms: vec![1_795_910_400_000, 1_795_910_401_000], ..e };
+        assert_eq!(DrainEvent::parse(&later.envelope()), Some(Ok(later)));
+        let bad = DrainEvent::parse(
+            &serde_json::json!({DRAIN_EVENT: {"slot": 1, "owner": "o", "token": 1, "retry_at_ms": "soon"}}),
+        );
+        assert!(bad.unwrap().unwrap_err().to_string().contains("retry_at_ms"));
         assert_eq!(DrainEvent::parse(&serde_json::json!({"Records": []})), None);
         let bad = DrainEvent::parse(&serde_json::json!({DRAIN_EVENT: {"slot": -1, "owner": "o", "token": 1}}));
         assert!(bad.unwrap().unwrap_err().to_string().contains("slot"));

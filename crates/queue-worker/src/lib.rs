@@ -10,8 +10,9 @@
 //!    queue table's stream (new items: [`signal_of`]), so an idle queue costs no request at all:
 //!    the stream is read by Lambda's event source mapping, whose `GetRecords` calls the DynamoDB
 //!    pricing page lists as free for Lambda triggers (not confirmed from a stored copy of that
-//!    page; see `tickctl::bill`). An item retried with a backoff, and the rest of a batch the
-//!    deadline stopped (a MODIFY, which the stream filter passes over), wait for the safety poll.
+//!    page; see `tickctl::bill`). An item retried with a backoff (a MODIFY, which the stream
+//!    filter passes over) is waited for by the drain that failed it, or by the successor it
+//!    hands on to ([`mod@drain`], step 6); the rest of a batch the deadline stopped is handed on.
 //! 2. [`drain()`]: poll, claim, run, settle, until the queue is empty or the deadline nears; a
 //!    pause marker in the ready index stops it before any claim (pausing costs no extra read).
 //! 3. One metrics line (EMF) on every path: `Paused`, `FailedUnits` (dead letters), and the per-table detail.
@@ -260,22 +261,31 @@ async fn run(deps: &Deps, event: &Value, deadline_ms: Millis) -> Result<Report, 
             }
         }
     }
+    let started_ms = deps.clock.now_ms();
     let budget = Deadline::new(deps.clock.clone(), deadline_ms, deps.cfg.stop_before().as_millis() as i64);
     let owner = tickwork_lambda::owner_id("queue-worker");
     let Some(fleet) = &deps.fleet else {
         return Ok(drain(&deps.queue, &deps.handlers, &owner, &budget, &deps.cfg).await?);
     };
     let grow = fleet::Growing::new(fleet, slot.as_ref().map(|e| e.slot));
-    let result = drain_with(&deps.queue, &deps.handlers, &owner, &budget, &deps.cfg, &grow).await;
+    let waiting_for = slot.as_ref().map(|e| e.retry_at_ms.clone()).unwrap_or_default();
+    let result = drain::drain_until(&deps.queue, &deps.handlers, &owner, &budget, &deps.cfg, &grow, &waiting_for).await;
     // Hand on (fleet step 2): a slot drain (or one that took a slot) always ends its slot,
     // starting its successor when work is left; another drain starts one when work is left. A
     // drain that failed starts none: a fault that persists (a denied call, a missing index) would
     // otherwise chain invocations that each fail at once; the next stream signal or the safety
     // poll starts again, and the failure is in the invocation's error and its alarm.
+    // A retry the drain could not stay for is handed on too: its successor waits for it
+    // (drain step 6), so it runs at its backoff and not at the hourly safety poll.
     let work_left = result.as_ref().is_ok_and(|r| r.work_left);
+    let full_budget = deadline_ms - started_ms - deps.cfg.stop_before().as_millis() as i64;
+    let retry_at = result
+        .as_ref()
+        .map(|r| drain::handed_retries(&r.retry_at_ms, deps.clock.now_ms(), full_budget))
+        .unwrap_or_default();
     let handed = match slot.or_else(|| grow.adopted()) {
-        Some(ev) => fleet.end_slot(&ev, work_left).await,
-        None if work_left => fleet.ensure(1, None).await > 0,
+        Some(ev) => fleet.end_slot_for(&ev, work_left, &retry_at).await,
+        None if work_left || !retry_at.is_empty() => fleet.ensure_for(1, None, &retry_at).await > 0,
         None => false,
     };
     let mut r = result?;

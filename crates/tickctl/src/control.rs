@@ -2,12 +2,13 @@
 //! pause and resume, provision, and one handler run in-process.
 
 use anyhow::{Context, Result};
-use serde::Serialize;
 use tickwork::config::{ConfigError, Env};
 use tickwork::queue::{queue_table, Queue, QueueConfig};
 use tickwork::schema::{self, TableDef};
 use tickwork::watermark::Watermarks;
 use tickwork_lambda::Base;
+
+pub use crate::function::Function;
 
 /// Every table the stack declares, by logical name: the single source `provision` and the
 /// template test use.
@@ -21,45 +22,15 @@ pub fn all_tables() -> Vec<TableDef> {
     ]
 }
 
-/// The jobs `status` reports on (lease and watermark names).
+/// The jobs `status` reports on (lease and watermark names): the leased functions the stack
+/// deploys ([`crate::Parts`]).
 pub fn jobs(env: &Env) -> Result<Vec<String>, ConfigError> {
-    [Function::PulseSweep, Function::TenantFanout, Function::Archiver].iter().map(|f| f.job(env)).collect()
-}
-
-/// The four functions, as operators name them (`tickctl pause tenant-fanout`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Function {
-    /// The pulse sweep.
-    PulseSweep,
-    /// The tenant fan-out.
-    TenantFanout,
-    /// The queue worker.
-    QueueWorker,
-    /// The archiver.
-    Archiver,
-}
-
-impl Function {
-    /// The name operators type (`tenant-fanout`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Function::PulseSweep => "pulse-sweep",
-            Function::TenantFanout => "tenant-fanout",
-            Function::QueueWorker => "queue-worker",
-            Function::Archiver => "archiver",
-        }
-    }
-
-    /// The job name its lease, state item and metrics line use, read as the function reads it.
-    pub fn job(self, env: &Env) -> Result<String, ConfigError> {
-        Ok(match self {
-            Function::PulseSweep => pulse_sweep::config::job(env)?,
-            Function::TenantFanout => tenant_fanout::config::lease_job(&tenant_fanout::config::job(env)?),
-            Function::QueueWorker => queue_worker::JOB.into(),
-            Function::Archiver => archiver::config::JOB.into(),
-        })
-    }
+    let parts = crate::Parts::from_env(env)?;
+    [Function::PulseSweep, Function::TenantFanout, Function::Archiver]
+        .iter()
+        .filter(|f| parts.has(**f))
+        .map(|f| f.job(env))
+        .collect()
 }
 
 /// The queue as an operator sees it: every ready shard any producer ever wrote to.

@@ -6,13 +6,16 @@ pub mod audit;
 pub use tickwork_cost::{bill, boundary, cost, delivery, schedules, targets};
 pub mod control;
 pub mod deployed;
+pub mod function;
 pub mod migrate;
+pub mod parts;
 pub mod plan;
 pub mod schedule_rows;
 pub mod status;
 pub mod tenants;
 
 pub use control::{all_tables, invoke, jobs, provision, queue, set_paused, Function};
+pub use parts::Parts;
 pub use plan::{grains_starting, next_boundary, plan, Boundary, GroupPlan, Plan, TickPlan};
 pub use status::{status, JobStatus, Status, READY_CAP};
 

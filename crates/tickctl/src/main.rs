@@ -85,7 +85,9 @@ async fn run(cli: Cli) -> Result<i32> {
             }
         }
         Cmd::Status => {
-            tickctl::deployed::required(&env, tickwork::env::FANOUT_JOB, "FanoutJob", "status")?;
+            if tickctl::Parts::from_env(&env)?.fanout {
+                tickctl::deployed::required(&env, tickwork::env::FANOUT_JOB, "FanoutJob", "status")?;
+            }
             let s = tickctl::status(&base, &env).await?;
             if cli.json {
                 json(&s)?;
@@ -114,6 +116,7 @@ async fn run(cli: Cli) -> Result<i32> {
             }
         }
         Cmd::Pause { job, reason } => {
+            tickctl::Parts::from_env(&env)?.require(job, &format!("pause {}", job.name()))?;
             if job == tickctl::Function::TenantFanout {
                 tickctl::deployed::required(&env, tickwork::env::FANOUT_JOB, "FanoutJob", "pause tenant-fanout")?;
             }
@@ -121,6 +124,7 @@ async fn run(cli: Cli) -> Result<i32> {
             done(cli.json, "paused", &name)?;
         }
         Cmd::Resume { job } => {
+            tickctl::Parts::from_env(&env)?.require(job, &format!("resume {}", job.name()))?;
             if job == tickctl::Function::TenantFanout {
                 tickctl::deployed::required(&env, tickwork::env::FANOUT_JOB, "FanoutJob", "resume tenant-fanout")?;
             }

@@ -31,6 +31,15 @@ pub const READY_CAP: u64 = 1000;
 /// What `status` shows.
 #[derive(Debug, Serialize)]
 pub struct Status {
+    /// The release the stack runs (its `Version` output, [`tickwork::env::STACK_VERSION`]), when
+    /// known; the functions also log it at start-up.
+    pub stack_version: Option<String>,
+    /// This `tickctl`'s release and the time zone database it decides with.
+    pub tickctl_version: &'static str,
+    /// The IANA time zone database this release's functions decide local times with.
+    pub tzdb: &'static str,
+    /// The optional parts the stack deploys.
+    pub parts: crate::Parts,
     /// Per job.
     pub jobs: Vec<JobStatus>,
     /// Ready (visible now) items per queue shard, capped at 1,000.
@@ -68,8 +77,9 @@ pub async fn status(base: &Base, env: &Env) -> Result<Status> {
         ready.insert(k, n);
     }
     let dead = queue.dead_letters().await?.len();
+    let parts = crate::Parts::from_env(env)?;
     let ckpts = Checkpoints::new(base.db.clone(), control, base.clock.clone(), std::time::Duration::from_secs(86_400));
-    let states = ckpts.read("archiver", "current").await?;
+    let states = if parts.archiver { ckpts.read("archiver", "current").await? } else { BTreeMap::new() };
     let archiver_checkpoints = states
         .into_iter()
         .map(|(k, v)| {
@@ -90,6 +100,10 @@ pub async fn status(base: &Base, env: &Env) -> Result<Status> {
         }
     }
     Ok(Status {
+        stack_version: env.get(tickwork::env::STACK_VERSION),
+        tickctl_version: tickwork::release::VERSION,
+        tzdb: tickwork::release::tzdb(),
+        parts,
         jobs: jobs_out,
         ready_by_shard: ready,
         dead_letters: dead,

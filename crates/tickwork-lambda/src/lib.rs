@@ -29,4 +29,4 @@ pub use invocation::{deadline_ms, invocation_deadline, owner_id, LOCAL_DEADLINE_
 pub use job::{JobCore, JobReport, LeasedJob, Outcome};
 pub use lambda::lambda_client;
 pub use settings::forced_dry_run;
-pub use telemetry::init_tracing;
+pub use telemetry::{announce, init_tracing};

@@ -64,15 +64,47 @@ pub fn init_tracing() {
     };
 }
 
+/// Writes [`start_line`] for `function` to stdout: called by each function's `main` (not by
+/// [`crate::Base`], which `tickctl` builds too and whose `--json` output must stay one document).
+pub fn announce(function: &str) {
+    print_line(&start_line(function, metrics_level(), jiff::Timestamp::now()));
+}
+
 /// Prints the invocation's metrics line to stdout as one whole line (EMF must not be wrapped in
 /// another record). `println!` writes the line under one lock, and the test harness captures it.
 pub fn print_line(line: &str) {
     println!("{line}");
 }
 
+/// The line a function writes once at start-up: its release and the time zone database it
+/// decides with ([`tickwork::release`]), so a log search says which rules a stack applied when.
+/// Written at the metrics line's level, so no allowed `ApplicationLogLevel` drops it. Pure.
+pub fn start_line(function: &str, level: &str, now: jiff::Timestamp) -> String {
+    serde_json::json!({
+        "level": level,
+        "timestamp": now.to_string(),
+        "message": "tickwork function starting",
+        "function": function,
+        "version": tickwork::release::VERSION,
+        "tzdb": tickwork::release::tzdb(),
+    })
+    .to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_start_line_names_the_release_and_the_database_at_a_kept_level() {
+        let now: jiff::Timestamp = "2026-12-02T09:00:00Z".parse().unwrap();
+        let line: serde_json::Value = serde_json::from_str(&start_line("pulse-sweep", "WARN", now)).unwrap();
+        assert_eq!(line["level"], "WARN");
+        assert_eq!(line["timestamp"], "2026-12-02T09:00:00Z");
+        assert_eq!(line["version"], env!("CARGO_PKG_VERSION"));
+        assert_eq!(line["tzdb"], tickwork::release::tzdb());
+        assert_eq!(line["function"], "pulse-sweep");
+    }
 
     #[test]
     fn metrics_are_written_at_the_threshold_never_below_info() {

@@ -137,6 +137,10 @@ vars! {
         "the role EventBridge Scheduler assumes to invoke the sweep (with TICKWORK_WAKE_SCHEDULE)";
     CONTROL_FAILURES_URL = "TICKWORK_CONTROL_FAILURES_URL", "(unset)", "tickctl",
         "the control function's on-failure queue (the stack's ControlFailuresQueueUrl output), which `tickctl control-failures` lists";
+    STACK_PARTS = "TICKWORK_STACK_PARTS", "fanout,archiver", "tickctl",
+        "the optional parts the stack deploys (its Parts output, from the Fanout and Archiver parameters): `tickctl status` reports only those, and a command on a part not deployed is refused";
+    STACK_VERSION = "TICKWORK_STACK_VERSION", "(unset)", "tickctl",
+        "the release the stack runs (its Version output), which `tickctl status` shows beside its own";
     FANOUT_JOB = "TICKWORK_FANOUT_JOB", "utc-daily", "tenant-fanout",
         "the job fanned out per tenant per UTC day (its queue item kind)";
     FANOUT_INTERVAL_SECS = "TICKWORK_FANOUT_INTERVAL_SECS", "300", "tenant-fanout",

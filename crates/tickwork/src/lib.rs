@@ -49,6 +49,7 @@ pub mod limits;
 pub mod meter;
 pub mod pager;
 pub mod queue;
+pub mod release;
 pub mod retry;
 pub mod schedules;
 pub mod schema;

@@ -3,6 +3,13 @@
 use super::style::{table, time};
 
 pub fn print_status(s: &tickctl::Status) {
+    println!(
+        "stack release {} (tickctl {}), time zone database {}, optional parts: {}",
+        s.stack_version.as_deref().unwrap_or("unknown: no Version output read (--stack NAME)"),
+        s.tickctl_version,
+        s.tzdb,
+        s.parts.text()
+    );
     let mut t = table(&["job", "lease holder", "token", "lease expires", "paused", "watermarks"]);
     for j in &s.jobs {
         let (holder, token, exp) = match &j.lease {
