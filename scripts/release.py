@@ -1,8 +1,9 @@
 """Packages a release from the arm64 binaries `cargo lambda build --release --arm64` left in
 target/lambda/<function>/bootstrap: one zip a function (its `bootstrap` and a VERSION file), the
-template pointing at the zips, SHA256SUMS and the release notes, in dist/tickwork-<version>/.
-Called by `make release`; `sam deploy --template-file dist/tickwork-<version>/template.yaml
---resolve-s3 ...` then uploads the zips and deploys with the SAM CLI alone (no Rust, no build).
+template pointing at the zips, the repository's samconfig.toml, SHA256SUMS and the release notes,
+in dist/tickwork-<version>/. Called by `make release`; `sam deploy --config-env dev` run in that
+directory then uploads the zips and deploys samconfig's environment with the SAM CLI alone (no
+Rust, no build).
 
     python3 scripts/release.py VERSION FUNCTION...
 """
@@ -49,8 +50,13 @@ if n != len(functions):
 packaged = re.sub(r"^\s+BuildMethod: rust-cargolambda\n", "", packaged, flags=re.M)
 open(os.path.join(out, "template.yaml"), "w").write(packaged)
 sums.append((hashlib.sha256(packaged.encode()).hexdigest(), "template.yaml"))
+# The environments `make deploy` uses, so that the release deploys the same stacks (a bare
+# `--stack-name` would make a third stack with the template's live defaults).
+samconfig = open(os.path.join(root, "samconfig.toml")).read()
+open(os.path.join(out, "samconfig.toml"), "w").write(samconfig)
+sums.append((hashlib.sha256(samconfig.encode()).hexdigest(), "samconfig.toml"))
 open(os.path.join(out, "RELEASE_NOTES.md"), "w").write(entry.group(0))
 with open(os.path.join(out, "SHA256SUMS"), "w") as f:
     for h, p in sums:
         f.write(f"{h}  {p}\n")
-print(f"release {version} in {os.path.relpath(out, root)}: {len(functions)} functions, template, SHA256SUMS, RELEASE_NOTES.md")
+print(f"release {version} in {os.path.relpath(out, root)}: {len(functions)} functions, template, samconfig.toml, SHA256SUMS, RELEASE_NOTES.md")

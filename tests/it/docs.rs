@@ -10,24 +10,98 @@ use serde_yaml_ng::Value;
 use tickwork::config::Env;
 use tickwork::env::{ConfigError, VARS};
 
-fn root() -> std::path::PathBuf {
+pub(crate) fn root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn read(path: &str) -> String {
+pub(crate) fn read(path: &str) -> String {
     std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-/// One row of the configuration reference, from a declaration. Pure.
-fn row(v: &tickwork::env::Var) -> String {
-    format!("| `{}` | {} | {} | {} |", v.name, v.default, v.read_by, v.doc)
+/// One row of the configuration reference, from a declaration and what the template sets it to
+/// (`stack`; a variable the template leaves unset runs at the code's default). Pure.
+fn row(v: &tickwork::env::Var, stack: &BTreeMap<String, String>) -> String {
+    let set = stack.get(v.name).map(String::as_str).unwrap_or("not set (the default)");
+    format!("| `{}` | {} | {set} | {} | {} |", v.name, v.default, v.read_by, v.doc)
+}
+
+/// What the template sets each variable to, in a reader's words, function by function: the
+/// Globals under each function's own variables, a parameter shown with its default. A variable
+/// every function gets the same value of is one value; otherwise each value names its functions.
+/// (The reference showed only the code's defaults, which are not what a deployed stack runs:
+/// queue shards 8 against 1, visibility 120 against 330, the sweep's interval 60 against 900.)
+/// Pure over the template.
+fn stack_values(t: &Value) -> BTreeMap<String, String> {
+    let render = |v: &Value| -> String {
+        match v {
+            Value::Tagged(tg) => {
+                let inner = tg.value.as_str().unwrap_or_default();
+                match tg.tag.to_string().as_str() {
+                    "!Ref" if inner == "AWS::StackName" => "the stack's name".to_string(),
+                    "!Ref" if !t["Parameters"][inner].is_null() => {
+                        let d = match untag(&t["Parameters"][inner]["Default"]) {
+                            Value::String(s) if s.is_empty() => "empty".to_string(),
+                            Value::String(s) => s.clone(),
+                            other => serde_yaml_ng::to_string(other).unwrap().trim().to_string(),
+                        };
+                        format!("`{inner}` ({d})")
+                    }
+                    "!Ref" => format!("`{inner}`'s name"),
+                    "!Sub" => format!("`{inner}`"),
+                    "!GetAtt" => format!("`{inner}`"),
+                    _ => "set from the parameters".to_string(),
+                }
+            }
+            Value::String(s) if s.is_empty() => "empty".to_string(),
+            Value::String(s) => s.clone(),
+            other => serde_yaml_ng::to_string(other).unwrap().trim().to_string(),
+        }
+    };
+    let globals = t["Globals"]["Function"]["Environment"]["Variables"].as_mapping().cloned().unwrap_or_default();
+    let mut per: BTreeMap<String, BTreeMap<String, Vec<String>>> = BTreeMap::new();
+    let mut functions = 0;
+    for (_, r) in t["Resources"].as_mapping().unwrap() {
+        if r["Type"].as_str() != Some("AWS::Serverless::Function") {
+            continue;
+        }
+        functions += 1;
+        let name = r["Properties"]["CodeUri"].as_str().unwrap_or_default().trim_start_matches("crates/").to_string();
+        let mut vars = globals.clone();
+        for (k, v) in r["Properties"]["Environment"]["Variables"].as_mapping().into_iter().flatten() {
+            vars.insert(k.clone(), v.clone());
+        }
+        for (k, v) in &vars {
+            per.entry(k.as_str().unwrap().to_string()).or_default().entry(render(v)).or_default().push(name.clone());
+        }
+    }
+    per.into_iter()
+        .map(|(var, values)| {
+            let text = match values.iter().next() {
+                Some((v, fns)) if values.len() == 1 && fns.len() == functions => v.clone(),
+                _ => values.iter().map(|(v, fns)| format!("{v} ({})", fns.join(", "))).collect::<Vec<_>>().join("; "),
+            };
+            (var, text)
+        })
+        .collect()
+}
+
+#[test]
+fn the_stack_column_is_each_functions_value() {
+    let t: Value = serde_yaml_ng::from_str(
+        "Parameters:\n  Shards:\n    Default: 1\nGlobals:\n  Function:\n    Environment:\n      Variables:\n        A: !Ref Shards\n        B: \"120\"\nResources:\n  S:\n    Type: AWS::Serverless::Function\n    Properties:\n      CodeUri: crates/sweep\n  W:\n    Type: AWS::Serverless::Function\n    Properties:\n      CodeUri: crates/worker\n      Environment:\n        Variables:\n          B: \"330\"\n",
+    )
+    .unwrap();
+    let v = stack_values(&t);
+    assert_eq!(v["A"], "`Shards` (1)", "a parameter with its default, the same for every function");
+    assert_eq!(v["B"], "120 (sweep); 330 (worker)", "a function's own value over the Globals, named");
 }
 
 #[test]
 fn the_configuration_reference_is_generated_from_the_declarations() {
     let path = "docs/configuration.md";
     let doc = read(path);
-    let want: Vec<String> = VARS.iter().map(row).collect();
+    let stack = stack_values(&template());
+    let want: Vec<String> = VARS.iter().map(|v| row(v, &stack)).collect();
     let lines: Vec<&str> = doc.lines().collect();
     let first = lines.iter().position(|l| l.starts_with("| `TICKWORK_")).expect("the table");
     let end = first + lines[first..].iter().take_while(|l| l.starts_with("| `TICKWORK_")).count();
@@ -126,11 +200,11 @@ fn every_bound_the_reference_states_is_its_readers_bound() {
     assert!(checked >= 20, "{checked} bounds checked");
 }
 
-fn template() -> Value {
+pub(crate) fn template() -> Value {
     serde_yaml_ng::from_str(&read("template.yaml")).unwrap()
 }
 
-fn untag(v: &Value) -> &Value {
+pub(crate) fn untag(v: &Value) -> &Value {
     match v {
         Value::Tagged(t) => &t.value,
         other => other,
@@ -231,7 +305,7 @@ fn the_runbooks_alarm_table_is_the_templates() {
 }
 
 /// Text a reader would type: inline code spans and fenced blocks. Pure.
-fn code_spans(md: &str) -> Vec<String> {
+pub(crate) fn code_spans(md: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut fenced = false;
     for line in md.lines() {
@@ -248,7 +322,7 @@ fn code_spans(md: &str) -> Vec<String> {
     out
 }
 
-fn pages() -> Vec<(String, String)> {
+pub(crate) fn pages() -> Vec<(String, String)> {
     let mut out = vec![("README.md".to_string(), read("README.md"))];
     for e in std::fs::read_dir(root().join("docs")).unwrap() {
         let p = e.unwrap().path();

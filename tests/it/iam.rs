@@ -218,7 +218,7 @@ async fn worker_scenarios(local: &Local) -> (Recorder, Tables) {
     assert_eq!(r.claimed, 40, "{r:?}");
     assert_eq!(grow.adopted().map(|e| e.slot), Some(0), "it took a slot");
     assert_eq!(api.seen.lock().unwrap().len(), 1, "a drain started");
-    let ev = queue_worker::DrainEvent { slot: 1, owner: "gone".into(), token: 1, retry_at_ms: Vec::new() };
+    let ev = queue_worker::DrainEvent { slot: 1, owner: "gone".into(), token: 1, link: Default::default() };
     fleet.end_slot(&ev, false).await;
     (rec, t)
 }

@@ -44,6 +44,12 @@ fn the_template_schedules_are_the_ones_counted() {
 /// as CloudFormation does for the forms the switches use (`!Equals [!Ref P, "v"]`, `!And`, `!Not`,
 /// `!Condition`), from the parameters' defaults with `set` over them.
 pub fn deployed_functions(set: &[&str]) -> std::collections::BTreeSet<String> {
+    deployed_resources(set, "AWS::Serverless::Function")
+}
+
+/// The template's resources of one type that a deploy with these parameter overrides creates (a
+/// resource whose `Condition` is false is left out), as CloudFormation evaluates the conditions.
+pub fn deployed_resources(set: &[&str], kind: &str) -> std::collections::BTreeSet<String> {
     use serde_yaml_ng::Value;
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
     let t: Value = serde_yaml_ng::from_str(&text).unwrap();
@@ -94,7 +100,7 @@ pub fn deployed_functions(set: &[&str]) -> std::collections::BTreeSet<String> {
     }
     let mut out = std::collections::BTreeSet::new();
     for (name, r) in t["Resources"].as_mapping().unwrap() {
-        if r["Type"].as_str() != Some("AWS::Serverless::Function") {
+        if r["Type"].as_str() != Some(kind) {
             continue;
         }
         let on = match r["Condition"].as_str() {

@@ -29,6 +29,10 @@ mod delivery;
 mod dev;
 /// The docs held to the code: the configuration reference, the runbook's alarms, named commands.
 mod docs;
+/// The pages against the template, the Makefile and samconfig: each kind of contradiction found.
+mod drift;
+/// A drain that fails hands on after a backoff, a bounded chain.
+mod failed_drains;
 /// Failure paths as AWS runs them: unit dead letters, a poison unit, an unreadable shard registry.
 mod failure_paths;
 /// The tenant fan-out Lambda's handler.
@@ -58,9 +62,9 @@ mod pager;
 mod pulse;
 /// The work queue and the queue worker's drain loop.
 mod queue;
-/// Throttling retries and the no-retry probe client.
 /// A release a team deploys with the SAM CLI alone.
 mod release;
+/// Throttling retries and the no-retry probe client.
 mod retry;
 mod schedules;
 mod schedules_dst;

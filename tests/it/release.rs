@@ -81,6 +81,18 @@ fn check_release(dir: &Path, machine: u16) {
             "{f}: the binary reports its release"
         );
     }
+    let samconfig = std::fs::read(dir.join("samconfig.toml")).unwrap();
+    assert_eq!(
+        samconfig,
+        std::fs::read(root().join("samconfig.toml")).unwrap(),
+        "the release deploys samconfig's environments"
+    );
+    use sha2::Digest;
+    let digest: String = sha2::Sha256::digest(&samconfig).iter().map(|b| format!("{b:02x}")).collect();
+    assert!(
+        sums.lines().any(|l| l == format!("{digest}  samconfig.toml")),
+        "samconfig.toml's checksum is in SHA256SUMS"
+    );
     let notes = std::fs::read_to_string(dir.join("RELEASE_NOTES.md")).unwrap();
     assert!(notes.starts_with(&format!("## {v}")) && notes.contains(tickwork::release::tzdb()), "{notes}");
 }

@@ -153,11 +153,15 @@ pub async fn drain_with(
     cfg: &WorkerConfig,
     fleet: &dyn Grow,
 ) -> Result<Report, QueueError> {
-    drain_until(queue, handlers, owner, budget, cfg, fleet, &[]).await
+    match drain_until(queue, handlers, owner, budget, cfg, fleet, &[]).await {
+        (_, Some(e)) => Err(e),
+        (r, None) => Ok(r),
+    }
 }
 
 /// [`drain_with`], also waiting for a retry due at `retry_at` (a predecessor's, step 6) as for
-/// one of its own.
+/// one of its own. A drain that failed still reports what it did (its retries among it, which
+/// its successor must wait for: [`crate::handon`]) beside the request that failed.
 pub async fn drain_until(
     queue: &Queue,
     handlers: &Registry,
@@ -166,7 +170,7 @@ pub async fn drain_until(
     cfg: &WorkerConfig,
     fleet: &dyn Grow,
     retry_at: &[Millis],
-) -> Result<Report, QueueError> {
+) -> (Report, Option<QueueError>) {
     tickwork::iam::acting_as(crate::config::ROLE, drain_as(queue, handlers, owner, budget, cfg, fleet, retry_at)).await
 }
 
@@ -206,7 +210,7 @@ async fn drain_as(
     cfg: &WorkerConfig,
     fleet: &dyn Grow,
     retry_at: &[Millis],
-) -> Result<Report, QueueError> {
+) -> (Report, Option<QueueError>) {
     let mut r = Report::default();
     // The feed lives in the one take in flight, and comes back with its answer.
     let mut feed = Some(Feed::new(queue.poll_shards(), cfg.poll_keys()));
@@ -368,9 +372,6 @@ async fn drain_as(
             Some(()) = growing.next(), if !growing.is_empty() => {}
         }
     }
-    if let Some(e) = failed {
-        return Err(e);
-    }
     let f = feed.expect("the feed is home");
     r.polls = f.polls;
     r.candidates = f.candidates;
@@ -383,7 +384,7 @@ async fn drain_as(
         (false, false, 0) => tickwork_lambda::Outcome::Idle,
         (false, false, _) => tickwork_lambda::Outcome::Completed,
     };
-    Ok(r)
+    (r, failed)
 }
 
 /// The held item whose next unit starts: the oldest with a unit left, an item that runs alone

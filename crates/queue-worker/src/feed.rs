@@ -90,9 +90,12 @@ impl Feed {
         }
     }
 
-    /// Ready work seen and not yet taken: keys left in hand, or a shard whose page was full.
+    /// Ready work that may be left: keys in hand, a shard whose page was full, or a round of the
+    /// shards not yet proven dry (`done`). With several ready shards a drain stopped after a short
+    /// page of one has not looked at the others: counted as nothing left, their items would wait
+    /// for the safety poll.
     pub(crate) fn more(&self) -> bool {
-        !self.paused && (!self.buffer.is_empty() || self.full)
+        !self.paused && (!self.buffer.is_empty() || self.full || !self.done)
     }
 
     /// Another round: something became ready since the feed ran dry.
@@ -201,6 +204,20 @@ mod tests {
 
     fn ids(v: Vec<Candidate>) -> Vec<String> {
         v.into_iter().map(|c| c.id).collect()
+    }
+
+    #[test]
+    fn work_may_be_left_until_a_round_of_every_shard_finds_none() {
+        let mut f = Feed::new(4, 10);
+        assert!(f.more(), "no shard looked at yet");
+        f.pos = 1;
+        assert!(f.more(), "one short page of four shards proves nothing of the other three");
+        f.done = true;
+        assert!(!f.more(), "a dry round of every shard");
+        f.full = true;
+        assert!(f.more(), "a full page: its shard has more");
+        f.paused = true;
+        assert!(!f.more(), "a paused queue hands nothing on");
     }
 
     #[test]

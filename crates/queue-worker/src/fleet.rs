@@ -35,6 +35,8 @@ use tickwork::config::ConfigError;
 use tickwork::lease::{Acquire, Lease, LeaseConfig, LeaseStore};
 use tickwork_lambda::BadEvent;
 
+use crate::handon::{Link, MAX_FAILED_LINKS};
+
 /// The key of a drain event.
 pub const DRAIN_EVENT: &str = "tickwork-drain";
 
@@ -54,17 +56,23 @@ pub struct DrainEvent {
     pub owner: String,
     /// The lease's fencing token.
     pub token: u64,
-    /// A retry its predecessor scheduled and could not stay for (ms): this drain waits for it
-    /// ([`crate::drain`], step 6).
-    pub retry_at_ms: Vec<i64>,
+    /// What its predecessor handed on: retries to wait for ([`crate::drain`], step 6), and after
+    /// a failed drain the count and the backoff ([`crate::handon`]).
+    pub link: Link,
 }
 
 impl DrainEvent {
     /// The invocation's payload.
     pub fn envelope(&self) -> Value {
         let mut d = serde_json::json!({ "slot": self.slot, "owner": self.owner, "token": self.token });
-        if !self.retry_at_ms.is_empty() {
-            d["retry_at_ms"] = self.retry_at_ms.clone().into();
+        if !self.link.retry_at_ms.is_empty() {
+            d["retry_at_ms"] = self.link.retry_at_ms.clone().into();
+        }
+        if self.link.failures > 0 {
+            d["failures"] = self.link.failures.into();
+        }
+        if let Some(at) = self.link.not_before_ms {
+            d["not_before_ms"] = at.into();
         }
         serde_json::json!({ DRAIN_EVENT: d })
     }
@@ -103,7 +111,22 @@ impl DrainEvent {
                 }
             }
         };
-        Some(Ok(Self { slot, owner: owner.to_string(), token, retry_at_ms }))
+        let failures = match d.get("failures") {
+            None | Some(Value::Null) => 0,
+            Some(v) => match v.as_u64().filter(|n| *n <= u64::from(MAX_FAILED_LINKS)) {
+                Some(n) => n as u32,
+                None => return bad(&format!("failures` must be a whole number from 0 to {MAX_FAILED_LINKS}")),
+            },
+        };
+        let not_before_ms = match d.get("not_before_ms") {
+            None | Some(Value::Null) => None,
+            Some(v) => match v.as_i64().filter(|n| *n > 0) {
+                Some(n) => Some(n),
+                None => return bad("not_before_ms` must be a positive whole number of milliseconds"),
+            },
+        };
+        let link = Link { retry_at_ms, failures, not_before_ms };
+        Some(Ok(Self { slot, owner: owner.to_string(), token, link }))
     }
 
     /// The slot's lease, as held for this drain.
@@ -194,26 +217,36 @@ impl Fleet {
     /// Starts drains in free slots among the first `want` (not `except`, the caller's own); answers
     /// how many started.
     pub async fn ensure(&self, want: u32, except: Option<u32>) -> u32 {
-        self.ensure_for(want, except, &[]).await
-    }
-
-    /// [`Fleet::ensure`], the first drain started waiting for a retry due at `retry_at`.
-    pub async fn ensure_for(&self, want: u32, except: Option<u32>, retry_at: &[i64]) -> u32 {
         let Some(invoker) = &self.invoker else { return 0 };
         tickwork::iam::acting_as(crate::config::ROLE, async {
             let mut started = 0;
             for k in (0..want.min(self.cap)).filter(|k| Some(*k) != except) {
-                let hint = if started == 0 { retry_at } else { &[] };
-                started += u32::from(self.start(invoker.as_ref(), k, hint).await);
+                started += u32::from(self.start(invoker.as_ref(), k, &Link::default()).await);
             }
             started
         })
         .await
     }
 
+    /// Starts one drain with `link` in the first free slot, trying every slot (a drain outside a
+    /// slot hands on so: slot 0 busy is no reason to leave its work to the safety poll). Answers
+    /// whether one started.
+    pub async fn hand_on_any(&self, link: &Link) -> bool {
+        let Some(invoker) = &self.invoker else { return false };
+        tickwork::iam::acting_as(crate::config::ROLE, async {
+            for k in 0..self.cap {
+                if self.start(invoker.as_ref(), k, link).await {
+                    return true;
+                }
+            }
+            false
+        })
+        .await
+    }
+
     /// Takes slot `k` for a new drain and starts it; `false` when the slot is busy or the start
     /// failed (the slot is then given back).
-    async fn start(&self, invoker: &dyn Invoker, k: u32, retry_at: &[i64]) -> bool {
+    async fn start(&self, invoker: &dyn Invoker, k: u32, link: &Link) -> bool {
         // A slot past the cap (a successor named by a fleet larger before a deploy) is not started.
         let Some(cfg) = self.slot_cfg.get(k as usize) else { return false };
         let owner = tickwork_lambda::owner_id("drain");
@@ -225,8 +258,7 @@ impl Fleet {
                 return false;
             }
         };
-        let event =
-            DrainEvent { slot: k, owner: lease.owner.clone(), token: lease.token, retry_at_ms: retry_at.to_vec() };
+        let event = DrainEvent { slot: k, owner: lease.owner.clone(), token: lease.token, link: link.clone() };
         match invoker.invoke(&event.envelope()).await {
             Ok(()) => {
                 tracing::info!(slot = k, "drain started");
@@ -243,20 +275,37 @@ impl Fleet {
     /// A slot drain's end: with work left its successor starts in the same slot at once;
     /// without, the slot is given back.
     pub async fn end_slot(&self, ev: &DrainEvent, work_left: bool) -> bool {
-        self.end_slot_for(ev, work_left, &[]).await
+        self.end_slot_with(ev, work_left.then(Link::default).as_ref()).await
     }
 
-    /// [`Fleet::end_slot`], the successor waiting for a retry due at `retry_at` (which alone is
-    /// work left to hand on).
-    pub async fn end_slot_for(&self, ev: &DrainEvent, work_left: bool, retry_at: &[i64]) -> bool {
-        let work_left = work_left || !retry_at.is_empty();
+    /// [`Fleet::end_slot`], its successor (when `next` is one, [`crate::handon::next_link`])
+    /// started with that link. When the slot cannot be released (the control table failing as
+    /// the drain did), the successor is handed the slot's lease as it is, still this drain's
+    /// until it expires: a release that fails would otherwise leave the slot taken and the work
+    /// to the safety poll.
+    pub async fn end_slot_with(&self, ev: &DrainEvent, next: Option<&Link>) -> bool {
         tickwork::iam::acting_as(crate::config::ROLE, async {
-            if let Err(e) = self.leases.release(&ev.lease()).await {
-                tracing::warn!(slot = ev.slot, error = %e, "drain slot not released; it frees itself at expiry");
+            let released = match self.leases.release(&ev.lease()).await {
+                Ok(_) => true,
+                Err(e) => {
+                    tracing::warn!(slot = ev.slot, error = %e, "drain slot not released; it frees itself at expiry");
+                    false
+                }
+            };
+            let (Some(link), Some(invoker)) = (next, &self.invoker) else { return false };
+            if released {
+                return self.start(invoker.as_ref(), ev.slot, link).await;
             }
-            match (work_left, &self.invoker) {
-                (true, Some(invoker)) => self.start(invoker.as_ref(), ev.slot, retry_at).await,
-                _ => false,
+            let same = DrainEvent { link: link.clone(), ..ev.clone() };
+            match invoker.invoke(&same.envelope()).await {
+                Ok(()) => {
+                    tracing::info!(slot = ev.slot, "drain started in the slot it was handed");
+                    true
+                }
+                Err(e) => {
+                    tracing::warn!(slot = ev.slot, error = %e, "a drain did not start");
+                    false
+                }
             }
         })
         .await
@@ -316,7 +365,7 @@ impl Fleet {
             for k in 0..self.cap {
                 let owner = tickwork_lambda::owner_id("drain");
                 if let Ok(Acquire::Acquired(l)) = self.leases.acquire(&self.slot_cfg[k as usize], &owner).await {
-                    return Some(DrainEvent { slot: k, owner: l.owner, token: l.token, retry_at_ms: Vec::new() });
+                    return Some(DrainEvent { slot: k, owner: l.owner, token: l.token, link: Link::default() });
                 }
             }
             None
@@ -350,10 +399,21 @@ mod tests {
 
     #[test]
     fn a_drain_event_round_trips_and_a_bad_one_is_named() {
-        let e = DrainEvent { slot: 3, owner: "drain-1".into(), token: 7, retry_at_ms: Vec::new() };
+        let e = DrainEvent { slot: 3, owner: "drain-1".into(), token: 7, link: Link::default() };
         assert_eq!(DrainEvent::parse(&e.envelope()), Some(Ok(e.clone())));
-        let later = DrainEvent { retry_at_ms: vec![1_795_910_400_000, 1_795_910_401_000], ..e };
+        assert_eq!(e.envelope()[DRAIN_EVENT].as_object().unwrap().len(), 3, "an empty link adds nothing");
+        let link = Link {
+            retry_at_ms: vec![1_795_910_400_000, 1_795_910_401_000],
+            failures: 2,
+            not_before_ms: Some(1_795_910_420_000),
+        };
+        let later = DrainEvent { link, ..e };
         assert_eq!(DrainEvent::parse(&later.envelope()), Some(Ok(later)));
+        for (field, value) in [("failures", serde_json::json!(4)), ("not_before_ms", serde_json::json!(-1))] {
+            let mut ev = serde_json::json!({DRAIN_EVENT: {"slot": 1, "owner": "o", "token": 1}});
+            ev[DRAIN_EVENT][field] = value;
+            assert!(DrainEvent::parse(&ev).unwrap().unwrap_err().to_string().contains(field), "{field}");
+        }
         let bad = DrainEvent::parse(
             &serde_json::json!({DRAIN_EVENT: {"slot": 1, "owner": "o", "token": 1, "retry_at_ms": "soon"}}),
         );

@@ -27,6 +27,7 @@ pub mod config;
 pub mod drain;
 mod feed;
 pub mod fleet;
+pub mod handon;
 pub mod registry;
 pub mod summary;
 pub mod targets;
@@ -268,27 +269,41 @@ async fn run(deps: &Deps, event: &Value, deadline_ms: Millis) -> Result<Report, 
         return Ok(drain(&deps.queue, &deps.handlers, &owner, &budget, &deps.cfg).await?);
     };
     let grow = fleet::Growing::new(fleet, slot.as_ref().map(|e| e.slot));
-    let waiting_for = slot.as_ref().map(|e| e.retry_at_ms.clone()).unwrap_or_default();
-    let result = drain::drain_until(&deps.queue, &deps.handlers, &owner, &budget, &deps.cfg, &grow, &waiting_for).await;
-    // Hand on (fleet step 2): a slot drain (or one that took a slot) always ends its slot,
-    // starting its successor when work is left; another drain starts one when work is left. A
-    // drain that failed starts none: a fault that persists (a denied call, a missing index) would
-    // otherwise chain invocations that each fail at once; the next stream signal or the safety
-    // poll starts again, and the failure is in the invocation's error and its alarm.
-    // A retry the drain could not stay for is handed on too: its successor waits for it
-    // (drain step 6), so it runs at its backoff and not at the hourly safety poll.
-    let work_left = result.as_ref().is_ok_and(|r| r.work_left);
+    let link = slot.as_ref().map(|e| e.link.clone()).unwrap_or_default();
     let full_budget = deadline_ms - started_ms - deps.cfg.stop_before().as_millis() as i64;
-    let retry_at = result
-        .as_ref()
-        .map(|r| drain::handed_retries(&r.retry_at_ms, deps.clock.now_ms(), full_budget))
-        .unwrap_or_default();
+    // A failed predecessor's backoff (handon): its fault has had time to pass.
+    let wait = handon::wait_ms(&link, started_ms, full_budget);
+    if wait > 0 {
+        tracing::info!(
+            wait_ms = wait,
+            failures = link.failures,
+            "after a failed drain: waiting before the first request"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(wait as u64)).await;
+    }
+    let (mut r, failed) =
+        drain::drain_until(&deps.queue, &deps.handlers, &owner, &budget, &deps.cfg, &grow, &link.retry_at_ms).await;
+    // Hand on (fleet step 2, handon): a slot drain (or one that took a slot) always ends its
+    // slot, starting its successor when there is work left, retries it could not stay for
+    // (drain step 6), or a failure (a bounded chain, after a backoff); a drain outside a slot
+    // starts one in any free slot for the same reasons. A failed drain still fails its
+    // invocation: the error is on the `Errors` alarm and in the failed-ticks queue.
+    let now = deps.clock.now_ms();
+    let retry_at = drain::handed_retries(&r.retry_at_ms, now, full_budget);
+    let next = handon::next_link(failed.is_some(), r.work_left, &retry_at, link.failures, now);
     let handed = match slot.or_else(|| grow.adopted()) {
-        Some(ev) => fleet.end_slot_for(&ev, work_left, &retry_at).await,
-        None if work_left || !retry_at.is_empty() => fleet.ensure_for(1, None, &retry_at).await > 0,
-        None => false,
+        Some(ev) => fleet.end_slot_with(&ev, next.as_ref()).await,
+        None => match &next {
+            Some(l) => fleet.hand_on_any(l).await,
+            None => false,
+        },
     };
-    let mut r = result?;
+    if let Some(e) = failed {
+        if handed {
+            tracing::warn!(failures = link.failures + 1, "the drain failed; a successor starts after a backoff");
+        }
+        return Err(e.into());
+    }
     r.handed_on = handed;
     Ok(r)
 }

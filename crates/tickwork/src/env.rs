@@ -92,7 +92,7 @@ vars! {
     QUEUE_MAX_ATTEMPTS = "TICKWORK_QUEUE_MAX_ATTEMPTS", "5", "pulse-sweep, tenant-fanout, queue-worker",
         "claims before an item is dead-lettered (1..=100)";
     QUEUE_BACKOFF_SECS = "TICKWORK_QUEUE_BACKOFF_SECS", "10", "queue-worker",
-        "first retry delay, doubling per attempt; a drain waits once for a retry that falls due within its time, else the item waits for the next drain (a new item's stream signal, a drain's hand-on, or the hourly safety poll)";
+        "first retry delay, doubling per attempt; the drain that scheduled a retry stays for it when it falls due within its time and otherwise hands its instant on to a successor that waits for it; only a retry due past a whole invocation waits for the next drain or the hourly safety poll";
     QUEUE_BACKOFF_MAX_SECS = "TICKWORK_QUEUE_BACKOFF_MAX_SECS", "3600", "queue-worker",
         "longest retry delay";
     QUEUE_RETENTION_SECS = "TICKWORK_QUEUE_RETENTION_SECS", "1209600", "queue-worker",
