@@ -304,15 +304,25 @@ fn the_runbooks_alarm_table_is_the_templates() {
     }
 }
 
-/// Text a reader would type: inline code spans and fenced blocks. Pure.
-pub(crate) fn code_spans(md: &str) -> Vec<String> {
+/// A page's lines, each with whether it is inside a fenced block; the fence lines themselves
+/// left out. Pure: the one walk every docs check that tells code from prose makes.
+pub(crate) fn fenced_lines(md: &str) -> Vec<(bool, &str)> {
     let mut out = Vec::new();
     let mut fenced = false;
     for line in md.lines() {
         if line.trim_start().starts_with("```") {
             fenced = !fenced;
-            continue;
+        } else {
+            out.push((fenced, line));
         }
+    }
+    out
+}
+
+/// Text a reader would type: inline code spans and fenced blocks. Pure.
+pub(crate) fn code_spans(md: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (fenced, line) in fenced_lines(md) {
         if fenced {
             out.push(line.to_string());
         } else {
@@ -501,4 +511,21 @@ fn the_control_pages_price_table_is_the_models() {
         checked += 1;
     }
     assert_eq!(checked, tickwork_cost::control::OPS.len(), "every operation the model prices has its row");
+}
+
+/// The failed-drain chain as the pages state it is the worker's (`queue_worker::handon`): its
+/// backoffs and its length, in `docs/operations.md` and the runbook.
+#[test]
+fn the_pages_state_the_failed_drain_chain_the_worker_runs() {
+    use queue_worker::handon::{FAILED_BACKOFF_MS, MAX_FAILED_LINKS};
+    let waits: Vec<String> = FAILED_BACKOFF_MS.iter().map(|ms| format!("{} s", ms / 1000)).collect();
+    let words = ["zero", "one", "two", "three", "four", "five"];
+    let chain = format!("{} failed drains in a row", words[MAX_FAILED_LINKS as usize]);
+    for page in ["docs/operations.md", "docs/runbook.md"] {
+        let text = read(page).split_whitespace().collect::<Vec<_>>().join(" ");
+        for w in &waits {
+            assert!(text.contains(w.as_str()), "{page} does not give the backoff {w}");
+        }
+        assert!(text.contains(&chain), "{page} does not say \"{chain}\"");
+    }
 }

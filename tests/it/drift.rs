@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use regex_lite::Regex;
 use serde_yaml_ng::Value;
 
-use crate::docs::{code_spans, pages, read, template, untag};
+use crate::docs::{code_spans, fenced_lines, pages, read, template, untag};
 
 /// A page's name and text.
 type Page = (String, String);
@@ -27,15 +27,7 @@ fn all_pages() -> Vec<Page> {
 /// The prose of a page: fenced blocks left out, paragraphs split at blank lines. Pure.
 fn paragraphs(md: &str) -> Vec<String> {
     let mut out = vec![String::new()];
-    let mut fenced = false;
-    for line in md.lines() {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-            continue;
-        }
-        if fenced {
-            continue;
-        }
+    for (_, line) in fenced_lines(md).into_iter().filter(|(fenced, _)| !fenced) {
         if line.trim().is_empty() {
             out.push(String::new());
         } else {
@@ -178,16 +170,8 @@ fn target_kinds(pages: &[Page]) -> Vec<String> {
 /// reader copies and runs. Pure.
 fn commands(md: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let mut fenced = false;
     let mut cont = String::new();
-    for line in md.lines() {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-            continue;
-        }
-        if !fenced {
-            continue;
-        }
+    for (_, line) in fenced_lines(md).into_iter().filter(|(fenced, _)| *fenced) {
         let l = line.trim().trim_start_matches("$ ");
         match l.strip_suffix('\\') {
             Some(head) => {

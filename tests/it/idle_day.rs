@@ -79,20 +79,11 @@ pub fn deployed_resources(set: &[&str], kind: &str) -> std::collections::BTreeSe
                 (eval(&l[0], t, untag, param)? == eval(&l[1], t, untag, param)?).to_string()
             }
             "!Not" => (eval(&list()[0], t, untag, param)? != "true").to_string(),
-            "!And" => list()
-                .iter()
-                .map(|c| eval(c, t, untag, param))
-                .collect::<Result<Vec<_>, _>>()?
-                .iter()
-                .all(|c| c == "true")
-                .to_string(),
-            "!Or" => list()
-                .iter()
-                .map(|c| eval(c, t, untag, param))
-                .collect::<Result<Vec<_>, _>>()?
-                .iter()
-                .any(|c| c == "true")
-                .to_string(),
+            "!And" | "!Or" => {
+                let held = list().iter().map(|c| eval(c, t, untag, param)).collect::<Result<Vec<_>, _>>()?;
+                let held = held.iter().map(|c| c == "true");
+                (if tag == "!And" { held.clone().all(|c| c) } else { held.clone().any(|c| c) }).to_string()
+            }
             "!Condition" => eval(&t["Conditions"][inner.as_str().unwrap()], t, untag, param)?,
             "" => inner.as_str().map(str::to_string).ok_or_else(|| format!("{inner:?}"))?,
             other => return Err(format!("condition form {other} is not evaluated here")),
