@@ -122,6 +122,20 @@ fn peak_rss(pid: u32) -> Result<u64> {
     Ok(kb * 1024)
 }
 
+/// The name the function runs under, as the template names it: `<stack>-<binary>` (the
+/// template's `FunctionName: !Sub "${AWS::StackName}-queue-worker"`). A function that invokes
+/// itself (the worker's hand-on, the sweep's helpers) invokes this name, so the IAM check holds
+/// that call to the function's own statement; a bare `standin` would be a function no template
+/// grants.
+pub fn function_name(bin: &Path) -> String {
+    let stem = bin.file_stem().and_then(|s| s.to_str()).unwrap_or("standin");
+    // The tests build each function as `lambda-<part>` (the workspace's bin names are the parts').
+    format!("{STACK}-{}", stem.strip_prefix("lambda-").unwrap_or(stem))
+}
+
+/// The stack the stand-in's functions belong to.
+pub const STACK: &str = "standin";
+
 /// Runs `bin` with `env` (the Runtime API variables added), hands it each of `events` in turn,
 /// and returns what it answered and printed. Each invocation's deadline is `deadline` after its
 /// event is handed over.
@@ -146,15 +160,16 @@ pub async fn run(bin: &Path, env: &[(String, String)], events: &[String], deadli
         }
     });
     let (line_tx, mut lines) = mpsc::unbounded_channel::<String>();
+    let function = function_name(bin);
     let spawn =
         |line_tx: mpsc::UnboundedSender<String>| -> Result<(tokio::process::Child, tokio::task::JoinHandle<()>)> {
             let mut child = tokio::process::Command::new(bin)
                 .envs(env.iter().cloned())
                 .env("AWS_LAMBDA_RUNTIME_API", addr.to_string())
-                .env("AWS_LAMBDA_FUNCTION_NAME", "standin")
+                .env("AWS_LAMBDA_FUNCTION_NAME", &function)
                 .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
                 .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-                .env("AWS_LAMBDA_LOG_GROUP_NAME", "/aws/lambda/standin")
+                .env("AWS_LAMBDA_LOG_GROUP_NAME", format!("/aws/lambda/{function}"))
                 .env("AWS_LAMBDA_LOG_STREAM_NAME", "standin")
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
@@ -271,4 +286,15 @@ pub async fn run(bin: &Path, env: &[(String, String)], events: &[String], deadli
         last.stdout.extend(drain(&mut lines));
     }
     Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_function_runs_under_its_template_name() {
+        assert_eq!(function_name(Path::new("/t/debug/lambda-queue-worker")), "standin-queue-worker");
+        assert_eq!(function_name(Path::new("/t/debug/pulse-sweep")), "standin-pulse-sweep");
+    }
 }
