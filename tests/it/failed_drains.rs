@@ -175,3 +175,74 @@ async fn a_fault_that_persists_ends_the_chain_after_three_links() {
     assert_eq!(chain, [0, 1, 2, 3]);
     assert!(handler.0.lock().unwrap().is_empty());
 }
+
+/// Fails the first settle that would finish an item (`SET #state = :done`), before it is sent:
+/// the finish is refused as if DynamoDB had failed it through every SDK retry.
+#[derive(Debug, Clone, Default)]
+struct FirstFinishFails(Arc<std::sync::atomic::AtomicBool>);
+
+impl aws_smithy_runtime_api::client::interceptors::Intercept for FirstFinishFails {
+    fn name(&self) -> &'static str {
+        "FirstFinishFails"
+    }
+
+    fn read_before_execution(
+        &self,
+        ctx: &aws_smithy_runtime_api::client::interceptors::context::BeforeSerializationInterceptorContextRef<'_>,
+        _: &mut aws_smithy_types::config_bag::ConfigBag,
+    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
+        let finish = ctx
+            .input()
+            .downcast_ref::<aws_sdk_dynamodb::operation::update_item::UpdateItemInput>()
+            .and_then(|u| u.update_expression())
+            .is_some_and(|e| e.starts_with("SET #state = :done"));
+        if finish && !self.0.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return Err("injected: the finish failed through the SDK's retries".into());
+        }
+        Ok(())
+    }
+}
+
+/// Three batch items of ten units each; the first finish fails. The drain tries that settle again
+/// (`queue_worker::drain::SETTLE_RETRY_MS`) and every item ends done, each unit run once. Before,
+/// the drain stopped with that item still claimed, and the next drain after its visibility timeout
+/// read it as a death: split into parts that each ran alone, its ten units run again. The test
+/// runs that next drain too, so it fails that way when the settle is not tried again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settle_that_fails_is_tried_again_and_its_units_do_not_run_again() {
+    let local = Local::new().await;
+    let table = local.table(&queue_table()).await;
+    let clock: SharedClock = Arc::new(SystemClock);
+    let qcfg = QueueConfig { shards: 1, visibility: Duration::from_secs(3), ..Default::default() };
+    let setup = Queue::new(local.fresh_db_with_gsis(&table, &queue_table()), &table, qcfg.clone(), clock.clone());
+    for i in 0..3 {
+        let mut b = tickwork::batch::Batch::new(Default::default());
+        let tenants: Vec<String> = (0..10).map(|t| format!("t{i}-{t}")).collect();
+        b.add(vec![serde_json::Map::from_iter([("window".to_string(), Value::from("2026-11-29"))])], tenants);
+        let item =
+            NewItem { id: format!("item#{i}"), kind: "count".into(), payload: b.to_payload(), tenant: None, due_ms: 0 };
+        setup.enqueue(&item).await.unwrap();
+    }
+    let fails = FirstFinishFails::default();
+    let client = aws_sdk_dynamodb::Client::from_conf(
+        aws_sdk_dynamodb::config::Builder::from(&local.sdk).interceptor(fails.clone()).build(),
+    );
+    let db = tickwork::Db::new(client, tickwork::meter::Meter::new(tickwork::meter::CapacitySource::Estimate));
+    db.register_gsis(&table, queue_table().gsi_shapes());
+    let q = Queue::new(db, &table, qcfg.clone(), clock.clone());
+    let handler = Arc::new(Counting::default());
+    let handlers = queue_worker::Registry::new().with("count", handler.clone());
+    let cfg = queue_worker::WorkerConfig::default();
+    let budget = tickwork::budget::Deadline::new(clock.clone(), clock.now_ms() + 30_000, 0);
+    let first = queue_worker::drain(&q, &handlers, "w1", &budget, &cfg).await;
+    assert!(fails.0.load(std::sync::atomic::Ordering::SeqCst), "a finish was failed");
+    // The next drain, after the visibility timeout: an item left claimed would come back now.
+    tokio::time::sleep(qcfg.visibility + Duration::from_millis(500)).await;
+    let budget = tickwork::budget::Deadline::new(clock.clone(), clock.now_ms() + 30_000, 0);
+    let second = queue_worker::drain(&q, &handlers, "w2", &budget, &cfg).await.unwrap();
+    let counts = handler.0.lock().unwrap().clone();
+    assert_eq!(counts.len(), 30, "every unit ran: {counts:?}");
+    assert!(counts.values().all(|c| c.len() == 1), "each once: {first:?} then {second:?}");
+    let first = first.expect("the drain that met the failed finish succeeded");
+    assert_eq!((first.finished, first.lost, first.split, second.claimed), (3, 0, 0, 0), "{first:?} {second:?}");
+}

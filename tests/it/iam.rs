@@ -503,6 +503,25 @@ fn only_the_sweep_and_the_worker_may_invoke_a_function_and_only_themselves() {
     }
 }
 
+/// The worker's drains invoke the worker, a chain as long as the backlog, and the SDK carries the
+/// trace header whose lineage Lambda counts: by default (`RecursiveLoop: Terminate`) Lambda stops
+/// an event that invoked a function more than 16 times through the Invoke API ("Lambda recursive
+/// loop detection", Lambda Developer Guide; AWS Compute Blog, "Detecting and stopping recursive
+/// loops in AWS Lambda functions", 2023-07-13), which would cut a long backlog silently. The worker
+/// allows it (its own guards bound the chain, `queue_worker::handon`); the sweep's helpers are one
+/// Invoke from their tick, so the sweep keeps the default, and no other function invokes itself.
+#[test]
+fn only_the_worker_whose_drains_chain_allows_recursive_invocation() {
+    let t = template();
+    for function in
+        ["PulseSweepFunction", "TenantFanoutFunction", "QueueWorkerFunction", "ArchiverFunction", "ControlFunction"]
+    {
+        let got = t["Resources"][function]["Properties"]["RecursiveLoop"].as_str();
+        let want = (function == "QueueWorkerFunction").then_some("Allow");
+        assert_eq!(got, want, "{function}: RecursiveLoop");
+    }
+}
+
 /// IAM's `StringLike`: `*` matches any run of characters, `?` one.
 fn like(pattern: &str, value: &str) -> bool {
     fn go(p: &[u8], v: &[u8]) -> bool {

@@ -39,6 +39,8 @@ mod failure_paths;
 mod fanout;
 /// Bad input refused; every job paused by its own read; tenant ids at their limit.
 mod guards;
+/// The hand-on gaps: a failed slot release, a short page of one shard among several.
+mod handon;
 /// No import cycle between modules; no long file of the Lambdas or tickctl that is not one concept.
 mod house;
 /// IAM from the recorded calls, against each function's policy in template.yaml.
@@ -76,5 +78,7 @@ mod targets;
 mod template;
 /// `tickctl tenants`: the binary against the local servers, a move beside a running sweep.
 mod tenants_cli;
+/// A throttling target costs no unit its attempts.
+mod throttling;
 /// tickctl against the local servers.
 mod tickctl;

@@ -47,13 +47,13 @@ fn repo() -> PathBuf {
 }
 
 #[derive(Debug, Clone, Copy)]
-enum Runtime {
+pub(crate) enum Runtime {
     Python,
     JavaScript,
 }
 
 /// The example handler of `runtime`, started under its runtime interface client.
-async fn start(runtime: Runtime, local: &Local, effects: &str) -> Arc<Function> {
+pub(crate) async fn start(runtime: Runtime, local: &Local, effects: &str) -> Arc<Function> {
     let repo = repo();
     let (program, args, dir): (PathBuf, Vec<String>, PathBuf) = match runtime {
         Runtime::Python => (
@@ -93,7 +93,7 @@ async fn start(runtime: Runtime, local: &Local, effects: &str) -> Arc<Function> 
 }
 
 /// A table with a string `pk`: the handlers' effects.
-async fn effects_table(local: &Local) -> String {
+pub(crate) async fn effects_table(local: &Local) -> String {
     let name = unique("effects");
     local
         .db
@@ -112,7 +112,7 @@ async fn effects_table(local: &Local) -> String {
 }
 
 /// Every `pk` of `table` with its `runtime`.
-async fn effects(local: &Local, table: &str) -> BTreeMap<String, String> {
+pub(crate) async fn effects(local: &Local, table: &str) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let mut start = None;
     loop {

@@ -327,6 +327,9 @@ fn template_and_code_settings_agree() {
         let interval: u64 = get(interval_var.unwrap()).expect("interval variable").parse().unwrap();
         assert_eq!(interval, rate, "{name}: the interval the code guards with is the schedule's");
         assert_eq!(get("TICKWORK_FUNCTION_TIMEOUT_SECS"), Some(timeout.to_string()), "{name}: declared timeout");
+        if name == "PulseSweepFunction" {
+            assert_eq!(timeout, pulse_sweep::config::DEPLOYED_TIMEOUT_SECS, "what tickctl cost models a boundary with");
+        }
         assert_eq!(
             s(&props["EventInvokeConfig"]["MaximumEventAgeInSeconds"]),
             interval.to_string(),

@@ -24,6 +24,12 @@ pub const MAX_LATENESS_LIMIT: Duration = Duration::from_secs(60 * 86_400);
 /// writes is the limit, not the workers (`tickctl cost` reports it).
 pub const MAX_SHARD_WORKERS: u32 = 64;
 
+/// The sweep's timeout as the template deploys it (`PulseSweepFunction.Timeout`, held to it by the
+/// template test): what `tickctl cost` models a boundary's invocation with when the environment
+/// names none. A 3,000,000-tenant group is about 300 s of paging for one worker; in a 300 s
+/// invocation its tail waited for the next quarter-hour tick.
+pub const DEPLOYED_TIMEOUT_SECS: u64 = 480;
+
 /// Invocations a boundary's shards are paged by ([`vars::PULSE_SHARD_WORKERS`]): the sweep's and
 /// `tickctl cost`'s one reading.
 pub fn shard_workers(env: &Env) -> Result<u32, ConfigError> {

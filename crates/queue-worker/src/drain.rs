@@ -34,6 +34,15 @@
 //!    a unit is failing (80 s at 256 MB is $0.0003), nothing while the queue is idle, and no new
 //!    call or grant; a one-shot Scheduler wake per retry would be a shared schedule that
 //!    concurrent drains overwrite.
+//! 7. **A throttle backs the drain off** ([`crate::throttle`]): a call its target refused for
+//!    rate or concurrency sends its units back with the attempt refunded, and the units of that
+//!    kind held beside them with it (they would be refused too); the drain claims nothing until
+//!    the throttle's backoff has passed, then goes on, waiting for it as for a retry (step 6),
+//!    or handing it on when its budget ends first.
+//! 8. **A settle that fails is tried again** ([`SETTLE_RETRY_MS`]): its units have run, and
+//!    an item left claimed would come back at its visibility timeout as though its worker had
+//!    died (split into parts that each run alone, every unit run again). The settle is
+//!    conditional on the claim, so a try whose first answer was lost is refused as a whole.
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
@@ -49,8 +58,12 @@ use tickwork::queue::{Claim, Job, Queue, QueueError, Settle};
 use crate::config::WorkerConfig;
 use crate::feed::{take, Feed, TakeRun};
 use crate::fleet::{Grow, NoFleet};
-use crate::registry::Registry;
+use crate::registry::{HandlerError, Registry};
 use crate::units::{call, settle_held, units_per_call, Held, Settled, UnitEnd};
+
+/// How long a drain waits before each further try of a settle that failed through the SDK's own
+/// retries (step 8): past a brown-out of a few seconds, well within the claim's visibility.
+pub const SETTLE_RETRY_MS: [u64; 2] = [2_000, 8_000];
 
 /// Parts an item is split into when its worker died ([`Job::died`]): each death beside it divides
 /// the suspects by this, so a unit among 2,000 is alone after four deaths.
@@ -100,6 +113,10 @@ pub struct Report {
     /// Units that failed (retried later or dead-lettered).
     #[serde(skip_serializing_if = "is_zero")]
     pub units_failed: u64,
+    /// Units a target throttled, and those of its kind held beside them: given back with the
+    /// attempt refunded, to run after the throttle's backoff (step 7).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub throttled: u64,
     /// Claims made while a held item still had a unit to start: 0, by step 2.
     #[serde(skip_serializing_if = "is_zero")]
     pub claims_ahead: u64,
@@ -228,6 +245,8 @@ async fn drain_as(
     let mut failed: Option<QueueError> = None;
     // An item of ours went back ready while the feed was out: reopen it.
     let mut reopen = false;
+    // Step 7: a target throttled; nothing is claimed before this instant.
+    let mut hold_until: Option<Millis> = None;
     loop {
         if !stopping && budget.exhausted() {
             stopping = true;
@@ -269,7 +288,9 @@ async fn drain_as(
         // The next item is taken (polled for, claimed) once every unit held has started: it is
         // in hand as the running ones free their slots. Nothing is claimed beside an item that
         // runs alone.
-        if let Some(f) = feed.take_if(|f| !stopping && !f.done && held.values().all(|h| h.unstarted() == 0 && !h.alone))
+        let held_off = hold_until.is_some_and(|u| u > queue.clock().now_ms());
+        if let Some(f) =
+            feed.take_if(|f| !stopping && !held_off && !f.done && held.values().all(|h| h.unstarted() == 0 && !h.alone))
         {
             let mine: HashSet<String> = held.values().map(|h| h.job.id.clone()).collect();
             taking = Some(Box::pin(take(queue, owner, f, fleet, budget, mine)));
@@ -285,11 +306,11 @@ async fn drain_as(
             .collect();
         for id in through {
             let h = held.remove(&id).expect("held");
-            settling.push(Box::pin(settle_held(queue, h)));
+            settling.push(settle_tried(queue, h, budget));
         }
         if running.is_empty() && settling.is_empty() && taking.is_none() && growing.is_empty() {
             let f = feed.as_mut().expect("the feed is home");
-            if !held.is_empty() || (!stopping && !f.done) {
+            if !held.is_empty() || (!stopping && !f.done && !held_off) {
                 continue;
             }
             // Step 6: the earliest retry of ours due within the budget is waited for; a retry
@@ -310,7 +331,23 @@ async fn drain_as(
             Some((id, ends)) = running.next(), if !running.is_empty() => {
                 let h = held.get_mut(&id).expect("a running unit's item is held");
                 h.running -= ends.len();
+                let hint = ends.iter().find_map(|(_, e)| match e {
+                    UnitEnd::Failed(HandlerError::Throttled { after_ms, .. }) => Some(*after_ms),
+                    _ => None,
+                });
+                r.throttled += ends.iter().filter(|(_, e)| matches!(e, UnitEnd::Failed(HandlerError::Throttled { .. }))).count() as u64;
                 h.ends.extend(ends);
+                if let Some(hint) = hint {
+                    // Step 7: back off; what of its kind is held goes back with it.
+                    let until = queue.clock().now_ms()
+                        + crate::throttle::delay_ms(h.job.throttles, hint, &h.job.id) as Millis;
+                    hold_until = Some(hold_until.map_or(until, |u| u.max(until)));
+                    retry_due.insert(until);
+                    let kind = h.job.kind.clone();
+                    for h in held.values_mut().filter(|h| h.job.kind == kind) {
+                        r.throttled += h.throttle_rest(hint) as u64;
+                    }
+                }
             }
             Some(s) = settling.next(), if !settling.is_empty() => {
                 let s = match s {
@@ -387,6 +424,26 @@ async fn drain_as(
     (r, failed)
 }
 
+/// Settles `h`, trying again after each of [`SETTLE_RETRY_MS`] when a DynamoDB request failed and
+/// the budget leaves the time (step 8).
+fn settle_tried<'a>(queue: &'a Queue, h: Held, budget: &'a dyn Budget) -> SettleRun<'a> {
+    Box::pin(async move {
+        let mut waits = SETTLE_RETRY_MS.iter();
+        loop {
+            match settle_held(queue, h.clone()).await {
+                Err(QueueError::Db(e)) => match waits.next() {
+                    Some(&wait) if budget.remaining_ms().is_none_or(|left| left > wait as Millis) => {
+                        tracing::warn!(id = %h.job.id, error = %e, wait_ms = wait, "a settle failed; trying it again");
+                        tokio::time::sleep(Duration::from_millis(wait)).await;
+                    }
+                    _ => return Err(QueueError::Db(e)),
+                },
+                other => return other,
+            }
+        }
+    })
+}
+
 /// The held item whose next unit starts: the oldest with a unit left, an item that runs alone
 /// only once it is the only one held. Pure.
 fn startable(held: &BTreeMap<u64, Held>) -> Option<u64> {
@@ -407,6 +464,7 @@ fn admit<'a>(queue: &'a Queue, job: Job, held: &mut BTreeMap<u64, Held>, next_id
                     settle,
                     counts: crate::units::UnitCounts { dead: 1, ..Default::default() },
                     refunded: false,
+                    throttled: false,
                 })
             }));
         }
@@ -418,7 +476,8 @@ fn admit<'a>(queue: &'a Queue, job: Job, held: &mut BTreeMap<u64, Held>, next_id
             let parts: Vec<String> = b.divide(&job.kind, ISOLATION_PARTS).iter().map(Batch::to_payload).collect();
             tracing::warn!(id = %job.id, attempts = job.attempts, units = b.len(), parts = parts.len(), "its last worker died: split, each part to run alone");
             return Some(Box::pin(async move {
-                Ok(Settled { settle: queue.split(&job, &parts).await?, counts: Default::default(), refunded: false })
+                let settle = queue.split(&job, &parts).await?;
+                Ok(Settled { settle, counts: Default::default(), refunded: false, throttled: false })
             }));
         }
     }
@@ -441,6 +500,9 @@ fn tally(r: &mut Report, s: &Settled, retry_due: &mut std::collections::BTreeSet
         Settle::Retrying { at_ms } => {
             if !s.refunded {
                 r.retried += 1;
+            }
+            // A throttled item is waited for as a retry is (step 7).
+            if !s.refunded || s.throttled {
                 retry_due.insert(at_ms);
             }
         }
@@ -482,6 +544,7 @@ mod tests {
             claim_until_ms: 0,
             died,
             suspect,
+            throttles: 0,
         }
     }
 

@@ -31,6 +31,7 @@ pub mod handon;
 pub mod registry;
 pub mod summary;
 pub mod targets;
+pub mod throttle;
 mod units;
 
 use serde_json::Value;

@@ -19,6 +19,24 @@ pub enum HandlerError {
     /// Will never succeed (bad payload, unknown kind): dead-letter now.
     #[error("permanent: {0}")]
     Permanent(String),
+    /// The handler's target refused the call for its rate or concurrency (a function's 429, a
+    /// queue's or a bus's throttle): the unit did nothing wrong, so the claim's attempt is
+    /// refunded and the unit runs again after `after_ms` (the target's `Retry-After`, when it
+    /// gave one) or the worker's throttle backoff ([`crate::throttle`]).
+    #[error("throttled: {why}")]
+    Throttled {
+        /// What the target said.
+        why: String,
+        /// The target's own hint of when to try again, ms.
+        after_ms: Option<u64>,
+    },
+}
+
+impl HandlerError {
+    /// A throttle with no hint.
+    pub fn throttled(why: impl Into<String>) -> Self {
+        HandlerError::Throttled { why: why.into(), after_ms: None }
+    }
 }
 
 /// The work for one kind of item.

@@ -202,6 +202,7 @@ mod tests {
             claim_until_ms: 0,
             died: false,
             suspect: false,
+            throttles: 0,
         }
     }
 

@@ -18,8 +18,8 @@ use tickwork::queue::{BatchSettle, Job, Queue, QueueError, Settle};
 use crate::config::WorkerConfig;
 use crate::registry::{HandlerError, Registry};
 
-/// A claimed item the drain holds until it settles.
-#[derive(Debug)]
+/// A claimed item the drain holds until it settles (cloned to try a failed settle again).
+#[derive(Debug, Clone)]
 pub(crate) struct Held {
     pub(crate) job: Job,
     /// The batch it carries (`None`: a single job, run as one unit keyed by its id).
@@ -55,6 +55,18 @@ impl Held {
         self.units.len() - self.next
     }
 
+    /// Ends the units not yet started as throttled (their kind's target refused a call beside
+    /// them, [`crate::throttle`]): they go back with the throttle, none is started. How many.
+    pub(crate) fn throttle_rest(&mut self, hint: Option<u64>) -> usize {
+        let n = self.unstarted();
+        for u in &self.units[self.next..] {
+            let why = "its target throttled a call of its kind beside it".to_string();
+            self.ends.push((u.key.clone(), UnitEnd::Failed(HandlerError::Throttled { why, after_ms: hint })));
+        }
+        self.next = self.units.len();
+        n
+    }
+
     /// The job a handler runs for unit `i`: the item itself for a single job.
     pub(crate) fn unit_job(&self, i: usize) -> Job {
         match &self.batch {
@@ -73,7 +85,7 @@ impl Held {
 }
 
 /// What happened to one unit.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum UnitEnd {
     Done,
     NotStarted,
@@ -96,6 +108,9 @@ pub(crate) struct Settled {
     pub(crate) counts: UnitCounts,
     /// Units sent back unstarted with the attempt refunded (only the deadline stopped them).
     pub(crate) refunded: bool,
+    /// Units sent back because their target throttled (the attempt refunded; visible again at
+    /// the settle's instant, which the drain waits for as for a retry).
+    pub(crate) throttled: bool,
 }
 
 /// One handler call for one or more units of a kind, time-boxed and with panics caught: one
@@ -146,6 +161,12 @@ pub(crate) fn units_per_call(handlers: &Registry, kind: &str, last: bool, alone:
 /// Settles a held item once, from how its units ended (a unit never started ended
 /// [`UnitEnd::NotStarted`]).
 pub(crate) async fn settle_held(queue: &Queue, mut h: Held) -> Result<Settled, QueueError> {
+    // A throttle past the item's free ones is a failure ([`crate::throttle::counted`]).
+    for (_, end) in h.ends.iter_mut() {
+        if let UnitEnd::Failed(e) = end {
+            *e = crate::throttle::counted(std::mem::replace(e, HandlerError::Retry(String::new())), h.job.throttles);
+        }
+    }
     let seen: BTreeSet<String> = h.ends.iter().map(|(k, _)| k.clone()).collect();
     for u in &h.units {
         if !seen.contains(&u.key) {
@@ -156,38 +177,57 @@ pub(crate) async fn settle_held(queue: &Queue, mut h: Held) -> Result<Settled, Q
     let Some(b) = &h.batch else {
         let (_, end) = h.ends.pop().expect("a single job has one unit");
         let counts = |run, failed, dead| UnitCounts { run, failed, dead };
+        let settled = |settle, counts, refunded| Settled { settle, counts, refunded, throttled: false };
         return Ok(match end {
-            UnitEnd::Done => Settled { settle: queue.finish(job).await?, counts: counts(1, 0, 0), refunded: false },
+            UnitEnd::Done => settled(queue.finish(job).await?, counts(1, 0, 0), false),
             UnitEnd::Failed(HandlerError::Retry(msg)) => {
                 tracing::warn!(id = %job.id, kind = %job.kind, attempts = job.attempts, error = %msg, "job failed; will retry");
                 let settle = queue.fail(job, &msg).await?;
                 let dead = u64::from(settle == Settle::DeadLettered);
-                Settled { settle, counts: counts(1, 1, dead), refunded: false }
+                settled(settle, counts(1, 1, dead), false)
             }
             UnitEnd::Failed(HandlerError::Permanent(msg)) => {
                 tracing::error!(id = %job.id, kind = %job.kind, error = %msg, "job cannot succeed; dead-lettering");
-                Settled { settle: queue.dead_letter(job, &msg).await?, counts: counts(1, 1, 1), refunded: false }
+                settled(queue.dead_letter(job, &msg).await?, counts(1, 1, 1), false)
+            }
+            UnitEnd::Failed(HandlerError::Throttled { why, after_ms }) => {
+                let at = queue.clock().now_ms() + crate::throttle::delay_ms(job.throttles, after_ms, &job.id) as i64;
+                tracing::warn!(id = %job.id, kind = %job.kind, throttles = job.throttles + 1, error = %why, "throttled; the attempt is refunded");
+                let settle = queue.throttled(job, &format!("throttled: {why}"), at).await?;
+                Settled { settle, counts: counts(0, 0, 0), refunded: true, throttled: true }
             }
             UnitEnd::NotStarted => {
                 let back = BatchSettle { remaining: vec![job.payload.clone()], ..Default::default() };
-                Settled { settle: queue.settle_batch(job, &back).await?, counts: counts(0, 0, 0), refunded: true }
+                settled(queue.settle_batch(job, &back).await?, counts(0, 0, 0), true)
             }
         });
     };
     let total = h.units.len();
-    let (plan, counts) =
-        plan_batch(b, &job.kind, std::mem::take(&mut h.ends), total, job.attempts >= queue.config().max_attempts);
+    let now = queue.clock().now_ms();
+    let throttled_at = |hint| now + crate::throttle::delay_ms(job.throttles, hint, &job.id) as i64;
+    let (plan, counts) = plan_batch(
+        b,
+        &job.kind,
+        std::mem::take(&mut h.ends),
+        total,
+        job.attempts >= queue.config().max_attempts,
+        &throttled_at,
+    );
     if plan.remaining.is_empty() && plan.dead.is_empty() {
-        return Ok(Settled { settle: queue.finish(job).await?, counts, refunded: false });
+        return Ok(Settled { settle: queue.finish(job).await?, counts, refunded: false, throttled: false });
     }
     let refunded = plan.error.is_none() && !plan.remaining.is_empty();
+    let throttled = refunded && plan.throttled.is_some();
+    if throttled {
+        tracing::warn!(id = %job.id, kind = %job.kind, throttles = job.throttles + 1, error = %plan.throttled.as_ref().map(|t| t.0.as_str()).unwrap_or_default(), "throttled; the attempt is refunded");
+    }
     let settle = queue.settle_batch(job, &plan).await?;
     // Out of attempts, the remaining units are dead-lettered with the item.
     let mut counts = counts;
     if settle == Settle::DeadLettered {
         counts.dead += plan.remaining.iter().map(|p| units_in(p, &job.kind)).sum::<u64>();
     }
-    Ok(Settled { settle, counts, refunded })
+    Ok(Settled { settle, counts, refunded, throttled })
 }
 
 /// Units a job carries: its batch's, or one.
@@ -212,6 +252,7 @@ pub(crate) fn plan_batch(
     ends: Vec<(String, UnitEnd)>,
     total: usize,
     last_attempt: bool,
+    throttled_at: &dyn Fn(Option<u64>) -> tickwork::clock::Millis,
 ) -> (BatchSettle, UnitCounts) {
     let sorted = sort_ends(ends, total, last_attempt);
     let parts = |keys: &BTreeSet<String>| -> Vec<String> {
@@ -227,6 +268,7 @@ pub(crate) fn plan_batch(
         error: sorted.error,
         dead: parts(&sorted.dead),
         dead_why: sorted.dead_why.unwrap_or_default(),
+        throttled: sorted.throttled.map(|(why, hint)| (why, throttled_at(hint))),
     };
     (plan, counts)
 }
@@ -243,13 +285,17 @@ pub(crate) struct Sorted {
     pub(crate) error: Option<String>,
     /// Why the dead ones are dead (the first).
     pub(crate) dead_why: Option<String>,
+    /// Units the target throttled go back (with the rest) after this: why (the first), and the
+    /// longest hint any gave.
+    pub(crate) throttled: Option<(String, Option<u64>)>,
     pub(crate) counts: UnitCounts,
 }
 
 /// Sorts unit ends. Pure. Attempts are counted per item, so on its last attempt a unit that failed
 /// goes to the dead letters alone, and the units the deadline kept from starting go back without
-/// losing an attempt: one failing unit never takes its batch-mates with it. A key that ended twice
-/// (a tenant listed twice) is dead if either run was.
+/// losing an attempt: one failing unit never takes its batch-mates with it. A throttled unit goes
+/// back too, spending no attempt ([`crate::throttle`]). A key that ended twice (a tenant listed
+/// twice) is dead if either run was.
 pub(crate) fn sort_ends(ends: Vec<(String, UnitEnd)>, total: usize, last_attempt: bool) -> Sorted {
     let mut s = Sorted::default();
     let (mut retry_err, mut retries) = (None, 0u64);
@@ -282,6 +328,11 @@ pub(crate) fn sort_ends(ends: Vec<(String, UnitEnd)>, total: usize, last_attempt
                     s.counts.failed += 1;
                     s.dead_why.get_or_insert_with(|| format!("{key}: {m}"));
                     s.dead.insert(key.clone());
+                }
+                UnitEnd::Failed(HandlerError::Throttled { why, after_ms }) => {
+                    let t = s.throttled.get_or_insert_with(|| (format!("throttled: {key}: {why}"), None));
+                    t.1 = t.1.max(after_ms);
+                    s.left.insert(key.clone());
                 }
             }
         }
@@ -327,6 +378,9 @@ mod tests {
                     "done" => UnitEnd::Done,
                     "not started" => UnitEnd::NotStarted,
                     "retry" => UnitEnd::Failed(HandlerError::Retry("slow".into())),
+                    "throttled" => {
+                        UnitEnd::Failed(HandlerError::Throttled { why: "429".into(), after_ms: Some(2_000) })
+                    }
                     _ => UnitEnd::Failed(HandlerError::Permanent("bad".into())),
                 };
                 (k.to_string(), end)
@@ -355,6 +409,17 @@ mod tests {
         assert_eq!((s.left, s.dead), (set(&["c"]), set(&["b"])), "c never ran: it goes back");
         assert_eq!(s.error, None, "so that c's next claim is not an attempt past the last");
         assert!(s.dead_why.unwrap().contains("last attempt"));
+    }
+
+    #[test]
+    fn a_throttled_unit_goes_back_without_an_error_so_its_claim_is_refunded() {
+        let s = sort_ends(ends(&[("a", "done"), ("b", "throttled"), ("c", "not started")]), 3, true);
+        assert_eq!((s.left, s.dead), (set(&["b", "c"]), set(&[])), "not dead, even on the last attempt");
+        assert_eq!(s.error, None, "no attempt spent");
+        assert_eq!(s.throttled, Some(("throttled: b: 429".into(), Some(2_000))));
+        assert_eq!((s.counts.run, s.counts.failed), (1, 0), "a throttled unit did not run");
+        let s = sort_ends(ends(&[("a", "retry"), ("b", "throttled")]), 2, false);
+        assert!(s.error.is_some() && s.throttled.is_some(), "a failure beside it spends the attempt");
     }
 
     #[test]
@@ -410,7 +475,7 @@ mod tests {
                 (u.key.clone(), end)
             })
             .collect();
-        let (plan, counts) = plan_batch(&b, "pulse", ends, units.len(), false);
+        let (plan, counts) = plan_batch(&b, "pulse", ends, units.len(), false, &|_| 0);
         assert_eq!(counts.dead, 150, "FailedUnits counts dead units, not items");
         let whole: usize = plan.remaining.iter().map(String::len).sum();
         assert!(whole > tickwork::batch::MAX_BATCH_BYTES, "the remainder outgrew the item: {whole} bytes");

@@ -14,7 +14,7 @@
 //! throttled event), each with a real deadline `timeout` after it starts.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -53,6 +53,50 @@ pub struct Answer {
     pub function_error: Option<String>,
 }
 
+/// What Lambda refuses before it runs a function: a synchronous invocation over the function's
+/// concurrency is answered `429 TooManyRequestsException` with `Reason`
+/// `ReservedFunctionConcurrentInvocationLimitExceeded` ("Invoke", AWS Lambda API reference,
+/// Errors; "Lambda function scaling": "when requests come in faster than your function can
+/// scale, or when your function is at maximum concurrency, additional requests fail with a
+/// throttling error (429 status code)"). The hint is Lambda's `Retry-After` header
+/// (`retryAfterSeconds`). An `Event` invocation is never refused so: Lambda queues it and retries
+/// the throttle itself.
+#[derive(Debug, Default)]
+pub struct Limits {
+    /// Synchronous invocations the function may run at once (0: no limit).
+    pub concurrency: AtomicU64,
+    /// Until this instant (epoch ms) every synchronous invocation is throttled (0: never).
+    pub throttled_until_ms: AtomicI64,
+    /// The `Retry-After` a 429 carries, seconds (0: none).
+    pub retry_after_s: AtomicU64,
+    /// Invocations answered 429.
+    pub throttled: AtomicU64,
+    running: AtomicU64,
+}
+
+impl Limits {
+    /// Whether an invocation arriving now is refused; if not, it counts as running until
+    /// [`Limits::done`].
+    fn admit(&self) -> bool {
+        let now = jiff::Timestamp::now().as_millisecond();
+        let over = |running: u64| {
+            let cap = self.concurrency.load(Ordering::SeqCst);
+            cap > 0 && running >= cap
+        };
+        if now < self.throttled_until_ms.load(Ordering::SeqCst)
+            || self.running.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |r| (!over(r)).then_some(r + 1)).is_err()
+        {
+            self.throttled.fetch_add(1, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+
+    fn done(&self) {
+        self.running.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// What runs an invocation.
 pub type Handler = Arc<dyn Fn(Request) -> futures::future::BoxFuture<'static, Answer> + Send + Sync>;
 
@@ -62,6 +106,8 @@ pub struct InvokeApi {
     task: tokio::task::JoinHandle<()>,
     /// Every request, in arrival order (function, type).
     pub seen: Arc<Mutex<Vec<(String, InvocationType)>>>,
+    /// What it refuses ([`Limits`]): nothing until a test sets one.
+    pub limits: Arc<Limits>,
 }
 
 impl Drop for InvokeApi {
@@ -81,17 +127,18 @@ impl InvokeApi {
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let seen: Arc<Mutex<Vec<(String, InvocationType)>>> = Default::default();
-        let log = seen.clone();
+        let limits: Arc<Limits> = Default::default();
+        let (log, lim) = (seen.clone(), limits.clone());
         let task = tokio::spawn(async move {
             loop {
                 let Ok((s, _)) = listener.accept().await else { return };
-                let (h, log) = (handler.clone(), log.clone());
+                let (h, log, lim) = (handler.clone(), log.clone(), lim.clone());
                 tokio::spawn(async move {
-                    let _ = serve(s, h, log).await;
+                    let _ = serve(s, h, log, lim).await;
                 });
             }
         });
-        Ok(Self { addr, task, seen })
+        Ok(Self { addr, task, seen, limits })
     }
 
     /// The endpoint URL for the SDK's `endpoint_url`.
@@ -100,7 +147,12 @@ impl InvokeApi {
     }
 }
 
-async fn serve(stream: TcpStream, handler: Handler, log: Arc<Mutex<Vec<(String, InvocationType)>>>) -> Result<()> {
+async fn serve(
+    stream: TcpStream,
+    handler: Handler,
+    log: Arc<Mutex<Vec<(String, InvocationType)>>>,
+    limits: Arc<Limits>,
+) -> Result<()> {
     stream.set_nodelay(true)?;
     let mut r = BufReader::new(stream);
     loop {
@@ -137,6 +189,7 @@ async fn serve(stream: TcpStream, handler: Handler, log: Arc<Mutex<Vec<(String, 
             .strip_prefix("/2015-03-31/functions/")
             .and_then(|p| p.split('/').next())
             .map(|f| f.split('?').next().unwrap_or(f).to_string());
+        let mut extra = String::new();
         let (status, body, error) = match (method.as_str(), function) {
             ("POST", Some(function)) if path.contains("/invocations") => {
                 log.lock().expect("log").push((function.clone(), kind));
@@ -147,8 +200,18 @@ async fn serve(stream: TcpStream, handler: Handler, log: Arc<Mutex<Vec<(String, 
                         (202, Vec::new(), None)
                     }
                     InvocationType::DryRun => (204, Vec::new(), None),
+                    InvocationType::RequestResponse if !limits.admit() => {
+                        extra.push_str("x-amzn-ErrorType: TooManyRequestsException\r\n");
+                        let after = limits.retry_after_s.load(Ordering::SeqCst);
+                        if after > 0 {
+                            extra.push_str(&format!("Retry-After: {after}\r\n"));
+                        }
+                        let body = br#"{"Reason":"ReservedFunctionConcurrentInvocationLimitExceeded","Type":"User","message":"Rate Exceeded."}"#;
+                        (429, body.to_vec(), None)
+                    }
                     InvocationType::RequestResponse => {
                         let a = (handler)(req).await;
+                        limits.done();
                         (200, a.body, a.function_error)
                     }
                 }
@@ -157,13 +220,18 @@ async fn serve(stream: TcpStream, handler: Handler, log: Arc<Mutex<Vec<(String, 
         };
         let mut head = format!(
             "HTTP/1.1 {status} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nx-amzn-RequestId: standin-{}\r\nX-Amz-Executed-Version: $LATEST\r\n",
-            if status < 300 { "OK" } else { "Not Found" },
+            match status {
+                0..300 => "OK",
+                429 => "Too Many Requests",
+                _ => "Not Found",
+            },
             body.len(),
             fastrand_id()
         );
         if let Some(e) = error {
             head.push_str(&format!("X-Amz-Function-Error: {e}\r\n"));
         }
+        head.push_str(&extra);
         head.push_str("\r\n");
         let mut out = head.into_bytes();
         out.extend(body);

@@ -284,6 +284,7 @@ mod tests {
             claim_until_ms: 0,
             died: false,
             suspect: false,
+            throttles: 0,
         };
         let b = pulses();
         let spaced = format!("{{ \"batch\" : {} }}", serde_json::to_string(&b).unwrap());
@@ -359,6 +360,7 @@ mod tests {
             claim_until_ms: 0,
             died: false,
             suspect: false,
+            throttles: 0,
         };
         assert_eq!(Batch::of_job(&job), Some(Ok(b)));
         let single = Job { payload: r#"{"tenant":"t1"}"#.into(), ..job.clone() };

@@ -78,16 +78,12 @@ async fn a_month_pulse_writes_one_report_per_tenant() {
     assert!(seen.lock().unwrap().contains_key("pulse#acme#month#2026-11"));
 
     // The unit again (a crash between the put and the settle): still one row, no error.
+    let payload = r#"{"tenant":"acme","grain":"month","period":"2026-11","zone":"Asia/Tokyo"}"#;
     let unit = Job {
-        id: "pulse#acme#month#2026-11".into(),
-        kind: "pulse".into(),
-        payload: r#"{"tenant":"acme","grain":"month","period":"2026-11","zone":"Asia/Tokyo"}"#.into(),
         tenant: Some("acme".into()),
         attempts: 2,
         owner: "again".into(),
-        claim_until_ms: 0,
-        died: false,
-        suspect: false,
+        ..Job::unclaimed("pulse#acme#month#2026-11", "pulse", payload)
     };
     let before = rows(&local, &reports, "acme").await;
     local.clock.set(at + 3_600_000);

@@ -53,9 +53,18 @@ impl BusTarget {
             Ok(out) => out,
             Err(e) => {
                 let why = format!("putting events on {}: {}", self.arn, tickwork_lambda::error_chain(&e));
-                return vec![Err(HandlerError::Retry(why)); jobs.len()];
+                use aws_sdk_eventbridge::error::ProvideErrorMetadata;
+                let e = match crate::throttle::is_throttle_code(e.code()) {
+                    true => HandlerError::throttled(why),
+                    false => HandlerError::Retry(why),
+                };
+                return vec![Err(e); jobs.len()];
             }
         };
+        // An entry refused for the bus's rate (`ThrottlingException` as its `ErrorCode`) is a
+        // throttle, not a failure of its unit.
+        let throttled: Vec<bool> =
+            out.entries().iter().map(|r| crate::throttle::is_throttle_code(r.error_code())).collect();
         let errors: Vec<Option<String>> = out
             .entries()
             .iter()
@@ -63,7 +72,16 @@ impl BusTarget {
             .collect();
         positional_ends(jobs.len(), &errors)
             .into_iter()
-            .map(|r| r.map_err(|why| HandlerError::Retry(format!("{}: {why}", self.arn))))
+            .enumerate()
+            .map(|(i, r)| {
+                r.map_err(|why| {
+                    let why = format!("{}: {why}", self.arn);
+                    match throttled.get(i).copied().unwrap_or(false) {
+                        true => HandlerError::throttled(why),
+                        false => HandlerError::Retry(why),
+                    }
+                })
+            })
             .collect()
     }
 }

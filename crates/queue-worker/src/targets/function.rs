@@ -5,8 +5,10 @@
 //! A unit the function lists in `batchItemFailures` fails (retried under the queue's policy, then
 //! dead-lettered alone, [`crate::units`]); the rest are done. A function error (it raised, timed
 //! out, ran out of memory: `X-Amz-Function-Error`, Lambda API reference, "Invoke"), an answer
-//! Lambda would read as a complete failure, or a failed request (throttled, not found, denied)
-//! fails the whole call: every unit it carried is retried.
+//! Lambda would read as a complete failure, or a failed request (not found, denied) fails the
+//! whole call: every unit it carried is retried. A throttled request (`TooManyRequestsException`:
+//! the function is over its concurrency, reserved or the account's) fails none: its units go back
+//! with their attempt refunded, after the `Retry-After` Lambda gives ([`crate::throttle`]).
 
 use futures::future::BoxFuture;
 use tickwork::clock::SharedClock;
@@ -71,7 +73,11 @@ impl FunctionTarget {
         {
             Ok(out) => out,
             Err(e) => {
-                return all(HandlerError::Retry(format!("invoking {}: {}", self.arn, tickwork_lambda::error_chain(&e))))
+                let why = format!("invoking {}: {}", self.arn, tickwork_lambda::error_chain(&e));
+                return all(match throttle_of(&e) {
+                    Some(after_ms) => HandlerError::Throttled { why, after_ms },
+                    None => HandlerError::Retry(why),
+                });
             }
         };
         let answer = out.payload().map(|p| p.as_ref().to_vec()).unwrap_or_default();
@@ -89,6 +95,19 @@ impl FunctionTarget {
                 .collect(),
             Err(why) => all(HandlerError::Retry(format!("{}: the whole batch failed: {why}", self.arn))),
         }
+    }
+}
+
+/// Whether an Invoke was refused as a throttle, and Lambda's hint (`Retry-After`, carried as
+/// `retryAfterSeconds`; "Invoke", Lambda API reference, `TooManyRequestsException`). Pure.
+pub fn throttle_of<R>(
+    e: &aws_sdk_lambda::error::SdkError<aws_sdk_lambda::operation::invoke::InvokeError, R>,
+) -> Option<Option<u64>> {
+    use aws_sdk_lambda::error::ProvideErrorMetadata;
+    use aws_sdk_lambda::operation::invoke::InvokeError;
+    match e.as_service_error()? {
+        InvokeError::TooManyRequestsException(t) => Some(crate::throttle::hint_of_seconds(t.retry_after_seconds())),
+        other => crate::throttle::is_throttle_code(other.code()).then_some(None),
     }
 }
 

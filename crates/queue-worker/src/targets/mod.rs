@@ -57,13 +57,22 @@ pub fn route(
     Ok(registry)
 }
 
+/// The retry partition of the clients that call a function target: not `lambda`, the worker's
+/// own hand-on client's.
+pub const TARGET_LAMBDA_PARTITION: &str = "tickwork-target-lambda";
+
 /// The handler that delivers to `r`'s target, with a client for the target's region (`batch`:
 /// units an Invoke of a function).
 pub fn target(r: &Route, sdk: &aws_config::SdkConfig, batch: usize, clock: &SharedClock) -> Arc<dyn Handler> {
     let region = aws_config::Region::new(r.target.region().to_string());
     match &r.target {
         Target::Function { arn, region: name } => {
-            let mut b = aws_sdk_lambda::config::Builder::from(sdk).region(region);
+            // A retry partition of its own: a throttled target spends its own client's retry
+            // tokens, never those of the worker's hand-on Invoke (the SDK shares a token bucket
+            // among the clients of one partition, by default the service's name).
+            let mut b = aws_sdk_lambda::config::Builder::from(sdk)
+                .region(region)
+                .retry_partition(aws_sdk_lambda::config::retry::RetryPartition::new(TARGET_LAMBDA_PARTITION));
             if let Some(rec) = tickwork::iam::suite_recorder() {
                 b = b.interceptor(rec.map(tickwork_lambda::lambda::lambda_accesses));
             }
@@ -78,14 +87,18 @@ pub fn target(r: &Route, sdk: &aws_config::SdkConfig, batch: usize, clock: &Shar
             ))
         }
         Target::Queue { url, fifo, .. } => {
-            let mut b = aws_sdk_sqs::config::Builder::from(sdk).region(region);
+            let mut b = aws_sdk_sqs::config::Builder::from(sdk)
+                .region(region)
+                .retry_partition(aws_sdk_sqs::config::retry::RetryPartition::new("tickwork-target-sqs"));
             if let Some(rec) = tickwork::iam::suite_recorder() {
                 b = b.interceptor(rec.map(sqs_accesses));
             }
             Arc::new(queue::QueueTarget::new(aws_sdk_sqs::Client::from_conf(b.build()), url, *fifo))
         }
         Target::Bus { arn, .. } => {
-            let mut b = aws_sdk_eventbridge::config::Builder::from(sdk).region(region);
+            let mut b = aws_sdk_eventbridge::config::Builder::from(sdk)
+                .region(region)
+                .retry_partition(aws_sdk_eventbridge::config::retry::RetryPartition::new("tickwork-target-events"));
             if let Some(rec) = tickwork::iam::suite_recorder() {
                 b = b.interceptor(rec.map(events_accesses));
             }

@@ -65,9 +65,18 @@ impl QueueTarget {
             Ok(out) => out,
             Err(e) => {
                 let why = format!("sending to {}: {}", self.url, tickwork_lambda::error_chain(&e));
-                return vec![Err(HandlerError::Retry(why)); jobs.len()];
+                use aws_sdk_sqs::error::ProvideErrorMetadata;
+                let e = match crate::throttle::is_throttle_code(e.code()) {
+                    true => HandlerError::throttled(why),
+                    false => HandlerError::Retry(why),
+                };
+                return vec![Err(e); jobs.len()];
             }
         };
+        // An entry refused for the queue's rate (a FIFO queue's per-group or per-queue limit) is
+        // a throttle, not a failure of its unit.
+        let throttled: Vec<&str> =
+            out.failed().iter().filter(|f| crate::throttle::is_throttle_code(Some(f.code()))).map(|f| f.id()).collect();
         let failed: Vec<(&str, String)> = out
             .failed()
             .iter()
@@ -79,7 +88,16 @@ impl QueueTarget {
         let sent: Vec<&str> = out.successful().iter().map(|s| s.id()).collect();
         entry_ends(jobs.len(), &sent, &failed)
             .into_iter()
-            .map(|r| r.map_err(|why| HandlerError::Retry(format!("{}: {why}", self.url))))
+            .enumerate()
+            .map(|(i, r)| {
+                r.map_err(|why| {
+                    let why = format!("{}: {why}", self.url);
+                    match throttled.contains(&entry_id(i).as_str()) {
+                        true => HandlerError::throttled(why),
+                        false => HandlerError::Retry(why),
+                    }
+                })
+            })
             .collect()
     }
 }

@@ -190,10 +190,11 @@ fn burst(env: &Env, a: &CostArgs, input: &CostInput) -> Result<render::Burst> {
 }
 
 /// How long one sweep invocation works: the functions' own reading of timeout and margin (bounds,
-/// margin below timeout), the template's 300 s timeout where none is declared.
+/// margin below timeout), the template's timeout where none is declared.
 fn invocation_ms(env: &Env) -> Result<f64> {
     let core = tickwork::config::CoreConfig::from_env(env)?;
-    let timeout = core.function_timeout.unwrap_or(std::time::Duration::from_secs(300));
+    let timeout =
+        core.function_timeout.unwrap_or(std::time::Duration::from_secs(pulse_sweep::config::DEPLOYED_TIMEOUT_SECS));
     anyhow::ensure!(
         core.margin < timeout,
         "{} ({} s) leaves no time to work in a {} s function",

@@ -35,6 +35,8 @@ pub struct Job {
     pub died: bool,
     /// A part split from an item whose worker died: run alone, so that a death is its own.
     pub suspect: bool,
+    /// Claims given back because the handler's target throttled ([`THROTTLES`]), refunded.
+    pub throttles: u32,
 }
 
 impl Job {
@@ -51,6 +53,7 @@ impl Job {
             claim_until_ms: 0,
             died: false,
             suspect: false,
+            throttles: 0,
         }
     }
 }
@@ -251,6 +254,7 @@ fn job_of(id: &str, owner: &str, until: Millis, a: &Item, died: bool) -> Job {
         claim_until_ms: until,
         died,
         suspect: crate::schema::get_bool(a, SUSPECT).unwrap_or(false),
+        throttles: get_u64(a, THROTTLES).unwrap_or(0) as u32,
     }
 }
 

@@ -27,6 +27,10 @@ pub const FAILED_AT: &str = "failed_at";
 pub const LAST_ERROR: &str = "last_error";
 /// Attribute: a part split from an item whose worker died (BOOL), run alone by the worker.
 pub const SUSPECT: &str = "suspect";
+/// Attribute: claims of the item given back because its handler's target throttled (N): a
+/// throttle refunds the claim's attempt (the unit did nothing wrong) until this many, after which
+/// it counts as a failure, so a target throttled for good still ends in the dead letters.
+pub const THROTTLES: &str = "throttles";
 /// Attribute: creation time (ms).
 pub const CREATED_AT: &str = "created_at";
 /// Ready index name.

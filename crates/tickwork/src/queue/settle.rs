@@ -48,6 +48,10 @@ pub struct BatchSettle {
     pub dead: Vec<String>,
     /// Why the dead ones are dead.
     pub dead_why: String,
+    /// The target throttled some units (why, and when they may run again): with no failure
+    /// beside it, the units left go back then with the claim's attempt refunded and the item's
+    /// [`THROTTLES`] counted.
+    pub throttled: Option<(String, Millis)>,
 }
 
 /// An item a settle leaves behind.
@@ -146,7 +150,17 @@ impl Queue {
             return self.dead_letter(job, error).await;
         }
         let at = self.clock.now_ms() + self.cfg.backoff(job.attempts).as_millis() as i64;
-        self.apply(job, &Transition::Retry { at_ms: at, error: error.to_string(), payload: None, refund: false }).await
+        let t =
+            Transition::Retry { at_ms: at, error: error.to_string(), payload: None, refund: false, throttled: false };
+        self.apply(job, &t).await
+    }
+
+    /// Gives the job back because its handler's target throttled: visible again at `at_ms`, the
+    /// claim's attempt refunded and counted in [`THROTTLES`] instead (the worker decides when a
+    /// throttle counts as a failure: [`Job::throttles`]).
+    pub async fn throttled(&self, job: &Job, why: &str, at_ms: Millis) -> Result<Settle, QueueError> {
+        let t = Transition::Retry { at_ms, error: why.to_string(), payload: None, refund: true, throttled: true };
+        self.apply(job, &t).await
     }
 
     /// Moves the job to the dead letters now (a permanent failure, or the last attempt).
@@ -167,6 +181,7 @@ impl Queue {
         let t = batch_transition(
             s.remaining.first().map(String::as_str),
             s.error.as_deref(),
+            s.throttled.as_ref().map(|(why, at)| (why.as_str(), *at)),
             job.attempts >= self.cfg.max_attempts,
             now,
             now + self.cfg.backoff(job.attempts).as_millis() as i64,
@@ -302,8 +317,9 @@ enum Transition {
     /// Done: a tombstone out of the ready index, its payload dropped, expiring at `ttl_s`.
     Done { ttl_s: i64 },
     /// Back to pending, visible at `at_ms`, with why; `payload` replaces the item's (a batch's
-    /// remaining units); `refund` takes back the claim's attempt (only the deadline stopped it).
-    Retry { at_ms: Millis, error: String, payload: Option<String>, refund: bool },
+    /// remaining units); `refund` takes back the claim's attempt (only the deadline or a throttle
+    /// stopped it); `throttled` counts the claim in [`THROTTLES`].
+    Retry { at_ms: Millis, error: String, payload: Option<String>, refund: bool, throttled: bool },
     /// To the dead letters, with why; `payload` replaces the item's (a batch's remaining units).
     Dead { now_ms: Millis, error: String, payload: Option<String> },
 }
@@ -329,7 +345,7 @@ impl Transition {
                 vec![("#ttl", TTL), ("#shard", SHARD), ("#vis", VISIBLE_AT), ("#payload", PAYLOAD)],
                 vec![(":done", av_s(DONE)), (":ttl", av_n(ttl_s))],
             ),
-            Transition::Retry { at_ms, error, payload, refund } => {
+            Transition::Retry { at_ms, error, payload, refund, throttled } => {
                 let mut set = vec!["#state = :pending", "#vis = :at", "#err = :err"];
                 let mut names = vec![("#vis", VISIBLE_AT), ("#err", LAST_ERROR)];
                 let mut values = vec![(":pending", av_s(PENDING)), (":at", av_n(at_ms)), (":err", cut(error))];
@@ -341,6 +357,12 @@ impl Transition {
                 if *refund {
                     set.push("#attempts = #attempts - :one");
                     values.push((":one", av_n(1)));
+                }
+                if *throttled {
+                    set.push("#throttles = if_not_exists(#throttles, :t0) + :t1");
+                    names.push(("#throttles", THROTTLES));
+                    values.push((":t0", av_n(0)));
+                    values.push((":t1", av_n(1)));
                 }
                 (format!("SET {} REMOVE #owner", set.join(", ")), names, values)
             }
@@ -368,31 +390,32 @@ impl Transition {
 /// failures on the last attempt → the item is dead-lettered with them; failures with attempts
 /// left → retry the rest after the backoff (`backoff_at`); only the deadline stopped it → retry
 /// the rest now, the attempt refunded.
+#[allow(clippy::too_many_arguments)]
 fn batch_transition(
     remaining: Option<&str>,
     error: Option<&str>,
+    throttled: Option<(&str, Millis)>,
     last_attempt: bool,
     now: Millis,
     backoff_at: Millis,
     ttl_s: i64,
 ) -> Transition {
-    match (remaining, error) {
-        (None, _) => Transition::Done { ttl_s },
-        (Some(rest), Some(e)) if last_attempt => {
+    let retry = |at_ms, error: &str, rest: &str, refund, throttled| Transition::Retry {
+        at_ms,
+        error: error.to_string(),
+        payload: Some(rest.to_string()),
+        refund,
+        throttled,
+    };
+    match (remaining, error, throttled) {
+        (None, _, _) => Transition::Done { ttl_s },
+        (Some(rest), Some(e), _) if last_attempt => {
             Transition::Dead { now_ms: now, error: e.to_string(), payload: Some(rest.to_string()) }
         }
-        (Some(rest), Some(e)) => Transition::Retry {
-            at_ms: backoff_at,
-            error: e.to_string(),
-            payload: Some(rest.to_string()),
-            refund: false,
-        },
-        (Some(rest), None) => Transition::Retry {
-            at_ms: now,
-            error: "stopped by the deadline; the rest continues".into(),
-            payload: Some(rest.to_string()),
-            refund: true,
-        },
+        // A failure spends the attempt; a throttle beside it only delays the retry.
+        (Some(rest), Some(e), t) => retry(backoff_at.max(t.map_or(0, |t| t.1)), e, rest, false, false),
+        (Some(rest), None, Some((why, at))) => retry(at, why, rest, true, true),
+        (Some(rest), None, None) => retry(now, "stopped by the deadline; the rest continues", rest, true, false),
     }
 }
 
@@ -409,11 +432,18 @@ mod tests {
 
     #[test]
     fn a_batch_settles_done_retried_refunded_or_dead() {
-        let t = |rest: Option<&str>, err: Option<&str>, last: bool| batch_transition(rest, err, last, 100, 900, 7);
+        let t =
+            |rest: Option<&str>, err: Option<&str>, last: bool| batch_transition(rest, err, None, last, 100, 900, 7);
         assert_eq!(t(None, Some("x"), true), Transition::Done { ttl_s: 7 }, "every unit ran: done");
         assert_eq!(
             t(Some("r"), Some("boom"), false),
-            Transition::Retry { at_ms: 900, error: "boom".into(), payload: Some("r".into()), refund: false }
+            Transition::Retry {
+                at_ms: 900,
+                error: "boom".into(),
+                payload: Some("r".into()),
+                refund: false,
+                throttled: false
+            }
         );
         assert_eq!(
             t(Some("r"), None, true),
@@ -421,7 +451,8 @@ mod tests {
                 at_ms: 100,
                 error: "stopped by the deadline; the rest continues".into(),
                 payload: Some("r".into()),
-                refund: true
+                refund: true,
+                throttled: false
             },
             "the deadline alone is no attempt, even the last"
         );
@@ -429,6 +460,27 @@ mod tests {
             t(Some("r"), Some("boom"), true),
             Transition::Dead { now_ms: 100, error: "boom".into(), payload: Some("r".into()) }
         );
+    }
+
+    #[test]
+    fn a_throttle_refunds_the_attempt_and_waits_but_a_failure_beside_it_spends_one() {
+        let t = |err: Option<&str>, last: bool| {
+            batch_transition(Some("r"), err, Some(("slow down", 5_000)), last, 100, 900, 7)
+        };
+        assert_eq!(
+            t(None, true),
+            Transition::Retry {
+                at_ms: 5_000,
+                error: "slow down".into(),
+                payload: Some("r".into()),
+                refund: true,
+                throttled: true
+            },
+            "even on the last attempt a throttle is no attempt"
+        );
+        let Transition::Retry { at_ms, refund, throttled, .. } = t(Some("boom"), false) else { panic!() };
+        assert_eq!((at_ms, refund, throttled), (5_000, false, false), "the later of the backoff and the throttle");
+        assert!(matches!(t(Some("boom"), true), Transition::Dead { .. }));
     }
 
     #[test]
@@ -453,6 +505,7 @@ mod tests {
             claim_until_ms: 0,
             died: false,
             suspect: false,
+            throttles: 0,
         }
     }
 
@@ -473,8 +526,15 @@ mod tests {
         let long = "e".repeat(5000);
         for t in [
             Transition::Done { ttl_s: 1 },
-            Transition::Retry { at_ms: 1, error: long.clone(), payload: None, refund: false },
-            Transition::Retry { at_ms: 1, error: "e".into(), payload: Some("p".into()), refund: true },
+            Transition::Retry { at_ms: 1, error: long.clone(), payload: None, refund: false, throttled: false },
+            Transition::Retry {
+                at_ms: 1,
+                error: "e".into(),
+                payload: Some("p".into()),
+                refund: true,
+                throttled: false,
+            },
+            Transition::Retry { at_ms: 1, error: "e".into(), payload: None, refund: true, throttled: true },
             Transition::Dead { now_ms: 1, error: long.clone(), payload: None },
             Transition::Dead { now_ms: 1, error: "e".into(), payload: Some("p".into()) },
         ] {
