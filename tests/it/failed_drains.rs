@@ -17,7 +17,7 @@ use tickwork_tests::Local;
 
 /// Each item's handler calls, when each began.
 #[derive(Default)]
-struct Counting(Mutex<BTreeMap<String, Vec<Instant>>>);
+pub(crate) struct Counting(pub(crate) Mutex<BTreeMap<String, Vec<Instant>>>);
 
 impl queue_worker::Handler for Counting {
     fn handle<'a>(&'a self, job: &'a tickwork::queue::Job) -> BoxFuture<'a, Result<(), queue_worker::HandlerError>> {
@@ -31,25 +31,25 @@ impl queue_worker::Handler for Counting {
 
 /// One invocation as the engine ran it: its event, when it started, and how it ended.
 #[derive(Debug, Clone)]
-struct Run {
-    event: Value,
-    started: Instant,
-    ended: Instant,
-    result: Result<queue_worker::Report, String>,
+pub(crate) struct Run {
+    pub(crate) event: Value,
+    pub(crate) started: Instant,
+    pub(crate) ended: Instant,
+    pub(crate) result: Result<queue_worker::Report, String>,
 }
 
 /// The worker's engine, what it ran, and the stream signal that starts the first drain.
-struct Rig {
-    engine: lambda_standin::invoke::Engine,
-    runs: Arc<Mutex<Vec<Run>>>,
-    handler: Arc<Counting>,
-    signal: Value,
-    _api: lambda_standin::invoke::InvokeApi,
+pub(crate) struct Rig {
+    pub(crate) engine: lambda_standin::invoke::Engine,
+    pub(crate) runs: Arc<Mutex<Vec<Run>>>,
+    pub(crate) handler: Arc<Counting>,
+    pub(crate) signal: Value,
+    pub(crate) _api: lambda_standin::invoke::InvokeApi,
 }
 
 /// A worker whose queue client goes through `faults`, its fleet of one slot started through
 /// the Invoke API stand-in, each invocation given `timeout`; `items` ready in one shard.
-async fn rig(faults: &Faults, items: usize, timeout: Duration) -> Rig {
+pub(crate) async fn rig(faults: &Faults, items: usize, timeout: Duration) -> Rig {
     let local = Local::new().await;
     let control = local.control().await;
     let table = local.table(&queue_table()).await;

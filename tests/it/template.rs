@@ -597,3 +597,21 @@ fn the_template_lints_clean_with_each_part_switched_off() {
         assert!(o.status.success(), "checkov with {set:?}:\n{}", String::from_utf8_lossy(&o.stdout));
     }
 }
+
+/// The deploy names the concurrency a function target needs: the worker's drains times its
+/// handler calls at once, the figure the template deploys (`TICKWORK_WORKER_CONCURRENCY`), since
+/// below it the target throttles and its units wait (docs/targets.md).
+#[test]
+fn the_deploy_output_names_the_concurrency_a_function_target_needs() {
+    let t = template();
+    let out = &t["Outputs"]["FunctionTargetConcurrency"];
+    assert_eq!(s(&out["Condition"]), "HasFunctionTarget");
+    let worker = &t["Resources"]["QueueWorkerFunction"];
+    let env = function_env(&t, worker);
+    let calls = env.iter().find(|(k, _)| k == "TICKWORK_WORKER_CONCURRENCY").map(|(_, v)| v.clone()).unwrap();
+    let text = s(&out["Value"]);
+    assert!(
+        text.contains("${WorkerConcurrency} drains x ") && text.contains(&format!(" {calls} handler calls")),
+        "{text}"
+    );
+}

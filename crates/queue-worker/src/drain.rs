@@ -35,10 +35,10 @@
 //!    call or grant; a one-shot Scheduler wake per retry would be a shared schedule that
 //!    concurrent drains overwrite.
 //! 7. **A throttle backs the drain off** ([`crate::throttle`]): a call its target refused for
-//!    rate or concurrency sends its units back with the attempt refunded, and the units of that
-//!    kind held beside them with it (they would be refused too); the drain claims nothing until
-//!    the throttle's backoff has passed, then goes on, waiting for it as for a retry (step 6),
-//!    or handing it on when its budget ends first.
+//!    rate or concurrency sends its units back with the attempt refunded (after the backoff); the
+//!    drain halves the calls it runs at once, adding one back each time as many calls pass
+//!    ([`crate::throttle::CallLimit`]), and claims nothing until the backoff has passed, waiting
+//!    for the units as for a retry (step 6), or handing them on when its budget ends first.
 //! 8. **A settle that fails is tried again** ([`SETTLE_RETRY_MS`]): its units have run, and
 //!    an item left claimed would come back at its visibility timeout as though its worker had
 //!    died (split into parts that each run alone, every unit run again). The settle is
@@ -49,7 +49,6 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
-use serde::Serialize;
 use tickwork::batch::Batch;
 use tickwork::budget::Budget;
 use tickwork::clock::Millis;
@@ -59,6 +58,8 @@ use crate::config::WorkerConfig;
 use crate::feed::{take, Feed, TakeRun};
 use crate::fleet::{Grow, NoFleet};
 use crate::registry::{HandlerError, Registry};
+use crate::report::tally;
+pub use crate::report::Report;
 use crate::units::{call, settle_held, units_per_call, Held, Settled, UnitEnd};
 
 /// How long a drain waits before each further try of a settle that failed through the SDK's own
@@ -68,84 +69,6 @@ pub const SETTLE_RETRY_MS: [u64; 2] = [2_000, 8_000];
 /// Parts an item is split into when its worker died ([`Job::died`]): each death beside it divides
 /// the suspects by this, so a unit among 2,000 is alone after four deaths.
 pub const ISOLATION_PARTS: usize = 8;
-
-/// Counts from one invocation.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Report {
-    /// How it ended.
-    pub outcome: tickwork_lambda::Outcome,
-    /// Poll queries made.
-    #[serde(skip_serializing_if = "is_zero")]
-    pub polls: u64,
-    /// Candidates seen.
-    #[serde(skip_serializing_if = "is_zero")]
-    pub candidates: u64,
-    /// Items claimed.
-    #[serde(skip_serializing_if = "is_zero")]
-    pub claimed: u64,
-    /// Claims lost to another worker.
-    #[serde(skip_serializing_if = "is_zero")]
-    pub taken: u64,
-    /// Finished.
-    #[serde(skip_serializing_if = "is_zero")]
-    pub finished: u64,
-    /// Failed and scheduled for retry.
-    #[serde(skip_serializing_if = "is_zero")]
-    pub retried: u64,
-    /// Items dead-lettered (failed permanently, out of attempts, or exhausted by dead workers).
-    #[serde(skip_serializing_if = "is_zero")]
-    pub dead_lettered: u64,
-    /// Units dead-lettered, from whole items and from batches alike: the `FailedUnits` metric.
-    #[serde(skip_serializing_if = "is_zero")]
-    pub dead_units: u64,
-    /// Our claim expired before we settled it (someone else owns it now).
-    #[serde(skip_serializing_if = "is_zero")]
-    pub lost: u64,
-    /// Items split because their last worker died.
-    #[serde(skip_serializing_if = "is_zero")]
-    pub split: u64,
-    /// Items given back with units never started (the deadline stopped them; attempt refunded).
-    #[serde(skip_serializing_if = "is_zero")]
-    pub refunded: u64,
-    /// Handler calls (units) run.
-    #[serde(skip_serializing_if = "is_zero")]
-    pub units: u64,
-    /// Units that failed (retried later or dead-lettered).
-    #[serde(skip_serializing_if = "is_zero")]
-    pub units_failed: u64,
-    /// Units a target throttled, and those of its kind held beside them: given back with the
-    /// attempt refunded, to run after the throttle's backoff (step 7).
-    #[serde(skip_serializing_if = "is_zero")]
-    pub throttled: u64,
-    /// Claims made while a held item still had a unit to start: 0, by step 2.
-    #[serde(skip_serializing_if = "is_zero")]
-    pub claims_ahead: u64,
-    /// The longest any candidate had been ready when a poll saw it (ms): the queue's lag.
-    #[serde(skip_serializing_if = "is_zero")]
-    pub oldest_ready_ms: u64,
-    /// Stopped claiming because of the deadline.
-    #[serde(skip_serializing_if = "is_false")]
-    pub stopped_by_deadline: bool,
-    /// Stopped with ready work it did not take (the feed not exhausted, or units given back):
-    /// the next drain must start at once ([`crate::fleet`]).
-    #[serde(skip_serializing_if = "is_false")]
-    pub work_left: bool,
-    /// A successor drain was started as this one ended ([`crate::fleet`], step 2).
-    #[serde(skip_serializing_if = "is_false")]
-    pub handed_on: bool,
-    /// The retries this drain scheduled (or was started to wait for) that its budget did not
-    /// reach, each instant once: its successor waits for them (step 6).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub retry_at_ms: Vec<Millis>,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
-fn is_false(b: &bool) -> bool {
-    !*b
-}
 
 /// Claims and runs ready items until the queue is empty or `budget` says stop.
 pub async fn drain(
@@ -247,13 +170,15 @@ async fn drain_as(
     let mut reopen = false;
     // Step 7: a target throttled; nothing is claimed before this instant.
     let mut hold_until: Option<Millis> = None;
+    // Step 7: the handler calls at once, halved by a throttle and grown back as calls pass.
+    let mut limit = crate::throttle::CallLimit::new(cfg.concurrency);
     loop {
         if !stopping && budget.exhausted() {
             stopping = true;
             r.stopped_by_deadline = true;
         }
         // Step 2: fill the handler slots.
-        while !stopping && running.len() < cfg.concurrency {
+        while !stopping && running.len() < limit.allowed() {
             let Some(id) = startable(&held) else { break };
             let h = held.get_mut(&id).expect("held");
             // One call: one unit, or as many as the kind's target takes in a request (one on the
@@ -337,16 +262,16 @@ async fn drain_as(
                 });
                 r.throttled += ends.iter().filter(|(_, e)| matches!(e, UnitEnd::Failed(HandlerError::Throttled { .. }))).count() as u64;
                 h.ends.extend(ends);
-                if let Some(hint) = hint {
-                    // Step 7: back off; what of its kind is held goes back with it.
-                    let until = queue.clock().now_ms()
-                        + crate::throttle::delay_ms(h.job.throttles, hint, &h.job.id) as Millis;
-                    hold_until = Some(hold_until.map_or(until, |u| u.max(until)));
-                    retry_due.insert(until);
-                    let kind = h.job.kind.clone();
-                    for h in held.values_mut().filter(|h| h.job.kind == kind) {
-                        r.throttled += h.throttle_rest(hint) as u64;
+                match hint {
+                    // Step 7: back off, and run fewer calls at once.
+                    Some(hint) => {
+                        let until = queue.clock().now_ms()
+                            + crate::throttle::delay_ms(h.job.throttles, hint, &h.job.id) as Millis;
+                        hold_until = Some(hold_until.map_or(until, |u| u.max(until)));
+                        retry_due.insert(until);
+                        limit.throttled();
                     }
+                    None => limit.passed(),
                 }
             }
             Some(s) = settling.next(), if !settling.is_empty() => {
@@ -487,28 +412,6 @@ fn admit<'a>(queue: &'a Queue, job: Job, held: &mut BTreeMap<u64, Held>, next_id
     held.insert(*next_id, Held::new(job, batch));
     *next_id += 1;
     None
-}
-
-fn tally(r: &mut Report, s: &Settled, retry_due: &mut std::collections::BTreeSet<Millis>) {
-    r.units += s.counts.run;
-    r.units_failed += s.counts.failed;
-    r.dead_units += s.counts.dead;
-    r.refunded += u64::from(s.refunded && s.settle != Settle::NotOwner);
-    match s.settle {
-        Settle::Settled => r.finished += 1,
-        Settle::Split { .. } => r.split += 1,
-        Settle::Retrying { at_ms } => {
-            if !s.refunded {
-                r.retried += 1;
-            }
-            // A throttled item is waited for as a retry is (step 7).
-            if !s.refunded || s.throttled {
-                retry_due.insert(at_ms);
-            }
-        }
-        Settle::DeadLettered => r.dead_lettered += 1,
-        Settle::NotOwner => r.lost += 1,
-    }
 }
 
 #[cfg(test)]

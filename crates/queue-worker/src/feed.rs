@@ -90,12 +90,14 @@ impl Feed {
         }
     }
 
-    /// Ready work that may be left: keys in hand, a shard whose page was full, or a round of the
-    /// shards not yet proven dry (`done`). With several ready shards a drain stopped after a short
-    /// page of one has not looked at the others: counted as nothing left, their items would wait
-    /// for the safety poll.
+    /// Ready work that may be left: keys in hand, a shard whose page was full, or a shard this
+    /// round has not polled yet. With several ready shards a drain stopped after a short page of
+    /// one has not looked at the others: counted as nothing left, their items would wait for the
+    /// safety poll. A round whose every shard gave a short page has seen all that was ready: a
+    /// drain stopped then hands on nothing (counted as more, every drain of a fleet at the end of
+    /// a backlog started a successor that found the queue empty).
     pub(crate) fn more(&self) -> bool {
-        !self.paused && (!self.buffer.is_empty() || self.full || !self.done)
+        !self.paused && (!self.buffer.is_empty() || self.full || (!self.done && self.pos < self.shards))
     }
 
     /// Another round: something became ready since the feed ran dry.
@@ -212,6 +214,9 @@ mod tests {
         assert!(f.more(), "no shard looked at yet");
         f.pos = 1;
         assert!(f.more(), "one short page of four shards proves nothing of the other three");
+        f.pos = 4;
+        assert!(!f.more(), "a short page of every shard: all that was ready was seen");
+        f.pos = 0;
         f.done = true;
         assert!(!f.more(), "a dry round of every shard");
         f.full = true;

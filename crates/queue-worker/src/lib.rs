@@ -20,7 +20,8 @@
 //! ## Layout
 //! [`config`] settings; [`registry`] handlers by kind; [`targets`] kinds delivered to a Lambda
 //! function, a queue or a bus; [`mod@drain`] the loop, `feed` its
-//! candidates, `units` an item's units and its settle, [`fleet`] the drains at once; [`summary`]
+//! candidates, `units` an item's units and its settle, `report` what it did, [`throttle`] a
+//! target's refusals, [`fleet`] the drains at once and [`handon`] what each hands on; [`summary`]
 //! the handlers this worker ships; this file the glue.
 
 pub mod config;
@@ -29,6 +30,7 @@ mod feed;
 pub mod fleet;
 pub mod handon;
 pub mod registry;
+mod report;
 pub mod summary;
 pub mod targets;
 pub mod throttle;

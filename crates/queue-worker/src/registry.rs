@@ -37,6 +37,16 @@ impl HandlerError {
     pub fn throttled(why: impl Into<String>) -> Self {
         HandlerError::Throttled { why: why.into(), after_ms: None }
     }
+
+    /// A handler's DynamoDB request that failed: a throttle still there after the SDK's retries
+    /// (the handler's table past its capacity: a new on-demand table starts at 4,000 writes a
+    /// second) is [`HandlerError::Throttled`], anything else a retry.
+    pub fn of_db(e: &tickwork::DbError) -> Self {
+        match e {
+            tickwork::DbError::Throttled { .. } => HandlerError::throttled(e.to_string()),
+            other => HandlerError::Retry(other.to_string()),
+        }
+    }
 }
 
 /// The work for one kind of item.
@@ -164,5 +174,19 @@ impl Registry {
             .map(|(k, h)| (k, Arc::new(Counted { inner: h, seen: seen.clone() }) as Arc<dyn Handler>))
             .collect();
         Registry { map }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_handler_table_still_throttled_after_the_sdk_retries_is_a_throttle() {
+        let throttled =
+            tickwork::DbError::Throttled { op: "PutItem", table: "summaries".into(), source: "slow down".into() };
+        assert!(matches!(HandlerError::of_db(&throttled), HandlerError::Throttled { after_ms: None, .. }));
+        let missing = tickwork::DbError::TableNotFound { table: "summaries".into() };
+        assert!(matches!(HandlerError::of_db(&missing), HandlerError::Retry(_)));
     }
 }

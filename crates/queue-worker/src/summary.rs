@@ -135,7 +135,7 @@ impl Writer {
         // Written, or written before (a retried unit, a duplicate delivery): done either way.
         match self.db.put_new(&self.table, item).await {
             Ok(_) => Ok(()),
-            Err(e) => Err(HandlerError::Retry(e.to_string())),
+            Err(e) => Err(HandlerError::of_db(&e)),
         }
     }
 }

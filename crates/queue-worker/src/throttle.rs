@@ -8,8 +8,8 @@
 //! unit a call) multiplies the calls by ten exactly when the target is saturated. So a throttled
 //! unit goes back with its claim's attempt refunded, after the target's own hint (`Retry-After`,
 //! Lambda's `retryAfterSeconds`) or a backoff doubling from [`FIRST_BACKOFF_MS`] to
-//! [`MAX_BACKOFF_MS`], and the drain that saw it claims nothing more until then
-//! ([`crate::drain`]). Counted on the item ([`tickwork::queue::THROTTLES`]), a throttle is free
+//! [`MAX_BACKOFF_MS`]; the drain that saw it claims nothing more until then and halves the calls
+//! it runs at once ([`CallLimit`]), growing back as calls pass ([`crate::drain`]). Counted on the item ([`tickwork::queue::THROTTLES`]), a throttle is free
 //! [`FREE_THROTTLES`] times; after that it counts as a failure, so a target that never recovers
 //! still ends in the dead letters (and `FailedUnits` pages, the dead letter's error naming the
 //! throttle) rather than circling for ever. At the defaults an item is throttled for free for about
@@ -29,6 +29,50 @@ pub const FIRST_BACKOFF_MS: u64 = 1_000;
 /// The longest throttle backoff, ms: a hint above it is capped, so a unit is never held past a
 /// minute by one answer.
 pub const MAX_BACKOFF_MS: u64 = 60_000;
+
+/// How many handler calls a drain runs at once while a target throttles: halved at each
+/// throttled call, one added back for each `allowed` calls that pass, up to the configured
+/// concurrency (additive increase, multiplicative decrease, as TCP and the SDK's own adaptive
+/// retry mode shape a sender to what the other end takes). So a target whose concurrency is below
+/// the fleet's (a new account's 10 against 4 drains of 16 calls) settles at what it takes, with a
+/// throttle now and then as a probe, instead of refusing most calls for as long as the backlog
+/// lasts and spending every item's free throttles. Pure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallLimit {
+    max: usize,
+    allowed: usize,
+    passed: usize,
+}
+
+impl CallLimit {
+    /// At most `max` calls at once (the drain's concurrency).
+    pub fn new(max: usize) -> Self {
+        let max = max.max(1);
+        Self { max, allowed: max, passed: 0 }
+    }
+
+    /// Calls that may run at once now.
+    pub fn allowed(&self) -> usize {
+        self.allowed
+    }
+
+    /// A call was throttled.
+    pub fn throttled(&mut self) {
+        self.allowed = (self.allowed / 2).max(1);
+        self.passed = 0;
+    }
+
+    /// A call ended without a throttle.
+    pub fn passed(&mut self) {
+        if self.allowed < self.max {
+            self.passed += 1;
+            if self.passed >= self.allowed {
+                self.allowed += 1;
+                self.passed = 0;
+            }
+        }
+    }
+}
 
 /// Whether an AWS error code is a throttle, as the SDK's retry classifier reads it. Pure.
 pub fn is_throttle_code(code: Option<&str>) -> bool {
@@ -86,6 +130,29 @@ pub fn hint_of_seconds(s: Option<&str>) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn calls_at_once_halve_at_a_throttle_and_grow_back_one_a_round() {
+        let mut l = CallLimit::new(16);
+        l.throttled();
+        assert_eq!(l.allowed(), 8);
+        l.throttled();
+        l.throttled();
+        l.throttled();
+        l.throttled();
+        assert_eq!(l.allowed(), 1, "never below one");
+        l.passed();
+        assert_eq!(l.allowed(), 2, "one call passed at one at once: one more");
+        for _ in 0..2 {
+            l.passed();
+        }
+        assert_eq!(l.allowed(), 3);
+        for _ in 0..1_000 {
+            l.passed();
+        }
+        assert_eq!(l.allowed(), 16, "back to the concurrency, not past it");
+        assert_eq!(CallLimit::new(0).allowed(), 1);
+    }
 
     #[test]
     fn the_sdks_throttling_codes_are_throttles_and_others_are_not() {

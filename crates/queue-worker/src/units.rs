@@ -55,18 +55,6 @@ impl Held {
         self.units.len() - self.next
     }
 
-    /// Ends the units not yet started as throttled (their kind's target refused a call beside
-    /// them, [`crate::throttle`]): they go back with the throttle, none is started. How many.
-    pub(crate) fn throttle_rest(&mut self, hint: Option<u64>) -> usize {
-        let n = self.unstarted();
-        for u in &self.units[self.next..] {
-            let why = "its target throttled a call of its kind beside it".to_string();
-            self.ends.push((u.key.clone(), UnitEnd::Failed(HandlerError::Throttled { why, after_ms: hint })));
-        }
-        self.next = self.units.len();
-        n
-    }
-
     /// The job a handler runs for unit `i`: the item itself for a single job.
     pub(crate) fn unit_job(&self, i: usize) -> Job {
         match &self.batch {
@@ -263,11 +251,18 @@ pub(crate) fn plan_batch(
     };
     let mut counts = sorted.counts;
     counts.dead = sorted.dead.len() as u64;
+    // With failures the item's attempt is spent: the units that did not run leave it as items
+    // of their own, their attempts untouched; without, every unit left stays (the claim refunded).
+    let (stay, fresh): (BTreeSet<String>, BTreeSet<String>) = match sorted.error {
+        Some(_) => sorted.left.iter().cloned().partition(|k| !sorted.unrun.contains(k)),
+        None => (sorted.left.clone(), BTreeSet::new()),
+    };
     let plan = BatchSettle {
-        remaining: parts(&sorted.left),
+        remaining: parts(&stay),
         error: sorted.error,
         dead: parts(&sorted.dead),
         dead_why: sorted.dead_why.unwrap_or_default(),
+        fresh: parts(&fresh),
         throttled: sorted.throttled.map(|(why, hint)| (why, throttled_at(hint))),
     };
     (plan, counts)
@@ -278,6 +273,8 @@ pub(crate) fn plan_batch(
 pub(crate) struct Sorted {
     /// Units to run again (failed with a retry left, or not started).
     pub(crate) left: BTreeSet<String>,
+    /// Of `left`, those that did not run in this claim (not started, or throttled).
+    pub(crate) unrun: BTreeSet<String>,
     /// Units dead-lettered (failed for good, or failed on the item's last attempt).
     pub(crate) dead: BTreeSet<String>,
     /// Why units go back after a backoff; `None` when only the deadline stopped them (the claim
@@ -303,12 +300,17 @@ pub(crate) fn sort_ends(ends: Vec<(String, UnitEnd)>, total: usize, last_attempt
     for (key, end) in ends {
         by_key.entry(key).or_default().push(end);
     }
+    let mut ran = BTreeSet::new();
     for (key, ends) in by_key {
         for end in ends {
+            if matches!(end, UnitEnd::Done | UnitEnd::Failed(HandlerError::Retry(_) | HandlerError::Permanent(_))) {
+                ran.insert(key.clone());
+            }
             match end {
                 UnitEnd::Done => s.counts.run += 1,
                 UnitEnd::NotStarted => {
                     s.left.insert(key.clone());
+                    s.unrun.insert(key.clone());
                 }
                 UnitEnd::Failed(HandlerError::Retry(m)) if last_attempt => {
                     s.counts.run += 1;
@@ -333,11 +335,14 @@ pub(crate) fn sort_ends(ends: Vec<(String, UnitEnd)>, total: usize, last_attempt
                     let t = s.throttled.get_or_insert_with(|| (format!("throttled: {key}: {why}"), None));
                     t.1 = t.1.max(after_ms);
                     s.left.insert(key.clone());
+                    s.unrun.insert(key.clone());
                 }
             }
         }
     }
     s.left.retain(|k| !s.dead.contains(k));
+    // A key that also ran (a tenant listed twice) ran.
+    s.unrun.retain(|k| s.left.contains(k) && !ran.contains(k));
     s.error = retry_err.map(|first| format!("{retries} of {total} units failed; first: {first}"));
     s
 }
@@ -420,6 +425,34 @@ mod tests {
         assert_eq!((s.counts.run, s.counts.failed), (1, 0), "a throttled unit did not run");
         let s = sort_ends(ends(&[("a", "retry"), ("b", "throttled")]), 2, false);
         assert!(s.error.is_some() && s.throttled.is_some(), "a failure beside it spends the attempt");
+    }
+
+    #[test]
+    fn units_that_did_not_run_beside_a_failure_leave_as_items_of_their_own() {
+        let mut b = Batch::new(Default::default());
+        b.add(vec![entry(&[("window", "2026-11-29")])], vec!["a".into(), "b".into(), "c".into(), "d".into()]);
+        let key = |t: &str| format!("k#{t}#2026-11-29");
+        let ends = |v: &[(&str, &str)]| -> Vec<(String, UnitEnd)> {
+            super::tests::ends(v).into_iter().map(|(k, e)| (key(&k), e)).collect()
+        };
+        let tenants = |payloads: &[String]| -> Vec<String> {
+            let mut t: Vec<String> = payloads
+                .iter()
+                .flat_map(|p| Batch::of_job(&Job::unclaimed("", "k", p.as_str())).unwrap().unwrap().units("k"))
+                .map(|u| u.tenant)
+                .collect();
+            t.sort();
+            t
+        };
+        let at = |_: Option<u64>| 9;
+        let failed = ends(&[("a", "retry"), ("b", "not started"), ("c", "done"), ("d", "throttled")]);
+        let (plan, _) = plan_batch(&b, "k", failed, 4, false, &at);
+        assert_eq!(tenants(&plan.remaining), ["a"], "the failed unit spends the item's attempt");
+        assert_eq!(tenants(&plan.fresh), ["b", "d"], "the units that never ran keep theirs");
+        assert_eq!(plan.throttled.map(|t| t.1), Some(9), "and wait for the throttle");
+        let stopped = ends(&[("a", "done"), ("b", "not started")]);
+        let (plan, _) = plan_batch(&b, "k", stopped, 4, false, &at);
+        assert_eq!((tenants(&plan.remaining), plan.fresh.len()), (vec!["b".to_string()], 0), "a refund keeps them");
     }
 
     #[test]

@@ -256,6 +256,27 @@ pub struct Engine {
     run: Run,
     /// Invocations started, running now, and the most at once.
     pub counts: Arc<EngineCounts>,
+    /// What Lambda's asynchronous queue does that a test asks for ([`Delivery`]).
+    pub delivery: Arc<Delivery>,
+}
+
+/// Lambda's asynchronous queue as its documentation warns it behaves ("Asynchronous invocation",
+/// Lambda Developer Guide): "even if your function doesn't return an error, it's possible for it
+/// to receive the same event from Lambda multiple times because the queue itself is eventually
+/// consistent", and an event that waits in the queue past `MaximumEventAgeInSeconds` (the
+/// function throttled, its concurrency taken) is discarded. Nothing happens until a test sets it.
+#[derive(Debug, Default)]
+pub struct Delivery {
+    /// Every `n`-th `Event` invocation received is run twice (0: none).
+    pub duplicate_every: AtomicU64,
+    /// An event still queued this long after it arrived is discarded, ms (0: never).
+    pub max_age_ms: AtomicU64,
+    /// `Event` invocations received.
+    pub received: AtomicU64,
+    /// Events run a second time.
+    pub duplicated: AtomicU64,
+    /// Events discarded for their age.
+    pub aged_out: AtomicU64,
 }
 
 /// What an [`Engine`] has done.
@@ -281,6 +302,7 @@ impl Engine {
             timeout,
             run,
             counts: Default::default(),
+            delivery: Default::default(),
         }
     }
 
@@ -291,6 +313,16 @@ impl Engine {
         Arc::new(move |req: Request| {
             let engine = engine.clone();
             Box::pin(async move {
+                if req.kind == InvocationType::Event {
+                    let d = &engine.delivery;
+                    let n = d.received.fetch_add(1, Ordering::SeqCst) + 1;
+                    let every = d.duplicate_every.load(Ordering::SeqCst);
+                    if every > 0 && n % every == 0 {
+                        d.duplicated.fetch_add(1, Ordering::SeqCst);
+                        let (twin, payload) = (engine.clone(), req.payload.clone());
+                        tokio::spawn(async move { twin.invoke(payload).await });
+                    }
+                }
                 engine.invoke(req.payload).await;
                 Answer { body: b"null".to_vec(), function_error: None }
             })
@@ -301,7 +333,14 @@ impl Engine {
     pub async fn invoke(&self, payload: Vec<u8>) {
         let c = &self.counts;
         c.pending.fetch_add(1, Ordering::SeqCst);
+        let queued = tokio::time::Instant::now();
         let permit = self.permits.clone().acquire_owned().await.expect("engine semaphore");
+        let max_age = self.delivery.max_age_ms.load(Ordering::SeqCst);
+        if max_age > 0 && queued.elapsed() > Duration::from_millis(max_age) {
+            self.delivery.aged_out.fetch_add(1, Ordering::SeqCst);
+            c.pending.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
         c.started.fetch_add(1, Ordering::SeqCst);
         let now = c.running.fetch_add(1, Ordering::SeqCst) + 1;
         c.peak.fetch_max(now, Ordering::SeqCst);
@@ -324,5 +363,43 @@ impl Engine {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counting(ran: Arc<AtomicU64>, each: Duration) -> Run {
+        Arc::new(move |_: Vec<u8>, _: i64| {
+            let ran = ran.clone();
+            Box::pin(async move {
+                ran.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(each).await;
+            }) as futures::future::BoxFuture<'static, ()>
+        })
+    }
+
+    #[tokio::test]
+    async fn an_event_can_be_delivered_twice_and_one_queued_too_long_is_discarded() {
+        let ran = Arc::new(AtomicU64::new(0));
+        let e = Engine::new(1, Duration::from_secs(5), counting(ran.clone(), Duration::from_millis(200)));
+        e.delivery.duplicate_every.store(2, Ordering::SeqCst);
+        let h = e.handler();
+        let ev = |n: u8| Request { function: "f".into(), kind: InvocationType::Event, payload: vec![n] };
+        // The second event is run twice; with one at a time, the twin and the third wait behind
+        // 200 ms runs and age out at 300 ms.
+        e.delivery.max_age_ms.store(300, Ordering::SeqCst);
+        for n in 0..3 {
+            tokio::spawn((h)(ev(n)));
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(e.idle(Duration::from_secs(5)).await);
+        let d = &e.delivery;
+        assert_eq!(d.received.load(Ordering::SeqCst), 3);
+        assert_eq!(d.duplicated.load(Ordering::SeqCst), 1);
+        let (ran, aged) = (ran.load(Ordering::SeqCst), d.aged_out.load(Ordering::SeqCst));
+        assert_eq!(ran + aged, 4, "each delivery ran or aged out");
+        assert!(aged >= 1 && ran >= 2, "ran {ran}, aged out {aged}");
     }
 }

@@ -670,7 +670,7 @@ impl queue_worker::registry::Handler for Ledger {
                 .condition_expression("attribute_not_exists(pk)");
             match self.db.put(req).await {
                 Ok(_) | Err(tickwork::DbError::ConditionFailed { .. }) => {}
-                Err(e) => return Err(HandlerError::Retry(e.to_string())),
+                Err(e) => return Err(HandlerError::of_db(&e)),
             }
             self.inner.handle(job).await
         })

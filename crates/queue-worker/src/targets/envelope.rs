@@ -98,6 +98,12 @@ pub fn failures(answer: &[u8], keys: &[String]) -> Result<BTreeSet<String>, Stri
             Some(Value::Array(a)) => a,
             Some(other) => return Err(format!("batchItemFailures is not a list: {other}")),
         },
+        // A string holding the partial-batch response (a Python handler returning
+        // `json.dumps({...})`, a TypeScript one `JSON.stringify(...)`) would read as complete
+        // success and drop the failures it lists: refused as a failure of the whole call.
+        Value::String(s) if double_encoded(s) => {
+            return Err("the answer is a JSON string holding the batch response (encoded twice): return the object itself, not its JSON text".into())
+        }
         // Anything else a handler returns (a string, a number) says nothing about items: success,
         // as for any response without the key.
         _ => return Ok(BTreeSet::new()),
@@ -117,6 +123,11 @@ pub fn failures(answer: &[u8], keys: &[String]) -> Result<BTreeSet<String>, Stri
         }
     }
     Ok(failed)
+}
+
+/// Whether a string answer is the partial-batch response encoded a second time. Pure.
+fn double_encoded(s: &str) -> bool {
+    serde_json::from_str::<Value>(s).is_ok_and(|v| v.get("batchItemFailures").is_some())
 }
 
 /// A FIFO message's deduplication id from its unit key: the SHA-256 of the key in hex, 64
@@ -249,6 +260,12 @@ mod tests {
         ] {
             assert!(failures(whole.as_bytes(), &keys).is_err(), "{whole}");
         }
+        // `json.dumps(...)` returned from Python: the JSON text of the answer, as a string.
+        let twice = serde_json::to_string(r#"{"batchItemFailures":[{"itemIdentifier":"b"}]}"#).unwrap();
+        let e = failures(twice.as_bytes(), &keys).unwrap_err();
+        assert!(e.contains("encoded twice"), "{e}");
+        let twice_empty = serde_json::to_string(r#"{"batchItemFailures":[]}"#).unwrap();
+        assert!(failures(twice_empty.as_bytes(), &keys).is_err(), "refused whatever it lists");
     }
 
     #[test]

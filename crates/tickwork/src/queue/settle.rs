@@ -46,6 +46,11 @@ pub struct BatchSettle {
     pub error: Option<String>,
     /// Units dead for good, as batch payloads, each a dead letter of its own.
     pub dead: Vec<String>,
+    /// Units that did not run in this claim (the deadline or a throttle stopped them) while
+    /// others failed, as batch payloads: each a new pending item of its own, so they do not pay
+    /// for a claim whose failures were not theirs (a unit that first ran on the item's last
+    /// attempt would die on its first transient failure).
+    pub fresh: Vec<String>,
     /// Why the dead ones are dead.
     pub dead_why: String,
     /// The target throttled some units (why, and when they may run again): with no failure
@@ -57,8 +62,8 @@ pub struct BatchSettle {
 /// An item a settle leaves behind.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Left {
-    /// To run: pending now (`suspect`: run alone).
-    Pending { suspect: bool },
+    /// To run: pending from `due_ms` (now when `None`; `suspect`: run alone).
+    Pending { suspect: bool, due_ms: Option<Millis> },
     /// A dead letter, with why.
     Dead { why: String },
 }
@@ -191,11 +196,17 @@ impl Queue {
         let rest = match &t {
             // Out of attempts: the further parts are as dead as the first.
             Transition::Dead { .. } => Left::Dead { why: s.error.clone().unwrap_or_default() },
-            _ => Left::Pending { suspect: false },
+            // The further parts of a retried remainder wait for its backoff as the item does.
+            Transition::Retry { at_ms, .. } => Left::Pending { suspect: false, due_ms: Some(*at_ms) },
+            Transition::Done { .. } => Left::Pending { suspect: false, due_ms: None },
         };
         let mut left: Vec<(&str, &str, Left)> = Vec::new();
         for p in s.remaining.iter().skip(1) {
             left.push((REST, p, rest.clone()));
+        }
+        for p in &s.fresh {
+            // Units a throttle stopped wait for it as the item does.
+            left.push((REST, p, Left::Pending { suspect: false, due_ms: s.throttled.as_ref().map(|t| t.1) }));
         }
         for p in &s.dead {
             left.push((DEAD_PART, p, Left::Dead { why: s.dead_why.clone() }));
@@ -210,7 +221,7 @@ impl Queue {
     pub async fn split(&self, job: &Job, parts: &[String]) -> Result<Settle, QueueError> {
         let t = Transition::Done { ttl_s: self.done_ttl_s() };
         let left: Vec<(&str, &str, Left)> =
-            parts.iter().map(|p| (PART, p.as_str(), Left::Pending { suspect: true })).collect();
+            parts.iter().map(|p| (PART, p.as_str(), Left::Pending { suspect: true, due_ms: None })).collect();
         self.settle_with(job, &t, &left, Settle::Split { parts: parts.len() as u32 }).await
     }
 
@@ -236,13 +247,13 @@ impl Queue {
             // writes the same ids, which the claim's condition then refuses as a whole.
             let id = derived_id(&job.id, tag, job.attempts, &job.owner, i);
             let item = match what {
-                Left::Pending { suspect } => {
+                Left::Pending { suspect, due_ms } => {
                     let new = NewItem {
                         id,
                         kind: job.kind.clone(),
                         payload: payload.to_string(),
                         tenant: job.tenant.clone(),
-                        due_ms: now,
+                        due_ms: due_ms.unwrap_or(now),
                     };
                     new.validate()?;
                     let mut item = new.item(self.cfg.shards, now);
