@@ -308,7 +308,7 @@ async fn a_retry_on_a_quiet_queue_runs_at_its_backoff() {
 
 /// Lambda's asynchronous queue delivers every drain event twice (its documentation: "it's
 /// possible for it to receive the same event from Lambda multiple times"): each successor a drain
-/// hands on runs as two invocations of the same slot and lease. 100 items, drains of about 1.7 s:
+/// hands on runs as two invocations of the same slot and lease. 300 items, drains of about 1.7 s:
 /// the backlog still finishes with every item run once (claims are conditional), and the chain
 /// converges instead of doubling at each link (of two twins ending, one takes the slot for the
 /// successor and the other finds it held).
@@ -316,7 +316,7 @@ async fn a_retry_on_a_quiet_queue_runs_at_its_backoff() {
 async fn duplicate_drain_events_converge() {
     use std::sync::atomic::Ordering;
     let faults = tickwork_tests::faults::Faults::new();
-    let rig = crate::failed_drains::rig(&faults, 100, Duration::from_secs(3)).await;
+    let rig = crate::failed_drains::rig(&faults, 300, Duration::from_secs(3)).await;
     rig.engine.delivery.duplicate_every.store(1, Ordering::SeqCst);
     rig.engine.invoke(rig.signal.to_string().into_bytes()).await;
     assert!(rig.engine.idle(Duration::from_secs(120)).await, "the drains ended");
@@ -325,7 +325,7 @@ async fn duplicate_drain_events_converge() {
     let twins = rig.engine.delivery.duplicated.load(Ordering::SeqCst);
     println!("{} invocations, {twins} of them a second delivery of a drain event", runs.len());
     assert!(twins >= 2, "drains handed on, each delivered twice: {runs:#?}");
-    assert_eq!(counts.len(), 100, "every item ran");
+    assert_eq!(counts.len(), 300, "every item ran");
     assert!(counts.values().all(|c| c.len() == 1), "each once: {counts:?}");
     assert!(runs.iter().all(|r| r.result.is_ok()), "{runs:#?}");
     // Converged: at most one successor per link, so never more than twice the links' invocations.

@@ -265,10 +265,13 @@ async fn drain_as(
                 match hint {
                     // Step 7: back off, and run fewer calls at once.
                     Some(hint) => {
-                        let until = queue.clock().now_ms()
-                            + crate::throttle::delay_ms(h.job.throttles, hint, &h.job.id) as Millis;
+                        let now = queue.clock().now_ms();
+                        let until = now + crate::throttle::delay_ms(h.job.throttles, hint, &h.job.id) as Millis;
+                        // One wake a hold: a throttle within it extends it, no new round of polls.
+                        if hold_until.is_none_or(|u| u <= now) {
+                            retry_due.insert(until);
+                        }
                         hold_until = Some(hold_until.map_or(until, |u| u.max(until)));
-                        retry_due.insert(until);
                         limit.throttled();
                     }
                     None => limit.passed(),
@@ -356,7 +359,9 @@ fn settle_tried<'a>(queue: &'a Queue, h: Held, budget: &'a dyn Budget) -> Settle
         let mut waits = SETTLE_RETRY_MS.iter();
         loop {
             match settle_held(queue, h.clone()).await {
-                Err(QueueError::Db(e)) => match waits.next() {
+                // A failure of the request itself (a key past a limit, a condition that will fail
+                // again) is not tried again: only the table's, the network's or the service's.
+                Err(QueueError::Db(e)) if !e.is_unit_specific() => match waits.next() {
                     Some(&wait) if budget.remaining_ms().is_none_or(|left| left > wait as Millis) => {
                         tracing::warn!(id = %h.job.id, error = %e, wait_ms = wait, "a settle failed; trying it again");
                         tokio::time::sleep(Duration::from_millis(wait)).await;

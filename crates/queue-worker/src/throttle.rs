@@ -113,7 +113,7 @@ pub fn free_span_ms() -> u64 {
 pub fn counted(e: HandlerError, throttles: u32) -> HandlerError {
     match e {
         HandlerError::Throttled { why, .. } if throttles >= FREE_THROTTLES => HandlerError::Retry(format!(
-            "throttled on {} claims in a row ({FREE_THROTTLES} are free), now counted as a failure: {why}",
+            "throttled on {} claims of this item ({FREE_THROTTLES} are free), now counted as a failure: {why}",
             throttles + 1
         )),
         other => other,

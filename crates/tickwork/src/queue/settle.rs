@@ -91,14 +91,32 @@ pub fn derived_id(id: &str, tag: &str, attempts: u32, owner: &str, i: usize) -> 
 
 const MINE: &str = "#owner = :owner AND #attempts = :gen AND #state = :claimed";
 
-/// "Still our claim": the item is claimed, by this owner, at this attempt. Pure; the one
-/// condition of every settle, single ([`Queue::mine`]) or in a transaction.
+/// "Still our claim": the item is claimed, by this owner, at this attempt, after as many
+/// throttles. Pure; the one condition of every settle, single ([`Queue::mine`]) or in a
+/// transaction. The throttles are part of the claim's name: a throttle refunds the attempt, and the
+/// drain that gave the item back may claim it again itself (same owner, same attempt), so without
+/// them a late retry of the first claim's settle (its answer lost) would settle the second.
 fn mine_condition(job: &Job) -> crate::schema::ExprParts {
-    (
-        MINE.to_string(),
-        vec![("#owner", OWNER), ("#attempts", ATTEMPTS), ("#state", STATE)],
-        vec![(":owner", av_s(&job.owner)), (":gen", av_n(job.attempts)), (":claimed", av_s(CLAIMED))],
-    )
+    let names = vec![("#owner", OWNER), ("#attempts", ATTEMPTS), ("#state", STATE), ("#thr", THROTTLES)];
+    let mut values = vec![(":owner", av_s(&job.owner)), (":gen", av_n(job.attempts)), (":claimed", av_s(CLAIMED))];
+    let cond = match job.throttles {
+        0 => format!("{MINE} AND attribute_not_exists(#thr)"),
+        n => {
+            values.push((":thr", av_n(n)));
+            format!("{MINE} AND #thr = :thr")
+        }
+    };
+    (cond, names, values)
+}
+
+/// The name of a claim in the ids its settle derives ([`derived_id`]): its owner, and after a
+/// throttle its throttles, so that two claims of one owner at one attempt (a throttle refunded the
+/// first) leave items of different ids. Pure.
+fn claim_name(job: &Job) -> String {
+    match job.throttles {
+        0 => job.owner.clone(),
+        n => format!("{}.t{n}", job.owner),
+    }
 }
 
 impl Queue {
@@ -245,7 +263,7 @@ impl Queue {
             // only when the deadline alone stopped a batch, and then nothing is left behind but a
             // remainder), and inserted only if new: a settle retried after its answer was lost
             // writes the same ids, which the claim's condition then refuses as a whole.
-            let id = derived_id(&job.id, tag, job.attempts, &job.owner, i);
+            let id = derived_id(&job.id, tag, job.attempts, &claim_name(job), i);
             let item = match what {
                 Left::Pending { suspect, due_ms } => {
                     let new = NewItem {
@@ -529,7 +547,14 @@ mod tests {
         for (k, _) in &values {
             assert!(cond.contains(k), "{k} given, not used");
         }
-        assert_eq!((names.len(), values.len()), (3, 3));
+        assert_eq!((names.len(), values.len()), (4, 3));
+        let throttled = Job { throttles: 2, ..job() };
+        let (cond, names, values) = mine_condition(&throttled);
+        for (k, _) in names.iter().chain(values.iter().map(|(k, _)| k).map(|k| (*k, "")).collect::<Vec<_>>().iter()) {
+            assert!(cond.contains(k), "{k} given, not used");
+        }
+        assert!(cond.ends_with("#thr = :thr") && values.len() == 4, "{cond}");
+        assert_ne!(claim_name(&throttled), claim_name(&job()), "a claim after a throttle leaves other ids");
     }
 
     #[test]
