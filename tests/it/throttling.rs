@@ -110,3 +110,74 @@ async fn a_target_throttled_for_a_minute_loses_no_unit_and_dead_letters_none() {
     let bound = (queue_worker::throttle::MAX_BACKOFF_MS + 30_000) as i64;
     assert!(last - until <= bound, "the last effect came {} ms after the window", last - until);
 }
+
+/// Units by tenant: `a` can never succeed, `b` is throttled on its first call, `c` is throttled
+/// on its first call and can never succeed on its second.
+#[derive(Default)]
+struct Scripted(std::sync::Mutex<std::collections::HashMap<String, u32>>);
+
+impl queue_worker::Handler for Scripted {
+    fn handle<'a>(
+        &'a self,
+        job: &'a tickwork::queue::Job,
+    ) -> futures::future::BoxFuture<'a, Result<(), queue_worker::HandlerError>> {
+        use queue_worker::HandlerError;
+        let tenant = job.tenant.clone().unwrap_or_default();
+        let n = {
+            let mut calls = self.0.lock().unwrap();
+            let n = calls.entry(job.id.clone()).or_default();
+            *n += 1;
+            *n
+        };
+        let throttle = || HandlerError::Throttled { why: "429".into(), after_ms: Some(1_000) };
+        let r = match (tenant.as_str(), n) {
+            ("a", _) => Err(HandlerError::Permanent("cannot".into())),
+            ("b" | "c", 1) => Err(throttle()),
+            ("c", _) => Err(HandlerError::Permanent("cannot either".into())),
+            _ => Ok(()),
+        };
+        Box::pin(async move { r })
+    }
+}
+
+/// One drain claims a batch of three units twice, the same owner at the same attempt (the first
+/// claim's attempt refunded by a throttle): the first claim dead-letters `a` and gives `b` and
+/// `c` back throttled; the second runs `b` and dead-letters `c`. Each claim's dead part has an id
+/// of its own (the claim's throttles are in it), so both settles apply: the item ends done, `a`
+/// and `c` dead-lettered alone, `b` run once after its throttle. With the ids naming only owner
+/// and attempt, the second settle's dead part collided with the first's, its transaction was
+/// refused, and the item was left claimed to be buried whole when its claim expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_that_claims_again_what_a_throttle_gave_back_settles_both_claims() {
+    let local = Local::new().await;
+    let table = local.table(&queue_table()).await;
+    let clock: SharedClock = Arc::new(SystemClock);
+    let q = Queue::new(
+        local.fresh_db_with_gsis(&table, &queue_table()),
+        &table,
+        QueueConfig { shards: 1, ..Default::default() },
+        clock.clone(),
+    );
+    let mut b = Batch::new(Default::default());
+    b.add(
+        vec![serde_json::Map::from_iter([("window".to_string(), "2026-11-29".into())])],
+        vec!["a".into(), "b".into(), "c".into()],
+    );
+    let item = NewItem { id: "item".into(), kind: "k".into(), payload: b.to_payload(), tenant: None, due_ms: 0 };
+    q.enqueue(&item).await.unwrap();
+    let handler = Arc::new(Scripted::default());
+    let handlers = Registry::new().with("k", handler.clone());
+    let cfg = WorkerConfig { concurrency: 1, ..Default::default() };
+    let budget = Deadline::new(clock.clone(), clock.now_ms() + 20_000, 0);
+    let r = queue_worker::drain(&q, &handlers, "w", &budget, &cfg).await.expect("both settles apply");
+    assert_eq!((r.claimed, r.finished, r.lost), (2, 1, 0), "{r:?}");
+    let calls = handler.0.lock().unwrap().clone();
+    let of = |t: &str| calls.iter().find(|(k, _)| k.contains(&format!("#{t}#"))).map(|(_, n)| *n);
+    assert_eq!((of("a"), of("b"), of("c")), (Some(1), Some(2), Some(2)), "{calls:?}");
+    let dead = q.dead_letters().await.unwrap();
+    let mut tenants: Vec<String> =
+        dead.iter().flat_map(|d| d.tenants.clone().into_iter().chain(d.tenant.clone())).collect();
+    tenants.sort();
+    assert_eq!(tenants, ["a", "c"], "{dead:#?}");
+    assert_eq!(count_where(q.db(), q.table(), "state", "done").await, 1, "the item is done");
+}
