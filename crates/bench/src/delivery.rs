@@ -188,6 +188,26 @@ async fn boundary(sdk: &SdkConfig, drains: u32, latency: Duration, cap: Option<u
     })
 }
 
+/// The model's boundary-to-done for this section's boundary: `drains` of `concurrency` calls, a
+/// handler of `handler_ms` a unit as measured, every request the latency plus the local server's
+/// own time.
+fn model(drains: u32, concurrency: u32, handler_ms: f64, service_ms: f64) -> tickctl::delivery::DeliveryTime {
+    predict(&DeliveryInput {
+        units: ITEMS * UNITS_PER_ITEM,
+        units_per_item: UNITS_PER_ITEM,
+        arrive_ms: 0.0,
+        signal_ms: 0.0,
+        handler_ms,
+        units_per_call: 1,
+        request_ms: LATENCY_MS as f64 + service_ms,
+        invoke_ms: 0.0,
+        concurrency,
+        drains,
+        window_ms: (TIMEOUT - HANDLER_TIMEOUT - MARGIN).as_millis() as f64,
+        poll_keys: queue_worker::WorkerConfig { drains, ..Default::default() }.poll_keys() as u32,
+    })
+}
+
 pub async fn run(sdk: &SdkConfig) -> Result<()> {
     let units = ITEMS * UNITS_PER_ITEM;
     println!(
@@ -214,20 +234,7 @@ pub async fn run(sdk: &SdkConfig) -> Result<()> {
     let mut first = None;
     for d in DRAINS {
         let m = boundary(sdk, d, Duration::from_millis(LATENCY_MS), None).await?;
-        let model = predict(&DeliveryInput {
-            units,
-            units_per_item: UNITS_PER_ITEM,
-            arrive_ms: 0.0,
-            signal_ms: 0.0,
-            handler_ms: m.handler_ms,
-            units_per_call: 1,
-            request_ms: LATENCY_MS as f64 + service_ms,
-            invoke_ms: 0.0,
-            concurrency: CONCURRENCY,
-            drains: d,
-            window_ms: (TIMEOUT - HANDLER_TIMEOUT - MARGIN).as_millis() as f64,
-            poll_keys: queue_worker::WorkerConfig { drains: d, ..Default::default() }.poll_keys() as u32,
-        });
+        let model = model(d, CONCURRENCY, m.handler_ms, service_ms);
         let measured = m.took.as_secs_f64();
         let base = *first.get_or_insert(measured);
         println!(
@@ -254,7 +261,6 @@ pub async fn run(sdk: &SdkConfig) -> Result<()> {
 /// is given the target's concurrency as the fleet's (a fleet that never exceeded it): the ratio
 /// is what the throttles and their backoffs cost beside a fleet sized to the target.
 async fn throttling(sdk: &SdkConfig, service_ms: f64) -> Result<()> {
-    let units = ITEMS * UNITS_PER_ITEM;
     println!(
         "== Boundary-to-done with a throttling target: at most {TARGET_CAP} calls at once (a reserved concurrency), drains of {CONCURRENCY} calls above it; the model given {TARGET_CAP} calls at once =="
     );
@@ -264,20 +270,7 @@ async fn throttling(sdk: &SdkConfig, service_ms: f64) -> Result<()> {
     );
     for d in THROTTLED_DRAINS {
         let m = boundary(sdk, d, Duration::from_millis(LATENCY_MS), Some(TARGET_CAP)).await?;
-        let model = predict(&DeliveryInput {
-            units,
-            units_per_item: UNITS_PER_ITEM,
-            arrive_ms: 0.0,
-            signal_ms: 0.0,
-            handler_ms: m.handler_ms,
-            units_per_call: 1,
-            request_ms: LATENCY_MS as f64 + service_ms,
-            invoke_ms: 0.0,
-            concurrency: (TARGET_CAP as u32 / d).max(1),
-            drains: d,
-            window_ms: (TIMEOUT - HANDLER_TIMEOUT - MARGIN).as_millis() as f64,
-            poll_keys: queue_worker::WorkerConfig { drains: d, ..Default::default() }.poll_keys() as u32,
-        });
+        let model = model(d, (TARGET_CAP as u32 / d).max(1), m.handler_ms, service_ms);
         let measured = m.took.as_secs_f64();
         println!(
             "{d:>7} {measured:>11.2} {:>9.2} {:>7.3} {:>10.2} {:>10} {:>6} ({:>3})",
