@@ -312,18 +312,24 @@ impl Engine {
         let engine = self.clone();
         Arc::new(move |req: Request| {
             let engine = engine.clone();
+            // Counted as pending as the request is taken, before the API answers 202: a caller
+            // that waits for the engine to be idle right after an Invoke returned sees it.
+            engine.counts.pending.fetch_add(1, Ordering::SeqCst);
+            let twin = (req.kind == InvocationType::Event).then(|| {
+                let d = &engine.delivery;
+                let n = d.received.fetch_add(1, Ordering::SeqCst) + 1;
+                let every = d.duplicate_every.load(Ordering::SeqCst);
+                (every > 0 && n % every == 0).then(|| {
+                    d.duplicated.fetch_add(1, Ordering::SeqCst);
+                    engine.counts.pending.fetch_add(1, Ordering::SeqCst);
+                })
+            });
             Box::pin(async move {
-                if req.kind == InvocationType::Event {
-                    let d = &engine.delivery;
-                    let n = d.received.fetch_add(1, Ordering::SeqCst) + 1;
-                    let every = d.duplicate_every.load(Ordering::SeqCst);
-                    if every > 0 && n % every == 0 {
-                        d.duplicated.fetch_add(1, Ordering::SeqCst);
-                        let (twin, payload) = (engine.clone(), req.payload.clone());
-                        tokio::spawn(async move { twin.invoke(payload).await });
-                    }
+                if let Some(Some(())) = twin {
+                    let (twin, payload) = (engine.clone(), req.payload.clone());
+                    tokio::spawn(async move { twin.run_counted(payload).await });
                 }
-                engine.invoke(req.payload).await;
+                engine.run_counted(req.payload).await;
                 Answer { body: b"null".to_vec(), function_error: None }
             })
         })
@@ -331,8 +337,13 @@ impl Engine {
 
     /// Runs one invocation when a permit frees (waits for it).
     pub async fn invoke(&self, payload: Vec<u8>) {
+        self.counts.pending.fetch_add(1, Ordering::SeqCst);
+        self.run_counted(payload).await
+    }
+
+    /// [`Engine::invoke`] of an invocation already counted as pending.
+    async fn run_counted(&self, payload: Vec<u8>) {
         let c = &self.counts;
-        c.pending.fetch_add(1, Ordering::SeqCst);
         let queued = tokio::time::Instant::now();
         let permit = self.permits.clone().acquire_owned().await.expect("engine semaphore");
         let max_age = self.delivery.max_age_ms.load(Ordering::SeqCst);
