@@ -529,3 +529,31 @@ fn the_pages_state_the_failed_drain_chain_the_worker_runs() {
         assert!(text.contains(&chain), "{page} does not say \"{chain}\"");
     }
 }
+
+/// The throttle rules the pages state (10 free throttles an item, a backoff from 1 s to 60 s) and
+/// the failed settle's retries (2 s and 8 s) are the worker's (`queue_worker::throttle`,
+/// `queue_worker::drain::SETTLE_RETRY_MS`).
+#[test]
+fn the_pages_state_the_throttle_and_settle_rules_the_worker_runs() {
+    use queue_worker::throttle::{FIRST_BACKOFF_MS, FREE_THROTTLES, MAX_BACKOFF_MS};
+    let backoff = format!("{} s to {} s", FIRST_BACKOFF_MS / 1000, MAX_BACKOFF_MS / 1000);
+    for (page, free) in [
+        ("docs/targets.md", format!("throttled for free {FREE_THROTTLES} times")),
+        ("docs/operations.md", "Ten throttles of an item are free".to_string()),
+        ("docs/runbook.md", format!("After {FREE_THROTTLES} throttles of one item")),
+    ] {
+        let text = read(page).split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(text.contains(&free), "{page} does not say \"{free}\"");
+        if page != "docs/runbook.md" {
+            assert!(text.contains(&backoff), "{page} does not give the backoff {backoff}");
+        }
+    }
+    assert_eq!(FREE_THROTTLES, 10, "docs/operations.md spells it out: Ten");
+    let retries: Vec<String> =
+        queue_worker::drain::SETTLE_RETRY_MS.iter().map(|ms| format!("{} s", ms / 1000)).collect();
+    let ops = read("docs/operations.md").split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        ops.contains(&format!("tried again after {} and {}", retries[0], retries[1])),
+        "operations.md: {retries:?}"
+    );
+}

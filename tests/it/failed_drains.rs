@@ -224,11 +224,7 @@ async fn a_settle_that_fails_is_tried_again_and_its_units_do_not_run_again() {
         setup.enqueue(&item).await.unwrap();
     }
     let fails = FirstFinishFails::default();
-    let client = aws_sdk_dynamodb::Client::from_conf(
-        aws_sdk_dynamodb::config::Builder::from(&local.sdk).interceptor(fails.clone()).build(),
-    );
-    let db = tickwork::Db::new(client, tickwork::meter::Meter::new(tickwork::meter::CapacitySource::Estimate));
-    db.register_gsis(&table, queue_table().gsi_shapes());
+    let db = local.db_intercepted(fails.clone(), &table, &queue_table());
     let q = Queue::new(db, &table, qcfg.clone(), clock.clone());
     let handler = Arc::new(Counting::default());
     let handlers = queue_worker::Registry::new().with("count", handler.clone());

@@ -148,11 +148,7 @@ async fn a_deadline_after_a_short_page_of_one_shard_of_four_hands_on() {
         }
     }
     let deadline = DeadlineAtFirstClaim::default();
-    let client = aws_sdk_dynamodb::Client::from_conf(
-        aws_sdk_dynamodb::config::Builder::from(&local.sdk).interceptor(deadline.clone()).build(),
-    );
-    let db = tickwork::Db::new(client, tickwork::meter::Meter::new(tickwork::meter::CapacitySource::Estimate));
-    db.register_gsis(&table, queue_table().gsi_shapes());
+    let db = local.db_intercepted(deadline.clone(), &table, &queue_table());
     let q = Queue::new(db, &table, qcfg, clock);
     let handlers = queue_worker::Registry::new();
     let r = queue_worker::drain(&q, &handlers, "w", &deadline, &queue_worker::WorkerConfig::default()).await.unwrap();

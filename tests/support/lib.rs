@@ -145,6 +145,22 @@ impl Local {
         Db::new(aws_sdk_dynamodb::Client::from_conf(b.build()), Meter::new(CapacitySource::Estimate))
     }
 
+    /// A client on the local server through `interceptor` (a test's own fault or clock), its
+    /// capacity estimated, `table`'s indexes known to the meter.
+    pub fn db_intercepted(
+        &self,
+        interceptor: impl aws_smithy_runtime_api::client::interceptors::Intercept + 'static,
+        table: &str,
+        def: &TableDef,
+    ) -> Db {
+        let client = aws_sdk_dynamodb::Client::from_conf(
+            aws_sdk_dynamodb::config::Builder::from(&self.sdk).interceptor(interceptor).build(),
+        );
+        let db = Db::new(client, Meter::new(CapacitySource::Estimate));
+        db.register_gsis(table, def.gsi_shapes());
+        db
+    }
+
     /// An S3 client on the local server through `faults` and `recorder` when given.
     pub fn s3_with(
         &self,
