@@ -374,6 +374,77 @@ async fn bad_input_is_refused_by_name_and_writes_nothing() {
     assert_eq!((state.sched_next, state.sched_adds), (None, 0), "nothing written");
 }
 
+/// Group ids whose head has no due record in the control table: a group that never fires again.
+async fn heads_without_records(local: &Local, prefix: &str) -> Vec<String> {
+    let items = tickwork_sim::scan_all(&local.db, &format!("{prefix}-control")).await.unwrap();
+    let s = |i: &tickwork::item::Item, a: &str| tickwork::schema::get_s(i, a).unwrap_or_default().to_string();
+    let recorded: BTreeSet<String> = items
+        .iter()
+        .filter(|i| s(i, "pk").starts_with("sdue#") && s(i, "sk") != "~")
+        .filter_map(|i| s(i, "sk").split_once('#').map(|(_, g)| g.to_string()))
+        .collect();
+    items
+        .iter()
+        .filter_map(|i| s(i, "pk").strip_prefix("shead#").map(|r| r.rsplit('#').next().unwrap_or_default().to_string()))
+        .filter(|g| !recorded.contains(g))
+        .collect()
+}
+
+/// One-offs as `docs/schedules.md` says: paused across its instant, it is not fired late (its
+/// resume is refused, nothing written); retargeted to a zone where a skipped gap removes it, it is
+/// removed, not left active with a head and no record; a tenant moved but not retargeted yet keeps
+/// a local one-off for the retarget (fired at its local time in the new zone) and has its `at
+/// <instant>` fired, whatever the zone. Before the fixes: the resumed one fired at once, the moved
+/// ones were deleted unfired, the retargeted one left a head with no record.
+#[tokio::test]
+async fn one_offs_paused_moved_or_retargeted_fire_as_the_docs_say_and_leave_no_head_without_a_record() {
+    let local = Local::new().await;
+    let p = unique("schedone");
+    ok(&tickctl(&local, &p, &["provision"]));
+    let (deps, queue) = sweep(&local, &p, None);
+    local.clock.set(ms("2026-12-24T07:00:00Z"));
+    let tenants = [
+        Tenant::new("paused", "Europe/Berlin"),
+        Tenant::new("instant", "Europe/Berlin"),
+        Tenant::new("local", "Europe/Berlin"),
+        Tenant::new("gap", "America/New_York"),
+    ];
+    pulse_sweep::add_tenants(&deps, &tenants).await.unwrap();
+    let s = schedules(&deps);
+    s.put("paused", "Europe/Berlin", def("call", "at 2026-12-24T09:00"), &POLICY).await.unwrap();
+    s.put("instant", "Europe/Berlin", def("ping", "at 2026-12-24T08:00:00Z"), &POLICY).await.unwrap();
+    s.put("local", "Europe/Berlin", def("call", "at 2026-12-24T09:00"), &POLICY).await.unwrap();
+    let skip = Dst { gap: tickwork::schedules::Gap::Skip, ..Dst::default() };
+    let in_berlins_gap = ScheduleDef::new("x", "at 2027-03-28T02:30".parse().unwrap(), 0, skip).unwrap();
+    s.put("gap", "America/New_York", in_berlins_gap, &POLICY).await.unwrap();
+    local.clock.set(ms("2026-12-24T07:30:00Z"));
+    s.set_paused("paused", "call", true, "Europe/Berlin").await.unwrap();
+    for (id, zone) in [("instant", "America/New_York"), ("local", "America/New_York"), ("gap", "Europe/Berlin")] {
+        assert!(deps.tenants.move_zone(id, zone).await.unwrap());
+    }
+    assert_eq!(s.retarget("gap", "Europe/Berlin").await.unwrap(), 1, "removed");
+    assert!(s.get("gap", "x").await.unwrap().is_none(), "a one-off a gap removes in its new zone is removed");
+    tick(&local, &deps, "2026-12-24T08:15:00Z").await;
+    local.clock.set(ms("2026-12-24T08:30:00Z"));
+    let e = s.set_paused("paused", "call", false, "Europe/Berlin").await.unwrap_err().to_string();
+    assert!(e.contains("can never fire"), "{e}");
+    assert!(s.get("paused", "call").await.unwrap().unwrap().paused, "nothing written");
+    // Berlin's 09:00 passes with `local` in New York: its definition waits for the retarget.
+    tick(&local, &deps, "2026-12-24T08:45:00Z").await;
+    assert!(s.get("local", "call").await.unwrap().is_some(), "kept for its retarget");
+    assert_eq!(s.retarget("local", "America/New_York").await.unwrap(), 1);
+    for at in ["2026-12-24T09:00:00Z", "2026-12-24T14:00:00Z", "2026-12-24T14:15:00Z"] {
+        tick(&local, &deps, at).await;
+    }
+    let got: Vec<(String, String, String)> = fires(&local, &queue).await.into_iter().collect();
+    let want = [("instant", "ping", "2026-12-24T09:00:00+01:00"), ("local", "call", "2026-12-24T09:00:00-05:00")];
+    let want: Vec<(String, String, String)> =
+        want.iter().map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())).collect();
+    assert_eq!(got, want, "the instant fired in any zone, the local one in its new zone, the paused one never");
+    assert!(s.get("local", "call").await.unwrap().is_none(), "finished once fired");
+    assert_eq!(heads_without_records(&local, &p).await, Vec::<String>::new());
+}
+
 /// `tickctl schedules next` over Chatham's autumn change (2027-04-04, 03:45 +13:45 becomes 02:45
 /// +12:45: 02:45 to 03:44 happen twice), then the sweep ticking every quarter-hour through the
 /// same window: it fires exactly the instants listed, each once.

@@ -196,7 +196,9 @@ pub(crate) fn chunk_plan(segs: &[Segment], tenants: &HashMap<String, TenantRead>
             };
             let fate = member_fires(&plan.fire, m, t, &rec.group);
             if plan.finished {
-                let keeps_def = matches!(fate, MemberFires::Unreadable(_));
+                // A moved tenant's local one-off keeps its definition: its retarget owes it in the
+                // new zone (or removes it, if its instant there has passed).
+                let keeps_def = matches!(fate, MemberFires::Unreadable(_) | MemberFires::Moved(_));
                 finished.push((m.tenant.clone(), (!keeps_def).then_some(m.ver)));
             }
             match fate {
@@ -351,13 +353,18 @@ mod tests {
         // The last page of a one-off: the head goes at the joins read before the members.
         assert_eq!(page_end(&rec, &p, &read(3, false, Some(4))), RecordEnd::Retire { joins: 4, successor: None });
         let seg = Segment { rec: rec.clone(), action: Action::Page(Box::new(p.clone()), read(2, false, Some(4))) };
-        let tenants: HashMap<String, TenantRead> = [berlin("t0"), berlin("t1")].into_iter().collect();
-        let c = chunk_plan(&[seg], &tenants, ms("2026-12-24T08:31:00Z"));
+        let mut tenants: HashMap<String, TenantRead> = [berlin("t0"), berlin("t1")].into_iter().collect();
+        let c = chunk_plan(&[seg.clone()], &tenants, ms("2026-12-24T08:31:00Z"));
         assert_eq!(
             c.ends[0].2,
             [("t0".to_string(), Some(7)), ("t1".to_string(), Some(7))],
             "their definitions go at their version"
         );
+        // A tenant moved to New York and not retargeted yet: its membership goes with the group,
+        // its definition stays for the retarget (which owes it in the new zone).
+        tenants.insert("t1".into(), TenantRead::Found(Tenant::new("t1", "America/New_York")));
+        let c = chunk_plan(&[seg], &tenants, ms("2026-12-24T08:31:00Z"));
+        assert_eq!(c.ends[0].2, [("t0".to_string(), Some(7)), ("t1".to_string(), None)]);
         assert_eq!(c.ready_ms, ms(since), "a one-off added after its instant is expected from its adding");
         // A recurring group: done; found empty at its first page: retired, with the successor an
         // attempt before may have put.

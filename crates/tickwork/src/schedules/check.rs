@@ -20,6 +20,15 @@ impl Schedules {
         let now = self.clock_now();
         crate::calendar::zone(zone).map_err(|e| SpecError(e.0))?;
         check_keys(&self.job, tenant, &def.name)?;
+        // What is stored is the spec's text: a spec built in code that its text does not name
+        // exactly (a local time with a fraction of a second, which the text drops) would be stored
+        // as another, earlier instant, and a one-off then never fires.
+        if def.spec.to_string().parse::<super::spec::Spec>().ok().as_ref() != Some(&def.spec) {
+            return Err(SpecError(format!(
+                "`{}` does not read back as the spec given ({:?}): a time names whole seconds",
+                def.spec, def.spec
+            )));
+        }
         if def.spec.one_off() {
             let tz = crate::calendar::zone(zone).map_err(|e| SpecError(e.0))?;
             if let super::spec::Spec::AtLocal(dt) = &def.spec {

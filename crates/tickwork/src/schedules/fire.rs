@@ -17,7 +17,7 @@ use crate::clock::Millis;
 
 use super::occurrence::{between, catch_up, next_after, spread_ms, Occurrence};
 use super::record::{DueRecord, Group, Member, Schedule};
-use super::spec::SpecError;
+use super::spec::{Spec, SpecError};
 
 /// Fires one record hands over at one tick at most (a backlog under `all` continues at the next).
 pub const MAX_FIRES_PER_RECORD: usize = 500;
@@ -69,6 +69,24 @@ pub fn member_of(s: &Schedule, zone_name: &str) -> Result<(Group, Member), SpecE
         Group::of(&s.tenant, &s.def, zone_name),
         Member { tenant: s.tenant.clone(), ver: s.ver, since_ms: s.since_ms, owed_ms },
     ))
+}
+
+/// The group and member of a resumed or retargeted schedule `s` in `zone`: owed strictly after
+/// its `since` (the resume or the move). The one-off's grace [`member_of`] gives is the add's
+/// alone: what came due while it was paused, or before its tenant moved, is not fired late.
+pub fn member_resumed(s: &Schedule, zone_name: &str) -> Result<(Group, Member), SpecError> {
+    zone(zone_name).map_err(|e| SpecError(e.0))?;
+    Ok((
+        Group::of(&s.tenant, &s.def, zone_name),
+        Member { tenant: s.tenant.clone(), ver: s.ver, since_ms: s.since_ms, owed_ms: s.since_ms },
+    ))
+}
+
+/// A one-off member that its group can never fire (its instant at or before what it is owed
+/// from, or removed by a skipped DST gap): the store refuses to write it, rather than leave an
+/// active definition whose group has a head and no record.
+pub fn never_fires(group: &Group, m: &Member) -> Result<bool, SpecError> {
+    Ok(group.spec.one_off() && first_record(group, m.owed_ms)?.is_none())
 }
 
 /// The first record of `group`, for a member owed after `owed_ms` (the group's first writer).
@@ -211,12 +229,12 @@ fn plan_until(rec: &DueRecord, now_ms: Millis, policy: &Policy, cap: Option<Mill
 pub fn member_fires(fire: &[Occurrence], m: &Member, tenant: Option<TenantNow<'_>>, group: &Group) -> MemberFires {
     let Some(t) = tenant else { return MemberFires::Gone };
     let owed: Vec<usize> = fire.iter().enumerate().filter(|(_, o)| o.at_ms > m.owed_ms).map(|(i, _)| i).collect();
-    if t.zone != group.zone {
+    // An instant is the same in every zone: a moved tenant's `at <instant>` still fires.
+    let zone_bound = !matches!(group.spec, Spec::AtInstant(_));
+    if zone_bound && t.zone != group.zone {
         if let Err(e) = zone(t.zone) {
             return MemberFires::Unreadable(e.0);
         }
-    }
-    if t.zone != group.zone {
         return MemberFires::Moved(owed.len() as u32);
     }
     if !t.active {
@@ -319,6 +337,25 @@ mod tests {
         let p = plan(&r, ms("2026-12-24T08:31:00Z"), &POLICY).unwrap();
         assert_eq!((p.fire.len(), p.next.is_none(), p.finished), (1, true, true));
         assert_eq!(member_fires(&p.fire, &m, Some(BERLIN), &r.group), MemberFires::Fire(vec![0]));
+        // Resumed (or retargeted) after its instant: owed from the resume, so it can never fire
+        // (the store refuses it), where the add's grace would fire it late.
+        let resumed = Schedule { since_ms: ms("2026-12-24T08:30:00Z"), ..s.clone() };
+        let (g, m) = member_resumed(&resumed, "Europe/Berlin").unwrap();
+        assert_eq!(m.owed_ms, resumed.since_ms);
+        assert!(never_fires(&g, &m).unwrap());
+        let (g, m) = member_of(&resumed, "Europe/Berlin").unwrap();
+        assert!(!never_fires(&g, &m).unwrap(), "an add just after it is owed it");
+        let before = Schedule { since_ms: ms("2026-12-24T07:30:00Z"), ..s.clone() };
+        let (g, m) = member_resumed(&before, "Europe/Berlin").unwrap();
+        assert!(!never_fires(&g, &m).unwrap(), "resumed before its instant, it fires");
+        // A tenant moved to New York, its schedules not retargeted yet: a local one-off waits
+        // (its definition stays for the retarget); an `at <instant>` fires, whatever the zone.
+        let ny = TenantNow { zone: "America/New_York", active: true };
+        assert_eq!(member_fires(&p.fire, &m, Some(ny), &r.group), MemberFires::Moved(1));
+        let inst = sched("at 2026-12-24T08:00:00Z", "2026-12-24T07:30:00Z");
+        let (ri, mi) = first(&inst);
+        let pi = plan(&ri, ms("2026-12-24T08:01:00Z"), &POLICY).unwrap();
+        assert_eq!(member_fires(&pi.fire, &mi, Some(ny), &ri.group), MemberFires::Fire(vec![0]));
     }
 
     #[test]

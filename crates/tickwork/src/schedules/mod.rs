@@ -33,8 +33,8 @@ pub use check::ONE_OFF_MARGIN_MS;
 pub use due::RecordEnd;
 pub use error::{ScheduleError, SpecError};
 pub use fire::{
-    first_record, member_fires, member_of, own_successor, plan, plan_own, successor, upcoming, FirePlan, MemberFires,
-    Successor, TenantNow,
+    first_record, member_fires, member_of, member_resumed, never_fires, own_successor, plan, plan_own, successor,
+    upcoming, FirePlan, MemberFires, Successor, TenantNow,
 };
 pub use import::Imported;
 pub use occurrence::{between, catch_up, next_after, occurrence_key, resolve, spread_ms, Occurrence};

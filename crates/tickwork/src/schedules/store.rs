@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::types::{DeleteRequest, WriteRequest};
 
 use super::commit::{commit, Committed};
 use super::error::{ScheduleError, SpecError};
-use super::fire::member_of;
+use super::fire::{member_of, member_resumed, never_fires};
 use super::record::{def_pk, member_pk, Schedule};
 use super::spec::ScheduleDef;
 use super::writes::{member_delete, member_put, record_put, Cursors};
@@ -126,7 +126,7 @@ impl Schedules {
             since_ms: now,
             group: None,
         };
-        self.write(&s, old.as_ref(), (!paused).then_some(zone)).await?;
+        self.write(&s, old.as_ref(), (!paused).then_some(zone), false).await?;
         Ok(if old.is_some() { Changed::Changed } else { Changed::Added })
     }
 
@@ -152,7 +152,7 @@ impl Schedules {
         }
         let now = self.clock.now_ms();
         let s = Schedule { paused, ver: next_ver(Some(&old), now), since_ms: now, ..old.clone() };
-        self.write(&s, Some(&old), (!paused).then_some(zone)).await?;
+        self.write(&s, Some(&old), (!paused).then_some(zone), true).await?;
         Ok(Changed::Changed)
     }
 
@@ -168,7 +168,18 @@ impl Schedules {
             }
             let now = self.clock.now_ms();
             let s = Schedule { ver: next_ver(Some(&old), now), since_ms: now, ..old.clone() };
-            match self.write(&s, Some(&old), Some(zone)).await {
+            let (g, m) = member_resumed(&s, zone)?;
+            if never_fires(&g, &m)? {
+                // A one-off whose instant has passed in the new zone, or that a skipped gap there
+                // removes: what the sweep does with a one-off it passes over (the move happened;
+                // refusing here would hold the tenant's other schedules in the old zone).
+                tracing::warn!(tenant, schedule = %old.def.name, zone, "a one-off that can never fire in the tenant's new zone: removed");
+                if self.remove(tenant, &old.def.name).await? {
+                    n += 1;
+                }
+                continue;
+            }
+            match self.write(&s, Some(&old), Some(zone), true).await {
                 Ok(()) => n += 1,
                 Err(ScheduleError::Raced { .. }) => {}
                 Err(e) => return Err(e),
@@ -225,8 +236,26 @@ impl Schedules {
     /// The definition (conditional on the version read), its membership, and the group's head
     /// and first record when it has no head, committed with the state item ([`super::commit`]).
     /// A head that appeared or went between its read and the commit: read again and retried.
-    async fn write(&self, s: &Schedule, old: Option<&Schedule>, zone: Option<&str>) -> Result<(), ScheduleError> {
-        let joined = zone.map(|z| member_of(s, z)).transpose()?;
+    /// `resumed`: a resume or a retarget (owed strictly after now, [`member_resumed`]). A one-off
+    /// that its group could never fire is refused: written, it would be an active definition whose
+    /// group has a head and no record, for ever.
+    async fn write(
+        &self,
+        s: &Schedule,
+        old: Option<&Schedule>,
+        zone: Option<&str>,
+        resumed: bool,
+    ) -> Result<(), ScheduleError> {
+        let joined = zone.map(|z| if resumed { member_resumed(s, z) } else { member_of(s, z) }).transpose()?;
+        if let Some((g, m)) = &joined {
+            if never_fires(g, m)? {
+                return Err(SpecError(format!(
+                    "`{}` can never fire in {} (its instant is past, or a skipped DST gap removes it): nothing written; remove it",
+                    g.spec, g.zone
+                ))
+                .into());
+            }
+        }
         let s = Schedule { group: joined.as_ref().map(|(g, _)| g.id()), ..s.clone() };
         let raced = || ScheduleError::Raced { tenant: s.tenant.clone(), name: s.def.name.clone() };
         for _ in 0..ATTEMPTS {
