@@ -354,7 +354,7 @@ mod tests {
         assert_eq!(page_end(&rec, &p, &read(3, false, Some(4))), RecordEnd::Retire { joins: 4, successor: None });
         let seg = Segment { rec: rec.clone(), action: Action::Page(Box::new(p.clone()), read(2, false, Some(4))) };
         let mut tenants: HashMap<String, TenantRead> = [berlin("t0"), berlin("t1")].into_iter().collect();
-        let c = chunk_plan(&[seg.clone()], &tenants, ms("2026-12-24T08:31:00Z"));
+        let c = chunk_plan(std::slice::from_ref(&seg), &tenants, ms("2026-12-24T08:31:00Z"));
         assert_eq!(
             c.ends[0].2,
             [("t0".to_string(), Some(7)), ("t1".to_string(), Some(7))],
