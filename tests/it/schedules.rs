@@ -390,6 +390,72 @@ async fn heads_without_records(local: &Local, prefix: &str) -> Vec<String> {
         .collect()
 }
 
+/// Deletes every item of `table` whose `ttl` has passed at `now_ms`, as DynamoDB's TTL would (any
+/// time after it; here all at once, at the latest moment the test looks).
+async fn expire(local: &Local, table: &str, now_ms: i64) -> usize {
+    let mut n = 0;
+    for item in tickwork_sim::scan_all(&local.db, table).await.unwrap() {
+        let Some(ttl) = tickwork::schema::get_i64(&item, tickwork::schema::TTL) else { continue };
+        if ttl * 1000 <= now_ms {
+            let k: tickwork::item::Item =
+                ["pk", "sk"].iter().filter_map(|a| Some((a.to_string(), item.get(*a)?.clone()))).collect();
+            local.db.client().delete_item().table_name(table).set_key(Some(k)).send().await.unwrap();
+            n += 1;
+        }
+    }
+    n
+}
+
+/// A sweep stopped for 90 days of event time, with every expired item deleted as DynamoDB's TTL
+/// would: no group loses its record, and on resume every group fires again — a tenant that joined
+/// a group during the stop too (its join wrote no record: the group had a head). Before records
+/// carried no TTL, every group's record was gone and nothing fired again.
+#[tokio::test]
+async fn a_sweep_stopped_for_90_days_with_ttl_deletions_fires_every_group_again() {
+    let local = Local::new().await;
+    let p = unique("schedstop");
+    ok(&tickctl(&local, &p, &["provision"]));
+    let (deps, queue) = sweep(&local, &p, None);
+    local.clock.set(ms("2026-12-01T10:00:00Z"));
+    let ids = ["a", "b", "c"];
+    let mut tenants: Vec<Tenant> = ids.iter().map(|id| Tenant::new(*id, "Europe/Berlin")).collect();
+    tenants.push(Tenant::new("joiner", "Europe/Berlin"));
+    pulse_sweep::add_tenants(&deps, &tenants).await.unwrap();
+    let s = schedules(&deps);
+    for (id, spec) in [("a", "daily 08:00"), ("b", "daily 08:00"), ("c", "weekly mon-fri 09:30")] {
+        s.put(id, "Europe/Berlin", def("nudge", spec), &POLICY).await.unwrap();
+    }
+    tick(&local, &deps, "2026-12-02T07:15:00Z").await;
+    // Stopped. Halfway through, a tenant joins the `daily 08:00` group.
+    local.clock.set(ms("2027-01-15T12:00:00Z"));
+    s.put("joiner", "Europe/Berlin", def("nudge", "daily 08:00"), &POLICY).await.unwrap();
+    let back = ms("2027-03-02T07:00:00Z");
+    expire(&local, &format!("{p}-control"), back).await;
+    assert_eq!(heads_without_records(&local, &p).await, Vec::<String>::new(), "every group kept its record");
+    for at in ["2027-03-02T07:00:00Z", "2027-03-03T07:15:00Z", "2027-03-03T08:45:00Z"] {
+        tick(&local, &deps, at).await;
+    }
+    let got = fires(&local, &queue).await;
+    for id in ["a", "b", "joiner"] {
+        assert!(got.contains(&(id.into(), "nudge".into(), "2027-03-03T08:00:00+01:00".into())), "{id}: {got:?}");
+    }
+    assert!(got.contains(&("c".into(), "nudge".into(), "2027-03-03T09:30:00+01:00".into())), "{got:?}");
+    assert!(
+        got.iter().any(|(t, _, o)| t == "a" && o.starts_with("2027-03-0") && o < &"2027-03-03".to_string()),
+        "caught up at the resume within the lateness bound: {got:?}"
+    );
+    // A fired record is deleted once the cursor is past it: a group keeps one record, no more.
+    let control = tickwork_sim::scan_all(&local.db, &format!("{p}-control")).await.unwrap();
+    let records = control
+        .iter()
+        .filter(|i| {
+            let s = |a: &str| tickwork::schema::get_s(i, a).unwrap_or_default().to_string();
+            s("pk").starts_with("sdue#") && s("sk") != "~"
+        })
+        .count();
+    assert_eq!(records, 2, "one pending record for each of the two groups");
+}
+
 /// One-offs as `docs/schedules.md` says: paused across its instant, it is not fired late (its
 /// resume is refused, nothing written); retargeted to a zone where a skipped gap removes it, it is
 /// removed, not left active with a head and no record; a tenant moved but not retargeted yet keeps

@@ -150,13 +150,6 @@ mod tests {
         PulseConfig::from_env(&Env::from_pairs(pairs.iter().copied()), Duration::from_secs(1))
     }
 
-    /// A schedule's due record not fired yet must outlive the longest catch-up a sweep may be set
-    /// to: expired first, its group would never fire again.
-    #[test]
-    fn a_due_record_outlives_the_longest_lateness_allowed() {
-        assert!(tickwork::schedules::record::RECORD_TTL_MS > MAX_LATENESS_LIMIT.as_millis() as i64);
-    }
-
     #[test]
     fn settings_that_cannot_be_correct_are_refused() {
         let e = cfg(&[("TICKWORK_PULSE_LEASE_SECS", "60")]).unwrap_err();

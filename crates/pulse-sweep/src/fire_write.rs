@@ -8,7 +8,7 @@ use tickwork::batch::Batch;
 use tickwork::budget::Budget;
 use tickwork::lease::{fenced_write, Fence, Fenced};
 use tickwork::queue::{enqueue_item, NewItem};
-use tickwork::schedules::{DueRecord, ShardCursor, SCHED_KIND};
+use tickwork::schedules::{DueRecord, RecordEnd, ShardCursor, SCHED_KIND};
 
 use crate::deps::Deps;
 use crate::fire_plan::{chunk_plan, Action, ChunkPlan, Segment, TenantRead};
@@ -119,6 +119,7 @@ pub(crate) async fn write_chunk(
             return Ok(Wrote::Stopped);
         }
         Box::pin(deps.schedules.put_records(&before)).await?;
+        let passed = passed_keys(deps, &ends, &before);
         let mut failed = None;
         // A batch item already there holds exactly these units (its id is their digest): they
         // are queued, and the records move on without it.
@@ -140,6 +141,11 @@ pub(crate) async fn write_chunk(
                     report.fires_skipped += skipped;
                     report.schedules_dropped += dropped;
                     report.failed_tenants += isolated;
+                    // Behind the cursor now: removed, so that no record is left to expire while
+                    // owed (a lost delete leaves one that nothing reads; the fires stand).
+                    if let Err(e) = Box::pin(deps.schedules.delete_records(passed)).await {
+                        tracing::warn!(error = %e, "fired due records not deleted: left behind the shard cursor");
+                    }
                     return Ok(if set_aside { Wrote::SetAside } else { Wrote::On });
                 }
                 Fenced::Stale => return Ok(Wrote::LeaseLost),
@@ -174,6 +180,30 @@ pub(crate) async fn write_chunk(
         }
     }
     Ok(Wrote::Halted)
+}
+
+/// The keys of the records the chunk's transaction moves the cursor past and keeps (done, passed
+/// or set aside; a retired one is deleted in it, an advanced one is not passed), less any key a
+/// successor is written at.
+pub(crate) fn passed_keys(
+    deps: &Deps,
+    ends: &[crate::fire_plan::End],
+    before: &[DueRecord],
+) -> Vec<tickwork::item::Item> {
+    let job = deps.schedules.job();
+    let successors: Vec<_> = before
+        .iter()
+        .chain(ends.iter().filter_map(|(_, e, _)| match e {
+            RecordEnd::Done(Some(n)) => Some(n),
+            _ => None,
+        }))
+        .map(|n| n.key(job))
+        .collect();
+    ends.iter()
+        .filter(|(_, e, _)| matches!(e, RecordEnd::Done(_) | RecordEnd::Pass))
+        .map(|(r, _, _)| r.key(job))
+        .filter(|k| !successors.contains(k))
+        .collect()
 }
 
 /// What a refused chunk does next.

@@ -251,12 +251,14 @@ fn cost_prices_schedules_a_burst_and_a_target() {
     let near = |v: &serde_json::Value, want: f64, tol: f64| (v.as_f64().unwrap() - want).abs() <= tol;
     let (shared, distinct) = (&c["cost"]["shared"], &c["cost"]["distinct"]);
     assert!(shared["wcu"].as_f64().unwrap() <= 0.05, "the issue's 0.05 a shared fire: {c}");
-    assert!((1.0..=2.0).contains(&distinct["wcu"].as_f64().unwrap()), "the issue's 2 a distinct fire: {c}");
+    // The 2 a distinct fire, and one more: its record deleted once fired (a record left
+    // to expire could expire unfired in a long stop, and its group never fire again).
+    assert!((2.0..=2.5).contains(&distinct["wcu"].as_f64().unwrap()), "{c}");
     // A million daily fires, 30 days, at $0.625 a million write and $0.125 a million read units,
-    // and (distinct) 61 days of fired records at $0.25 a GB-month.
+    // and (distinct) each group's pending record at $0.25 a GB-month.
     assert!(near(&shared["month_usd"], 4.57, 0.005), "{c}");
-    assert!(near(&distinct["month_usd"], 35.64, 0.005), "{c}");
-    assert!(near(&distinct["storage_usd"], 2.62, 0.005), "{c}");
+    assert!(near(&distinct["month_usd"], 51.81, 0.005), "{c}");
+    assert!(near(&distinct["storage_usd"], 0.04, 0.005), "{c}");
     assert!(near(&c["cost"]["scheduler_month_usd"], 24.60, 0.005), "{c}");
     let b = &c["burst"];
     assert_eq!((b["time"]["pages"].as_u64(), b["time"]["requests"].as_u64()), (Some(8), Some(885)), "{b}");

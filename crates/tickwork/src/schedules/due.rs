@@ -219,6 +219,20 @@ impl Schedules {
         self.db.batch_write_all(&self.table, puts, super::store::BATCH_ROUNDS).await
     }
 
+    /// Deletes the records at `keys`, which the shard cursor has passed (BatchWriteItem, 25 a
+    /// request, unprocessed items retried): after the transaction that moved past them, never in
+    /// it. A delete lost leaves a record behind the cursor, which nothing reads again.
+    pub async fn delete_records(&self, keys: Vec<Item>) -> Result<(), DbError> {
+        let deletes = keys
+            .into_iter()
+            .map(|k| {
+                let d = aws_sdk_dynamodb::types::DeleteRequest::builder().set_key(Some(k)).build();
+                aws_sdk_dynamodb::types::WriteRequest::builder().delete_request(d.expect("delete has its key")).build()
+            })
+            .collect();
+        self.db.batch_write_all(&self.table, deletes, super::store::BATCH_ROUNDS).await
+    }
+
     /// The earliest position of any record after its shard's cursor (`cursors`, as the sweep
     /// left them): one strongly consistent Query a shard, one item each.
     pub async fn earliest(&self, cursors: &[ShardCursor]) -> Result<Option<Millis>, DbError> {

@@ -21,11 +21,17 @@
 //! and its key prefixes are what the template's IAM conditions name. The due index is the sort key
 //! itself, so "what is due by now" is one key condition on each of [`DUE_SHARDS`] partitions.
 //!
-//! Why a cursor: the due index is a log read forward. A fired record is not deleted — the shard's
-//! cursor moves past it in the transaction that queues its fires, and it expires (`ttl`) — and
-//! its successor, which depends on the record alone, is put before that transaction, outside it.
-//! A transactional delete and put were 4 of the 4.3 write units a fire of a group of one cost;
-//! a plain put is 1. Every record is written at a position after the shard's cursor (a writer
+//! Why a cursor: the due index is a log read forward. A fired record is not deleted in the
+//! transaction that queues its fires — the shard's cursor moves past it there, and it is deleted
+//! by a plain batch delete after — and its successor, which depends on the record alone, is put
+//! before that transaction, outside it. A transactional delete and put were 4 of the 4.3 write
+//! units a fire of a group of one cost; a plain put and a plain delete are 2.
+//!
+//! Why no `ttl` on a record: a record not fired yet is its group's only link to the sweep, and a
+//! sweep stopped longer than any expiry (a forgotten pause, `DryRun` left on) would come back to
+//! heads with no records, groups that never fire again and that no join repairs. A record is
+//! removed only once the cursor has passed it; one whose delete was lost (a crash just after its
+//! transaction) lies behind the cursor, read by nothing. Every record is written at a position after the shard's cursor (a writer
 //! reads the cursor and checks it in its transaction), so the cursor never passes one unread.
 //!
 //! ## Invariants
@@ -169,12 +175,6 @@ pub fn cursor_key(job: &str, k: u32) -> Item {
 pub fn pos_of(sk: &str) -> Option<Millis> {
     sk.get(..15).and_then(|d| d.parse().ok())
 }
-
-/// How long after its due instant a record expires. A fired one stays behind its shard's cursor
-/// until then (storage the cost model prices); one not fired yet must outlive any catch-up bound a
-/// sweep is allowed (`pulse_sweep::MAX_LATENESS_LIMIT`, 60 days, held below this by a test there),
-/// so a sweep stopped for weeks still finds every group's record.
-pub const RECORD_TTL_MS: Millis = 61 * 86_400_000;
 
 /// The exclusive upper bound of the sort keys due at or before `now_ms`.
 pub fn due_bound(now_ms: Millis) -> String {
@@ -386,7 +386,6 @@ impl DueRecord {
             (AFTER.to_string(), av_n(self.after_ms)),
             (DUE.to_string(), av_n(self.due_ms)),
             (POS.to_string(), av_n(self.pos_ms)),
-            (crate::schema::TTL.to_string(), av_n((self.pos_ms.max(self.due_ms) + RECORD_TTL_MS) / 1000)),
         ]);
         if let Some(c) = &self.cursor {
             item.insert(CURSOR.to_string(), av_s(c));
