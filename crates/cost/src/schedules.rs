@@ -225,17 +225,7 @@ fn transaction(
     let mut v = Vec::new();
     if done > 0 {
         let size = capacity::item_size(&record(&segs[0].0.group, now_ms + 86_400_000, None).to_item(job));
-        let mut left = done;
-        while left > 0 {
-            let n = left.min(25);
-            v.push(Calls {
-                table: table::CONTROL,
-                op: "BatchWriteItem",
-                n: 1,
-                units: n as f64 * capacity::write_units(None, Some(size)),
-            });
-            left -= n;
-        }
+        v.extend(batch_writes(done, capacity::write_units(None, Some(size))));
         let size = cursor_size(job);
         let old = moved.then_some(size);
         control += capacity::transactional(capacity::write_units(old, Some(size)));
@@ -244,17 +234,7 @@ fn transaction(
     v.push(Calls { table: table::CONTROL, op: "TransactWriteItems", n: 1, units: control });
     // The records done, deleted after the transaction moved the cursor past them, 25 a request.
     let size = capacity::item_size(&record(&segs[0].0.group, now_ms, None).to_item(job));
-    let mut left = done;
-    while left > 0 {
-        let n = left.min(25);
-        v.push(Calls {
-            table: table::CONTROL,
-            op: "BatchWriteItem",
-            n: 1,
-            units: n as f64 * capacity::write_units(Some(size), None),
-        });
-        left -= n;
-    }
+    v.extend(batch_writes(done, capacity::write_units(Some(size), None)));
     for item in pulse_sweep::fire_items(batch, now_ms) {
         let w = enqueue_item("queue", queue, &item, now_ms)?;
         let size = w.put().map(|p| capacity::item_size(p.item())).unwrap_or(0);
@@ -267,6 +247,15 @@ fn transaction(
         });
     }
     Ok(v)
+}
+
+/// `n` writes of `units` each on the control table in BatchWriteItems of 25 (DynamoDB's limit a
+/// request).
+fn batch_writes(n: usize, units: f64) -> Vec<Calls> {
+    (0..n)
+        .step_by(25)
+        .map(|i| Calls { table: table::CONTROL, op: "BatchWriteItem", n: 1, units: (n - i).min(25) as f64 * units })
+        .collect()
 }
 
 /// A burst: `fires` schedules due at the same instant (a populous zone's 08:00), in `groups`.
