@@ -881,3 +881,88 @@ async fn a_late_fire_counts_in_the_queue_lag_from_its_instant() {
     assert_eq!(w.finished, 2, "the fire and the day pulse of December 1st: {w:?}");
     assert_eq!(w.oldest_ready_ms, 2 * 3_600_000, "the wait since 08:00 Berlin: {w:?}");
 }
+
+/// A due record that does not read (here its fold, as a newer version might write it) is set
+/// aside with its whole item in the same transaction that moves its shard's cursor past it: the
+/// other group due at the same tick fires, the tick reports the failed unit, `tickctl schedules
+/// doctor` and `status` name the group, an idle tick stays one read, and `doctor --repair-all`
+/// writes the record again from the group's head so its owed occurrence fires, once. Before, the
+/// record was counted and passed: the group never fired again and nothing named it.
+#[tokio::test]
+async fn an_unreadable_record_is_set_aside_named_and_repaired_and_its_occurrence_fires_once() {
+    let local = Local::new().await;
+    let p = unique("schedbad");
+    ok(&tickctl(&local, &p, &["provision"]));
+    let (deps, queue) = sweep(&local, &p, None);
+    local.clock.set(ms("2026-12-01T10:00:00Z"));
+    pulse_sweep::add_tenants(&deps, &[Tenant::new("a", "Europe/Berlin"), Tenant::new("b", "Europe/Berlin")])
+        .await
+        .unwrap();
+    let s = schedules(&deps);
+    s.put("a", "Europe/Berlin", def("nudge", "daily 08:00"), &POLICY).await.unwrap();
+    s.put("b", "Europe/Berlin", def("nudge", "cron 0 8 * * *"), &POLICY).await.unwrap();
+    tick(&local, &deps, "2026-12-01T10:15:00Z").await;
+    tick(&local, &deps, "2026-12-01T10:30:00Z").await;
+    // The record of a's group: the one whose spec is `daily 08:00`.
+    let control = format!("{p}-control");
+    let items = tickwork_sim::scan_all(&local.db, &control).await.unwrap();
+    let g = |i: &tickwork::item::Item, a: &str| tickwork::schema::get_s(i, a).unwrap_or_default().to_string();
+    let rec = items
+        .iter()
+        .find(|i| g(i, "pk").starts_with("sdue#") && g(i, "spec") == "daily 08:00")
+        .expect("a's group has its record");
+    let gid = g(rec, "sk").split_once('#').unwrap().1.to_string();
+    let key: tickwork::item::Item = ["pk", "sk"].iter().map(|a| (a.to_string(), rec[*a].clone())).collect();
+    local
+        .db
+        .client()
+        .update_item()
+        .table_name(&control)
+        .set_key(Some(key))
+        .update_expression("SET #f = :f")
+        .expression_attribute_names("#f", "fold")
+        .expression_attribute_values(":f", aws_sdk_dynamodb::types::AttributeValue::S("sideways".into()))
+        .send()
+        .await
+        .unwrap();
+    let r = tick(&local, &deps, "2026-12-02T07:00:00Z").await;
+    assert_eq!(
+        fires(&local, &queue).await,
+        BTreeSet::from([fire("b", "nudge", "2026-12-02T08:00:00+01:00")]),
+        "the other group due at the same tick fires"
+    );
+    assert_eq!(r.failed_tenants, 1, "the bad record is reported: {r:?}");
+    assert_eq!(heads_without_records(&local, &p).await, vec![gid.clone()], "set aside, not lost");
+    let doctor = tickctl(&local, &p, &["--json", "schedules", "doctor"]);
+    assert_eq!(doctor.status.code(), Some(1), "a group set aside fails the check");
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&doctor.stdout).unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["group"], gid.as_str());
+    assert!(rows[0]["problem"].as_str().unwrap().contains("sideways"), "{rows:?}");
+    let status = ok(&tickctl(&local, &p, &["status"]));
+    assert!(status.contains(&gid), "status names the group: {status}");
+    // Set aside, it costs nothing: an idle tick is one read.
+    let before = deps.db.meter().read_write_requests();
+    tick(&local, &deps, "2026-12-02T07:15:00Z").await;
+    let after = deps.db.meter().read_write_requests();
+    assert_eq!((after.0 - before.0, after.1 - before.1), (1, 0), "an idle tick is one read");
+    let repaired = ok(&tickctl(&local, &p, &["schedules", "doctor", "--repair-all"]));
+    assert!(repaired.contains("from its head"), "{repaired}");
+    assert_eq!(heads_without_records(&local, &p).await, Vec::<String>::new());
+    let again = tickctl(&local, &p, &["schedules", "doctor", "--repair", &gid]);
+    assert_ne!(again.status.code(), Some(0), "a repair run twice is refused, and writes nothing");
+    tick(&local, &deps, "2026-12-02T07:30:00Z").await;
+    tick(&local, &deps, "2026-12-02T07:45:00Z").await;
+    assert_eq!(
+        fires(&local, &queue).await,
+        BTreeSet::from([
+            fire("a", "nudge", "2026-12-02T08:00:00+01:00"),
+            fire("b", "nudge", "2026-12-02T08:00:00+01:00")
+        ]),
+        "the owed occurrence fires once, at the first tick after the repair"
+    );
+    assert_eq!(ok(&tickctl(&local, &p, &["--json", "schedules", "doctor"])).trim(), "[]");
+    // And the next day both groups fire as before.
+    tick(&local, &deps, "2026-12-03T07:00:00Z").await;
+    assert_eq!(fires(&local, &queue).await.iter().filter(|f| f.2.starts_with("2026-12-03")).count(), 2);
+}

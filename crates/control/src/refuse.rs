@@ -97,6 +97,10 @@ pub fn schedule(e: ScheduleError, field: &str) -> Result<Refusal, StackError> {
                 .field("name"))
         }
         ScheduleError::Raced { .. } => Ok(Refusal::new(RefusalType::Raced, e.to_string())),
+        // Repairs are the operator's (tickctl), not the control function's.
+        ScheduleError::NotQuarantined(_) | ScheduleError::Unrepairable { .. } => {
+            Ok(Refusal::new(RefusalType::Conflict, e.to_string()))
+        }
         ScheduleError::Db(d) => db(d),
     }
 }

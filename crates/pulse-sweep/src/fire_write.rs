@@ -8,7 +8,7 @@ use tickwork::batch::Batch;
 use tickwork::budget::Budget;
 use tickwork::lease::{fenced_write, Fence, Fenced};
 use tickwork::queue::{enqueue_item, NewItem};
-use tickwork::schedules::{DueRecord, RecordEnd, ShardCursor, SCHED_KIND};
+use tickwork::schedules::{DueRecord, Quarantined, RecordEnd, ShardCursor, SCHED_KIND};
 
 use crate::deps::Deps;
 use crate::fire_plan::{chunk_plan, Action, ChunkPlan, Segment, TenantRead};
@@ -54,7 +54,8 @@ pub(crate) fn sk_of(deps: &Deps, rec: &DueRecord) -> String {
 /// moved from `cursor` to `to` (empty: an advance within a group), fenced; the successors that
 /// depend on their records alone put first. A record whose own condition fails (changed under the
 /// sweep), or a cursor changed since it was read, asks for the shard to be read again; at the last
-/// reading such a record is set an hour aside and the rest written.
+/// reading such a record is set an hour aside and the rest written. `bad` are records passed that
+/// did not read: set aside in the quarantine partition in the same transaction.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn write_chunk(
     deps: &Deps,
@@ -62,7 +63,7 @@ pub(crate) async fn write_chunk(
     now_ms: i64,
     k: u32,
     cursor: &mut ShardCursor,
-    mut chunk: Vec<Segment>,
+    (mut chunk, bad): (Vec<Segment>, Vec<Quarantined>),
     to: &str,
     tenants: &HashMap<String, TenantRead>,
     last_try: bool,
@@ -86,6 +87,13 @@ pub(crate) async fn write_chunk(
             owner.extend(std::iter::repeat_n(Some(i), items.len()));
             moves.extend(items);
         }
+        // One copy a group (its partition holds one a group): a second record of the group in
+        // the same transaction would be two writes of one item, which DynamoDB refuses whole.
+        let mut copied = std::collections::HashSet::new();
+        for q in bad.iter().filter(|q| copied.insert(q.group.as_str())) {
+            moves.push(deps.schedules.quarantine_put(q));
+            owner.push(None);
+        }
         if !to.is_empty() {
             moves.push(deps.schedules.cursor_move(k, cursor, &to));
             owner.push(None);
@@ -99,19 +107,20 @@ pub(crate) async fn write_chunk(
         if tickwork::limits::transaction(&whole).is_err() && chunk.len() > 1 {
             let b = chunk.split_off(chunk.len() / 2);
             let mid = sk_of(deps, &chunk[chunk.len() - 1].rec);
-            return Ok(
-                match Box::pin(write_chunk(
-                    deps, fence, now_ms, k, cursor, chunk, &mid, tenants, last_try, budget, report,
-                ))
-                .await?
-                {
-                    Wrote::On | Wrote::SetAside => {
-                        Box::pin(write_chunk(deps, fence, now_ms, k, cursor, b, &to, tenants, last_try, budget, report))
-                            .await?
-                    }
-                    other => other,
-                },
-            );
+            // The records that do not read go with the half whose cursor move passes them: one
+            // after the middle set aside (and deleted) with the first would be read again, and
+            // set aside again after a repair, if the second half stopped.
+            let (bad_a, bad_b): (Vec<_>, Vec<_>) = bad.into_iter().partition(|q| q.from.1 <= mid);
+            let a =
+                write_chunk(deps, fence, now_ms, k, cursor, (chunk, bad_a), &mid, tenants, last_try, budget, report);
+            return Ok(match Box::pin(a).await? {
+                Wrote::On | Wrote::SetAside => {
+                    let b =
+                        write_chunk(deps, fence, now_ms, k, cursor, (b, bad_b), &to, tenants, last_try, budget, report);
+                    Box::pin(b).await?
+                }
+                other => other,
+            });
         }
         // The successors put outside the transaction are a step of their own: none starts once
         // the lease could have lapsed (a stale sweep's successor would start a second chain).
@@ -119,7 +128,8 @@ pub(crate) async fn write_chunk(
             return Ok(Wrote::Stopped);
         }
         Box::pin(deps.schedules.put_records(&before)).await?;
-        let passed = passed_keys(deps, &ends, &before);
+        let mut passed = passed_keys(deps, &ends, &before);
+        passed.extend(bad.iter().map(|q| tickwork::schema::key(&q.from.0, &q.from.1)));
         let mut failed = None;
         // A batch item already there holds exactly these units (its id is their digest): they
         // are queued, and the records move on without it.
@@ -140,7 +150,14 @@ pub(crate) async fn write_chunk(
                     report.fires += fired;
                     report.fires_skipped += skipped;
                     report.schedules_dropped += dropped;
-                    report.failed_tenants += isolated;
+                    report.failed_tenants += isolated + bad.len() as u64;
+                    for q in &bad {
+                        tracing::error!(
+                            group = %q.group,
+                            problem = %q.problem,
+                            "due record unreadable: set aside (tickctl schedules doctor shows it and repairs it)"
+                        );
+                    }
                     // Behind the cursor now: removed, so that no record is left to expire while
                     // owed (a lost delete leaves one that nothing reads; the fires stand).
                     if let Err(e) = Box::pin(deps.schedules.delete_records(passed)).await {

@@ -28,7 +28,8 @@
 //! A group that cannot be planned (a zone the tz database does not know) is set an hour ahead in
 //! the same transaction and counted as a failed unit; a member whose item or tenant does not read
 //! is counted and logged, and the rest of the group fired; a record that does not read at all is
-//! counted and passed. A chunk that another writer changed under the sweep stops its shard until
+//! set aside whole ([`tickwork::schedules::quarantine`]) in the transaction that passes it, counted
+//! and logged with its group, for `tickctl schedules doctor` to show and repair. A chunk that another writer changed under the sweep stops its shard until
 //! the next tick (the cursor cannot pass it). When every due record is done, `sched_next` becomes
 //! the earliest record after the cursors, unless a schedule was added since the state item was
 //! read.
@@ -38,7 +39,9 @@ use std::collections::HashMap;
 use futures::stream::{self, StreamExt};
 use tickwork::budget::Budget;
 use tickwork::lease::Fence;
-use tickwork::schedules::{plan, plan_own, successor, DueRecord, RecordEnd, ShardCursor, Successor, DUE_SHARDS};
+use tickwork::schedules::{
+    plan, plan_own, successor, DueRecord, Quarantined, RecordEnd, ShardCursor, Successor, DUE_SHARDS,
+};
 
 use crate::deps::Deps;
 use crate::fire_plan::{page_end, Action, Planned, Segment, TenantRead};
@@ -124,10 +127,10 @@ pub(crate) async fn fire_due(
     Ok(FireEnd::Done(earliest))
 }
 
-/// One due record read, or the sort key of one that does not read (the cursor passes it).
+/// One due record read, or one that does not read, to be set aside as the cursor passes it.
 enum Step {
     Seg(Box<Segment>),
-    Bad(String),
+    Bad(Box<Quarantined>),
 }
 
 /// One page of shard `k`'s due records, in order, the shard's `cursor` moved as they are done.
@@ -146,11 +149,7 @@ async fn fire_page(
     let steps: Vec<Result<Step, PulseError>> = stream::iter(page.into_iter().map(|r| async move {
         let rec = match r {
             Ok(r) => r,
-            Err((key, problem)) => {
-                tracing::error!(key = ?key, problem = %problem, "due record unreadable: counted and passed");
-                let sk = tickwork::schema::get_s(&key, tickwork::schema::SK).unwrap_or_default().to_string();
-                return Ok(Step::Bad(sk));
-            }
+            Err((item, problem)) => return Ok(Step::Bad(Box::new(Quarantined::of(item, problem, now_ms)))),
         };
         let planned = match Box::pin(plan_record(deps, &rec, now_ms)).await? {
             Ok(p) => p,
@@ -174,12 +173,33 @@ async fn fire_page(
     // In order: complete records gathered into chunks; a group larger than a page goes on alone
     // (the records before it written first), so the cursor only ever passes records done.
     let mut pending: Vec<Segment> = Vec::new();
+    let mut bad: Vec<Quarantined> = Vec::new();
     let mut to: Option<String> = None;
     for step in steps {
         let seg = match step {
-            Step::Bad(sk) => {
-                report.failed_tenants += 1;
-                to = Some(sk);
+            Step::Bad(q) => {
+                to = Some(q.from.1.clone());
+                bad.push(*q);
+                // A copy is an item of the transaction: a page of them would pass its 100.
+                if bad.len() == FIRE_CHUNK {
+                    let flushed = flush(
+                        deps,
+                        fence,
+                        now_ms,
+                        k,
+                        cursor,
+                        (&mut pending, &mut bad),
+                        &mut to,
+                        &tenants,
+                        last_try,
+                        budget,
+                        report,
+                    );
+                    match Box::pin(flushed).await? {
+                        Wrote::On | Wrote::SetAside => {}
+                        other => return Ok(other),
+                    }
+                }
                 continue;
             }
             Step::Seg(seg) => *seg,
@@ -187,8 +207,19 @@ async fn fire_page(
         let sk = sk_of(deps, &seg.rec);
         let alone = advances(&seg);
         if alone || pending.len() == FIRE_CHUNK {
-            let flushed =
-                flush(deps, fence, now_ms, k, cursor, &mut pending, &mut to, &tenants, last_try, budget, report);
+            let flushed = flush(
+                deps,
+                fence,
+                now_ms,
+                k,
+                cursor,
+                (&mut pending, &mut bad),
+                &mut to,
+                &tenants,
+                last_try,
+                budget,
+                report,
+            );
             match Box::pin(flushed).await? {
                 Wrote::On | Wrote::SetAside => {}
                 other => return Ok(other),
@@ -203,7 +234,9 @@ async fn fire_page(
         pending.push(seg);
         to = Some(sk);
     }
-    Box::pin(flush(deps, fence, now_ms, k, cursor, &mut pending, &mut to, &tenants, last_try, budget, report)).await
+    let last =
+        flush(deps, fence, now_ms, k, cursor, (&mut pending, &mut bad), &mut to, &tenants, last_try, budget, report);
+    Box::pin(last).await
 }
 
 /// A record's plan and successor: `Err` naming why it cannot be planned. A group whose first page
@@ -237,7 +270,8 @@ fn advances(seg: &Segment) -> bool {
     }
 }
 
-/// Writes the `pending` records (the cursor moved to `to`), in chunks that fit a transaction.
+/// Writes the `pending` records (the cursor moved to `to`), in chunks that fit a transaction, and
+/// sets aside the records passed that did not read.
 #[allow(clippy::too_many_arguments)]
 async fn flush(
     deps: &Deps,
@@ -245,7 +279,7 @@ async fn flush(
     now_ms: i64,
     k: u32,
     cursor: &mut ShardCursor,
-    pending: &mut Vec<Segment>,
+    (pending, bad): (&mut Vec<Segment>, &mut Vec<Quarantined>),
     to: &mut Option<String>,
     tenants: &HashMap<String, TenantRead>,
     last_try: bool,
@@ -253,8 +287,9 @@ async fn flush(
     report: &mut Report,
 ) -> Result<Wrote, PulseError> {
     let Some(target) = to.take() else { return Ok(Wrote::On) };
-    let chunk = std::mem::take(pending);
-    Box::pin(write_chunk(deps, fence, now_ms, k, cursor, chunk, &target, tenants, last_try, budget, report)).await
+    let (chunk, bad) = (std::mem::take(pending), std::mem::take(bad));
+    let w = write_chunk(deps, fence, now_ms, k, cursor, (chunk, bad), &target, tenants, last_try, budget, report);
+    Box::pin(w).await
 }
 
 /// A group larger than a page, from `seg` (its first page, read) to its last page, each page its
@@ -280,7 +315,8 @@ async fn run_alone(
         let end = page_end(&seg.rec, planned, read);
         let to = if matches!(end, RecordEnd::Advance(_)) { "" } else { sk.as_str() };
         let (rec, planned) = (seg.rec.clone(), (**planned).clone());
-        match Box::pin(write_chunk(deps, fence, now_ms, k, cursor, vec![seg], to, t, last_try, budget, report)).await? {
+        let w = write_chunk(deps, fence, now_ms, k, cursor, (vec![seg], Vec::new()), to, t, last_try, budget, report);
+        match Box::pin(w).await? {
             Wrote::On => {}
             Wrote::SetAside => return Ok(Wrote::On),
             other => return Ok(other),

@@ -347,6 +347,18 @@ pub enum SchedCmd {
     Resume { tenant: String, name: String },
     /// Remove a schedule (a one-off not yet fired is cancelled).
     Remove { tenant: String, name: String },
+    /// Schedule groups whose due record the sweep could not read, set aside with the problem
+    /// (their members fire nothing meanwhile); with --repair, each written again (as it was when
+    /// it reads now, else rebuilt from its group's head) and fired under the catch-up policy.
+    /// Exit 1 while one is left set aside.
+    Doctor {
+        /// Repair this group (its id, as listed).
+        #[arg(long)]
+        repair: Option<String>,
+        /// Repair every group listed.
+        #[arg(long, conflicts_with = "repair")]
+        repair_all: bool,
+    },
     /// The coming fire instants of a tenant's schedules (or one), as the sweep decides them.
     Next {
         tenant: String,

@@ -52,6 +52,9 @@ pub struct Status {
     pub worker_paused: bool,
     /// Units isolated as failed (tenants, zones), per job, newest last.
     pub failures: BTreeMap<String, Vec<tickwork::failures::Failure>>,
+    /// Schedule groups whose due record did not read, set aside by the sweep: `(group, problem)`.
+    /// Their members fire nothing until `tickctl schedules doctor --repair` writes it again.
+    pub schedules_set_aside: Vec<(String, String)>,
 }
 
 /// Reads every job's lease and watermark, queue depth per shard, dead letters, archiver positions.
@@ -99,6 +102,21 @@ pub async fn status(base: &Base, env: &Env) -> Result<Status> {
             failures.insert(job, list);
         }
     }
+    let sched = tickwork::schedules::Schedules::new(
+        base.db.clone(),
+        control,
+        pulse_sweep::config::job(env)?,
+        base.clock.clone(),
+    );
+    let schedules_set_aside = sched
+        .quarantined_all()
+        .await?
+        .into_iter()
+        .map(|q| match q {
+            Ok(q) => (q.group, q.problem),
+            Err((group, e)) => (group, e),
+        })
+        .collect();
     Ok(Status {
         stack_version: env.get(tickwork::env::STACK_VERSION),
         tickctl_version: tickwork::release::VERSION,
@@ -110,5 +128,6 @@ pub async fn status(base: &Base, env: &Env) -> Result<Status> {
         archiver_checkpoints,
         worker_paused,
         failures,
+        schedules_set_aside,
     })
 }

@@ -198,6 +198,7 @@ pub async fn run(env: &Env, as_json: bool, action: SchedCmd) -> Result<i32> {
             anyhow::ensure!(s.remove(&tenant, &name).await?, "tenant `{tenant}` has no schedule `{name}`");
             done(as_json, "removed", &format!("{tenant}/{name}"))?;
         }
+        SchedCmd::Doctor { repair, repair_all } => return doctor(&s, as_json, repair, repair_all).await,
         SchedCmd::Next { tenant, name, count, from } => {
             let from_ms = match from {
                 Some(t) => {
@@ -237,4 +238,72 @@ pub async fn run(env: &Env, as_json: bool, action: SchedCmd) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// A group set aside, as `schedules doctor` shows it.
+#[derive(serde::Serialize)]
+struct SetAside {
+    group: String,
+    /// The record's key as it was, `pk|sk`.
+    from: String,
+    problem: String,
+    set_aside_at: String,
+    /// What a repair did: `as_it_was`, `from_head`, or why it could not.
+    repaired: Option<String>,
+}
+
+/// `schedules doctor`: the groups set aside, each repaired when asked; exit 1 while one is left.
+async fn doctor(s: &Schedules, as_json: bool, repair: Option<String>, all: bool) -> Result<i32> {
+    let at = |ms: i64| jiff::Timestamp::from_millisecond(ms).map(|t| t.to_string()).unwrap_or_default();
+    let mut rows = Vec::new();
+    for q in s.quarantined_all().await? {
+        let row = match q {
+            Ok(q) => SetAside {
+                from: format!("{}|{}", q.from.0, q.from.1),
+                problem: q.problem,
+                set_aside_at: at(q.at_ms),
+                group: q.group,
+                repaired: None,
+            },
+            Err((group, problem)) => {
+                SetAside { group, from: String::new(), problem, set_aside_at: String::new(), repaired: None }
+            }
+        };
+        rows.push(row);
+    }
+    if let Some(g) = &repair {
+        anyhow::ensure!(
+            rows.iter().any(|r| &r.group == g),
+            "no schedule group `{g}` is set aside (see tickctl schedules doctor)"
+        );
+    }
+    let mut left = 0;
+    for row in &mut rows {
+        if !(all || repair.as_deref() == Some(row.group.as_str())) {
+            left += 1;
+            continue;
+        }
+        row.repaired = Some(match s.repair(&row.group).await {
+            Ok((rec, how)) => {
+                let how = if how == tickwork::schedules::Repair::AsItWas { "as it was" } else { "from its head" };
+                format!("repaired {how}: due {}", at(rec.due_ms))
+            }
+            Err(e) => {
+                left += 1;
+                format!("not repaired: {e}")
+            }
+        });
+    }
+    if as_json {
+        json(&rows)?;
+    } else {
+        for r in &rows {
+            println!("{}  {}  set aside {}: {}", r.group, r.from, r.set_aside_at, r.problem);
+            if let Some(how) = &r.repaired {
+                println!("    {how}");
+            }
+        }
+        eprintln!("{} group(s) set aside, {left} left", rows.len());
+    }
+    Ok(if left > 0 { 1 } else { 0 })
 }

@@ -59,6 +59,12 @@ pub fn print_status(s: &tickctl::Status) {
         }
         println!("units isolated as failed (visited again at their next run; kept 14 days):\n{t}");
     }
+    if !s.schedules_set_aside.is_empty() {
+        println!(
+            "schedule groups set aside, firing nothing until repaired (tickctl schedules doctor --repair-all): {}",
+            s.schedules_set_aside.iter().map(|(g, p)| format!("{g} ({p})")).collect::<Vec<_>>().join(", ")
+        );
+    }
     if s.archiver_checkpoints.is_empty() {
         println!("archiver: no sweep in progress");
     } else {

@@ -41,7 +41,7 @@ pub enum RecordEnd {
 
 impl Schedules {
     /// One page of shard `k`'s records due by `now_ms` (strongly consistent), from `start`; each
-    /// record, or its key and what is wrong with it; and the cursor to the next page.
+    /// record, or its item and what is wrong with it; and the cursor to the next page.
     pub async fn due_page(
         &self,
         k: u32,
@@ -51,16 +51,8 @@ impl Schedules {
     ) -> Result<(Vec<Result<DueRecord, (Item, String)>>, Option<Cursor>), PageError<Infallible>> {
         let query = self.partition(due_pk(&self.job, k), Some(due_bound(now_ms)));
         let page = fetch_page(&self.db, &query, start, limit).await?;
-        let records = page
-            .items
-            .iter()
-            .map(|i| {
-                DueRecord::from_item(i).map_err(|e| {
-                    let k: Item = [PK, SK].iter().filter_map(|a| Some((a.to_string(), i.get(*a)?.clone()))).collect();
-                    (k, e.to_string())
-                })
-            })
-            .collect();
+        let records =
+            page.items.iter().map(|i| DueRecord::from_item(i).map_err(|e| (i.clone(), e.to_string()))).collect();
         Ok((records, page.next))
     }
 

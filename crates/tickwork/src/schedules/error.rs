@@ -32,4 +32,15 @@ pub enum ScheduleError {
         /// The name.
         name: String,
     },
+    /// No due record of this group is quarantined (repaired already, or never set aside).
+    #[error("no quarantined due record of group `{0}` (see tickctl schedules doctor)")]
+    NotQuarantined(String),
+    /// A quarantined record that neither reads nor can be rebuilt from its group's head.
+    #[error("the quarantined due record of group `{group}` cannot be repaired: {why}")]
+    Unrepairable {
+        /// The group.
+        group: String,
+        /// Why.
+        why: String,
+    },
 }

@@ -31,25 +31,7 @@ impl Schedules {
             let mut item = g.head_item(&self.job);
             item.insert(JOINS.to_string(), av_n(n));
             let record = match first_record(g, m.owed_ms)? {
-                // Due well after now: no sweep's cursor can reach it before it is read (a cursor
-                // is at most its sweep's instant), so it neither reads nor counts on the cursor,
-                // and a sweep firing meanwhile is not made to read its shard again.
-                Some(r) if r.pos_ms > self.clock_now() + CURSOR_REACH_MS => Some(r),
-                Some(r) => {
-                    let k = due_shard(&gid);
-                    if let std::collections::btree_map::Entry::Vacant(e) = cursors.entry(k) {
-                        e.insert(self.shard_cursor(k).await?);
-                    }
-                    let after = match cursors[&k].cur.as_deref() {
-                        None => r.pos_ms,
-                        Some(c) => {
-                            pos_of(c).ok_or_else(|| {
-                                DbError::Invalid(format!("shard {k}'s cursor `{c}` does not name a position"))
-                            })? + 1
-                        }
-                    };
-                    Some(DueRecord { pos_ms: r.pos_ms.max(after), ..r })
-                }
+                Some(r) => Some(self.positioned(r, cursors).await?),
                 None => None,
             };
             return Ok((put_new_item(&self.table, item), record));
@@ -65,6 +47,30 @@ impl Schedules {
             .build()
             .expect("update has table, key and expression");
         Ok((aws_sdk_dynamodb::types::TransactWriteItem::builder().update(u).build(), None))
+    }
+
+    /// `r` positioned after its shard's cursor (read into `cursors` once a shard: the caller
+    /// checks each in its transaction, [`Schedules::cursor_bumps`]).
+    pub(super) async fn positioned(&self, r: DueRecord, cursors: &mut Cursors) -> Result<DueRecord, ScheduleError> {
+        // Due well after now: no sweep's cursor can reach it before it is read (a cursor is at
+        // most its sweep's instant), so it neither reads nor counts on the cursor, and a sweep
+        // firing meanwhile is not made to read its shard again.
+        if r.pos_ms > self.clock_now() + CURSOR_REACH_MS {
+            return Ok(r);
+        }
+        let k = due_shard(&r.group.id());
+        if let std::collections::btree_map::Entry::Vacant(e) = cursors.entry(k) {
+            e.insert(self.shard_cursor(k).await?);
+        }
+        let after = match cursors[&k].cur.as_deref() {
+            None => r.pos_ms,
+            Some(c) => {
+                pos_of(c)
+                    .ok_or_else(|| DbError::Invalid(format!("shard {k}'s cursor `{c}` does not name a position")))?
+                    + 1
+            }
+        };
+        Ok(DueRecord { pos_ms: r.pos_ms.max(after), ..r })
     }
 
     /// For each shard cursor in `cursors`, its count of writes moved on, only if the cursor is

@@ -9,6 +9,7 @@
 //! - [`record`]: how a schedule, its group (tenants sharing zone, spec, policy, name and spread
 //!   offset), the group's members and its next fire are stored (the due index);
 //! - [`fire`]: what the sweep does with a group's due record and each member (pure);
+//! - [`quarantine`]: due records that do not read, set aside by the sweep, listed and repaired;
 //! - [`store`]: the reads and writes of schedules; `due`: the sweep's reads and writes of the due
 //!   index and the groups.
 
@@ -21,6 +22,7 @@ pub mod fire;
 pub mod import;
 mod membership;
 pub mod occurrence;
+pub mod quarantine;
 pub mod record;
 pub mod spec;
 pub mod store;
@@ -38,6 +40,7 @@ pub use fire::{
 };
 pub use import::Imported;
 pub use occurrence::{between, catch_up, next_after, occurrence_key, resolve, spread_ms, Occurrence};
+pub use quarantine::{quarantine_pk, Quarantined, Repair};
 pub use record::{due_shard, DueRecord, Group, Member, Schedule, DUE_SHARDS, SCHED_KIND};
 pub use spec::{Dst, Fold, Gap, MonthDay, ScheduleDef, Spec, MAX_PAYLOAD_BYTES};
 pub use store::{Changed, Schedules};

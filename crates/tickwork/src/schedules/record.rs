@@ -323,7 +323,7 @@ impl Group {
         m
     }
 
-    fn read_from(item: &Item) -> Result<Group, SpecError> {
+    pub(super) fn read_from(item: &Item) -> Result<Group, SpecError> {
         let s = |n: &str| get_s(item, n).ok_or_else(|| SpecError(format!("group item without `{n}`")));
         Ok(Group {
             zone: s(ZONE)?.to_string(),
