@@ -44,7 +44,7 @@ export type Change = "added" | "changed" | "unchanged" | "removed";
 
 export interface NewTenant { id: string; zone: string; owed_from?: string }
 export interface NewSchedule {
-  tenant: string; name: string; spec: string; spread_min?: number; gap?: "shift" | "skip"; fold?: "first" | "last";
+  tenant: string; name: string; spec: string; spread_min?: number; gap?: "shift" | "skip"; fold?: "first" | "last" | "both";
   /** Any JSON document up to 4,096 bytes, delivered in every fire's unit as `payload`. */
   payload?: unknown;
 }
@@ -83,7 +83,7 @@ export class Control {
   explainTenant(id: string): Promise<Explanation>;
   putSchedules(schedules: NewSchedule[]): Promise<BatchResult>;
   putSchedule(tenant: string, name: string, spec: string,
-    options?: { spreadMin?: number; gap?: "shift" | "skip"; fold?: "first" | "last"; payload?: unknown }): Promise<Change>;
+    options?: { spreadMin?: number; gap?: "shift" | "skip"; fold?: "first" | "last" | "both"; payload?: unknown }): Promise<Change>;
   pauseSchedule(tenant: string, name: string): Promise<Done>;
   resumeSchedule(tenant: string, name: string): Promise<Done>;
   removeSchedule(tenant: string, name: string): Promise<Done>;

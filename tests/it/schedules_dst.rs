@@ -51,6 +51,7 @@ fn specs(day: jiff::civil::Date) -> Vec<(String, String, Dst)> {
             ("month-end", "monthly last 00:30", Dst { gap: skip, fold: first }),
             ("nightly", "cron */30 0-3 * * *", Dst { gap: shift, fold: first }),
             ("nightly-last", "cron */30 0-3 * * *", Dst { gap: skip, fold: last }),
+            ("night-both", "cron 15,45 0-4 * * *", Dst { gap: shift, fold: Fold::Both }),
         ]
         .map(|(n, s, d)| (n, s.to_string(), d)),
     );
@@ -147,14 +148,19 @@ async fn every_occurrence_across_dst_changes_in_odd_zones_is_handed_over_once_de
             let got: Vec<(&String, &i64)> =
                 seen.iter().filter(|(k, _)| k.starts_with(&format!("sched#t#{name}#"))).collect();
             let want_keys: Vec<String> = want.iter().map(|o| format!("sched#t#{name}#{}", o.key)).collect();
+            // Keys sort as text, occurrences by instant: a fold's second pass (`-05:00`) sorts
+            // before the first pass's later minutes; compared as sets, then each by its key.
+            let mut sorted = want_keys.clone();
+            sorted.sort();
             let got_keys: Vec<&String> = got.iter().map(|(k, _)| *k).collect();
-            assert_eq!(got_keys, want_keys.iter().collect::<Vec<_>>(), "{} `{name}` ({spec}, {dst:?})", w.zone);
-            for (o, (_, queued_at)) in want.iter().zip(&got) {
-                assert!(**queued_at >= o.at_ms, "{} {name} {}: queued before its instant", w.zone, o.key);
+            assert_eq!(got_keys, sorted.iter().collect::<Vec<_>>(), "{} `{name}` ({spec}, {dst:?})", w.zone);
+            for (o, k) in want.iter().zip(&want_keys) {
+                let queued_at = &seen[k];
+                assert!(*queued_at >= o.at_ms, "{} {name} {}: queued before its instant", w.zone, o.key);
                 // At the first tick that completed at or after it (or at a dying tick before
                 // that, whose transaction landed).
                 let first_done = completed.iter().find(|c| **c >= o.at_ms).unwrap();
-                assert!(**queued_at <= *first_done, "{} {name} {}: late past the first completed tick", w.zone, o.key);
+                assert!(*queued_at <= *first_done, "{} {name} {}: late past the first completed tick", w.zone, o.key);
             }
             occurrences += want.len();
         }
@@ -162,4 +168,100 @@ async fn every_occurrence_across_dst_changes_in_odd_zones_is_handed_over_once_de
     assert!(crashes >= 5, "processes died: {crashes}");
     assert!(occurrences > 250, "{occurrences}");
     eprintln!("{occurrences} occurrences handed over once each, {crashes} processes died");
+}
+
+/// A wildcard cron keeps its rhythm across an autumn fold: by default (as cronie runs such jobs)
+/// it fires in both passes of the repeated hour, each pass its own occurrence, so `*/15 * * * *`
+/// fires every 15 real minutes through the change instead of falling silent for the second pass
+/// (75 minutes in Berlin), and `0 * * * *` leaves no 2-hour gap; a fixed time (`30 2 * * *`) still
+/// fires once. Berlin (02:00-03:00 repeated) and Lord Howe (01:30-02:00 repeated, a 30-minute
+/// change), through the sweep. Before `both`, the second pass fired nothing.
+#[tokio::test]
+async fn a_wildcard_cron_fires_in_both_passes_of_an_autumn_fold_and_a_fixed_time_once() {
+    let local = Local::new().await;
+    // The default, as `tickctl schedules add` stores it with no `--fold`.
+    let p = unique("schedfold");
+    ok(&tickctl(&local, &p, &["provision"]));
+    ok(&tickctl(&local, &p, &["tenants", "add", "t", "--zone", "Europe/Berlin"]));
+    for (name, spec) in [("quarter", "cron */15 * * * *"), ("hourly", "cron 0 * * * *"), ("fixed", "cron 30 2 * * *")] {
+        ok(&tickctl(&local, &p, &["schedules", "add", "t", name, "--spec", spec]));
+    }
+    let listed: Vec<serde_json::Value> =
+        serde_json::from_str(&ok(&tickctl(&local, &p, &["--json", "schedules", "list", "t"]))).unwrap();
+    let folds: BTreeMap<String, String> = listed
+        .iter()
+        .map(|l| (l["name"].as_str().unwrap().to_string(), l["fold"].as_str().unwrap().to_string()))
+        .collect();
+    let want: BTreeMap<String, String> =
+        [("fixed", "first"), ("hourly", "both"), ("quarter", "both")].map(|(a, b)| (a.into(), b.into())).into();
+    assert_eq!(folds, want);
+    // Through the sweep, each zone's fold.
+    let cases = [
+        (
+            "Europe/Berlin",
+            "2027-10-30T22:00:00Z",
+            "2027-10-31T03:00:00Z",
+            vec![
+                "hourly#2027-10-31T01:00:00+02:00",
+                "hourly#2027-10-31T02:00:00+02:00",
+                "hourly#2027-10-31T02:00:00+01:00",
+                "hourly#2027-10-31T03:00:00+01:00",
+                "hourly#2027-10-31T04:00:00+01:00",
+                "fixed#2027-10-31T02:30:00+02:00",
+            ],
+        ),
+        (
+            "Australia/Lord_Howe",
+            "2027-04-03T13:00:00Z",
+            "2027-04-03T16:00:00Z",
+            vec![
+                "hourly#2027-04-04T01:00:00+11:00",
+                "hourly#2027-04-04T02:00:00+10:30",
+                "quarter#2027-04-04T01:30:00+11:00",
+                "quarter#2027-04-04T01:45:00+11:00",
+                "quarter#2027-04-04T01:30:00+10:30",
+                "quarter#2027-04-04T01:45:00+10:30",
+                "quarter#2027-04-04T02:00:00+10:30",
+            ],
+        ),
+    ];
+    for (zone, from, until, must) in cases {
+        let p = unique("schedfold");
+        ok(&tickctl(&local, &p, &["provision"]));
+        let (start, end) = (ms(from), ms(until));
+        local.clock.set(start);
+        let live = deps(&local, &p, None);
+        pulse_sweep::add_tenants(&live, &[Tenant::new("t", zone)]).await.unwrap();
+        for (name, spec) in
+            [("quarter", "cron */15 * * * *"), ("hourly", "cron 0 * * * *"), ("fixed", "cron 30 2 * * *")]
+        {
+            let spec: tickwork::schedules::Spec = spec.parse().unwrap();
+            let def = ScheduleDef::new(name, spec.clone(), 0, Dst::for_spec(&spec)).unwrap();
+            live.schedules.put("t", zone, def, &POLICY).await.unwrap();
+        }
+        let mut t = start + QUARTER;
+        while t <= end {
+            local.clock.set(t);
+            pulse_sweep::run(&live, &Tick::parse(&Tick::envelope(t, false)).unwrap(), &Unlimited, "w").await.unwrap();
+            t += QUARTER;
+        }
+        let mut fired: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+        let mut keys = Vec::new();
+        for (key, n) in queued_units(&local.db, &format!("{p}-queue")).await.unwrap() {
+            let Some(rest) = key.strip_prefix("sched#t#") else { continue };
+            assert_eq!(n, 1, "{zone} {key} queued {n} times");
+            let (name, occ) = rest.split_once('#').unwrap();
+            fired.entry(name.to_string()).or_default().push(ms(occ));
+            keys.push(rest.to_string());
+        }
+        for m in &must {
+            assert!(keys.iter().any(|k| k == m), "{zone}: {m} not fired: {keys:?}");
+        }
+        // The rhythm: every 15 real minutes from the first to the last, no silence, no double.
+        let mut quarter = fired.remove("quarter").unwrap();
+        quarter.sort_unstable();
+        assert_eq!(quarter.len() as i64, (end - start) / QUARTER, "{zone}: {quarter:?}");
+        assert!(quarter.windows(2).all(|w| w[1] - w[0] == QUARTER), "{zone}: a quarter-hour missed or doubled");
+        assert!(fired["fixed"].len() <= 1, "{zone}: a fixed time fires once");
+    }
 }

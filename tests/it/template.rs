@@ -511,6 +511,14 @@ fn stack_env_writes_the_functions_settings_from_the_template_outputs() {
 
 /// The stack says which release it is: the `Version` output is the workspace's version and the
 /// time zone database its functions decide with, as `tickctl status` and the release notes show.
+/// The control function is updated after the sweep, so that nothing it writes is newer than
+/// what the sweep reads (a definition the sweep cannot read is set aside until repaired).
+#[test]
+fn the_control_function_is_updated_after_the_sweep() {
+    let t = template();
+    assert_eq!(s(&t["Resources"]["ControlFunction"]["DependsOn"]), "PulseSweepFunction");
+}
+
 #[test]
 fn the_version_output_is_the_release_and_its_time_zone_database() {
     let t = template();

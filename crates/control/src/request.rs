@@ -210,7 +210,9 @@ pub struct NewSchedule {
     /// `skip`.
     #[serde(default)]
     pub gap: Option<String>,
-    /// A local time repeated by a fold: `first` (the default) or `last`.
+    /// A local time repeated by a fold: `first`, `last` or `both` (each of its instants); by
+    /// default `both` for a cron whose minute or hour field begins with `*` (as cronie runs it),
+    /// else `first`.
     #[serde(default)]
     pub fold: Option<String>,
     /// The team's own JSON document (at most 4,096 bytes as compact JSON), stored with the

@@ -21,7 +21,7 @@ use crate::views::{Fire, NextFires, ScheduleList, ScheduleView};
 pub fn definition(e: &NewSchedule) -> Result<ScheduleDef, Refusal> {
     check_name(&e.name).map_err(|x| refuse::spec(&x, "name"))?;
     let spec: Spec = e.spec.parse().map_err(|x| refuse::spec(&x, "spec"))?;
-    let mut dst = Dst::default();
+    let mut dst = Dst::for_spec(&spec);
     if let Some(g) = &e.gap {
         dst.gap = g.parse().map_err(|x| refuse::spec(&x, "gap"))?;
     }
@@ -306,7 +306,7 @@ mod tests {
             (entry("a b", "daily 08:00", 0, None, None), "name"),
             (entry("nudge", "hourly 08:00", 0, None, None), "spec"),
             (entry("nudge", "daily 08:00", 0, Some("later"), None), "gap"),
-            (entry("nudge", "daily 08:00", 0, None, Some("both")), "fold"),
+            (entry("nudge", "daily 08:00", 0, None, Some("twice")), "fold"),
             (entry("nudge", "daily 08:00", 1_440, None, None), "spread_min"),
             (entry("nudge", "at 2026-12-24T09:00", 5, None, None), "spread_min"),
         ] {

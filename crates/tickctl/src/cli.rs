@@ -305,9 +305,11 @@ pub enum SchedCmd {
         /// A local time the spring change skips: fire when the gap ends (`shift`) or not (`skip`).
         #[arg(long, default_value = "shift")]
         gap: String,
-        /// A local time the autumn change repeats: fire at its `first` or `last` instant.
-        #[arg(long, default_value = "first")]
-        fold: String,
+        /// A local time the autumn change repeats: fire at its `first` or `last` instant, or at
+        /// `both`; by default `both` for a cron whose minute or hour field begins with `*` (as
+        /// cronie runs it), else `first`.
+        #[arg(long)]
+        fold: Option<String>,
     },
     /// Add schedules from a CSV file (header: tenant,name,spec[,spread,gap,fold]), or `-` for
     /// standard input; idempotent; bad rows are reported with their line and reason, the rest

@@ -11,6 +11,7 @@
 //! five fields and a command, or an `@` nickname; `CRON_TZ=` sets the zone of the lines after it.
 
 use serde_json::Value;
+use tickwork::schedules::Fold;
 
 /// A schedule to write.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,6 +30,9 @@ pub struct Row {
     pub zone: String,
     /// Delivered with every fire (the Scheduler target's input, a crontab line's command).
     pub payload: Option<Value>,
+    /// The fold policy the source had, when it is not tickwork's default for the spec:
+    /// Scheduler runs a repeated time once, at its first pass, whatever the expression.
+    pub fold: Option<Fold>,
 }
 
 /// Something with no tickwork equivalent, by name, and why.
@@ -243,7 +247,16 @@ pub fn from_scheduler(schedules: &[Value], o: &SchedulerOptions, now_ms: i64) ->
                 Value::Object(m) if m.is_empty() => None,
                 other => Some(other),
             };
-            Ok(Row { source: source.clone(), tenant, name: name.clone(), spec, spread_min, zone, payload })
+            Ok(Row {
+                source: source.clone(),
+                tenant,
+                name: name.clone(),
+                spec,
+                spread_min,
+                zone,
+                payload,
+                fold: Some(Fold::First),
+            })
         })();
         match row {
             Ok(r) => rows.push(r),
@@ -314,6 +327,9 @@ pub fn from_crontab(text: &str, zone: &str, tenant: &str) -> (Vec<Row>, Vec<Refu
             spread_min: 0,
             zone: zone.clone(),
             payload: Some(payload),
+            // cronie's rule: a wildcard line runs in each pass of a repeated hour (the spec's
+            // default), a fixed time once.
+            fold: None,
         });
     }
     (rows, out)
@@ -391,6 +407,7 @@ mod tests {
             spread_min: 0,
             zone: zone.into(),
             payload: None,
+            fold: None,
         };
         let berlin = Ok(tickwork::tenants::Tenant::new("acme", "Europe/Berlin"));
         assert_eq!(tenant_zone(&row("Europe/Berlin"), Some(&berlin)).unwrap(), "Europe/Berlin");

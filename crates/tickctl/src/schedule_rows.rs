@@ -1,6 +1,7 @@
 //! `tickctl schedules import`'s file: CSV with a header naming `tenant`, `name` and `spec`, and
-//! optionally `spread` (minutes), `gap` (shift, skip) and `fold` (first, last). Each row read on
-//! its own: a bad one is reported with its line and reason, the others imported. Pure.
+//! optionally `spread` (minutes), `gap` (shift, skip) and `fold` (first, last, both; by default
+//! both for a wildcard cron, else first). Each row read on its own: a bad one is reported with its
+//! line and reason, the others imported. Pure.
 
 use std::collections::HashSet;
 
@@ -45,10 +46,13 @@ pub fn parse(text: &[u8]) -> Result<Vec<Row>> {
                 Some(v) => v.parse().map_err(|_| format!("spread `{v}` is not a number of minutes"))?,
                 None => 0,
             };
-            let dst = Dst {
-                gap: get(gap).unwrap_or("shift").parse().map_err(|e: tickwork::schedules::SpecError| e.0)?,
-                fold: get(fold).unwrap_or("first").parse().map_err(|e: tickwork::schedules::SpecError| e.0)?,
-            };
+            let mut dst = Dst::for_spec(&s);
+            if let Some(g) = get(gap) {
+                dst.gap = g.parse().map_err(|e: tickwork::schedules::SpecError| e.0)?;
+            }
+            if let Some(f) = get(fold) {
+                dst.fold = f.parse().map_err(|e: tickwork::schedules::SpecError| e.0)?;
+            }
             let def = ScheduleDef::new(n, s, minutes, dst).map_err(|e| e.0)?;
             if !seen.insert((t.clone(), def.name.clone())) {
                 return Err(format!("`{t}` `{}` is named twice in the file", def.name));

@@ -43,7 +43,10 @@ pub async fn write(
         let def = r
             .spec
             .parse()
-            .and_then(|spec| ScheduleDef::new(&r.name, spec, r.spread_min, Dst::default()))
+            .and_then(|spec| {
+                let dst = Dst { fold: r.fold.unwrap_or(Dst::for_spec(&spec).fold), ..Dst::for_spec(&spec) };
+                ScheduleDef::new(&r.name, spec, r.spread_min, dst)
+            })
             .and_then(|d| d.with_payload(r.payload.as_ref()))
             .and_then(|d| s.check_row(&r.tenant, &zone, &d, policy).map(|()| d));
         match def {

@@ -64,7 +64,12 @@ pub async fn run(env: &Env, as_json: bool, action: SchedCmd) -> Result<i32> {
     match action {
         SchedCmd::Add { tenant, name, spec, spread, gap, fold } => {
             let spec: Spec = spec.parse()?;
-            let def = ScheduleDef::new(&name, spec, spread, Dst { gap: gap.parse()?, fold: fold.parse()? })?;
+            let mut dst = Dst::for_spec(&spec);
+            dst.gap = gap.parse()?;
+            if let Some(f) = fold {
+                dst.fold = f.parse()?;
+            }
+            let def = ScheduleDef::new(&name, spec, spread, dst)?;
             let zone = zone_of(&tenants, &tenant).await?;
             let c = s.put(&tenant, &zone, def, lateness).await?;
             done(as_json, said(c), &format!("{tenant}/{name}"))?;

@@ -32,7 +32,7 @@ impl Schedules {
         if def.spec.one_off() {
             let tz = crate::calendar::zone(zone).map_err(|e| SpecError(e.0))?;
             if let super::spec::Spec::AtLocal(dt) = &def.spec {
-                if super::occurrence::resolve(&tz, *dt, def.dst)?.is_none() {
+                if super::occurrence::resolve(&tz, *dt, def.dst)?.is_empty() {
                     return Err(SpecError(format!(
                         "`{}`: that local time does not exist in {zone} (a DST change skips it) and the gap policy is skip: it would never fire",
                         def.spec

@@ -26,6 +26,9 @@ pub struct Cron {
     any_day: bool,
     /// The day-of-week field begins with `*`: DOW_STAR.
     any_weekday: bool,
+    /// The minute or the hour field begins with `*`: cronie's MIN_STAR | HR_STAR, a "wildcard"
+    /// job, run in each pass of a repeated hour.
+    wildcard: bool,
     text: String,
 }
 
@@ -110,8 +113,8 @@ impl Cron {
                 fields.len()
             )));
         };
-        let (minutes, _) = MINUTE.parse(m)?;
-        let (hours, _) = HOUR.parse(h)?;
+        let (minutes, any_minute) = MINUTE.parse(m)?;
+        let (hours, any_hour) = HOUR.parse(h)?;
         let (days, any_day) = DAY.parse(dom)?;
         let (months, _) = MONTH.parse(mon)?;
         let (mut weekdays, any_weekday) = WEEKDAY.parse(dow)?;
@@ -126,6 +129,7 @@ impl Cron {
             weekdays: weekdays as u8,
             any_day,
             any_weekday,
+            wildcard: any_minute || any_hour,
             text: fields.join(" "),
         };
         // `0 0 30 2 *` parses but never matches: refused rather than never firing.
@@ -142,6 +146,12 @@ impl Cron {
     }
     fn dom(&self, d: i8) -> bool {
         self.days & (1 << d) != 0
+    }
+
+    /// Its minute or hour field begins with `*` (`*/15 * * * *`, `0 * * * *`): cronie runs it in
+    /// each pass of a repeated hour, where it runs a fixed time (`30 2 * * *`) once.
+    pub fn wildcard(&self) -> bool {
+        self.wildcard
     }
 
     /// The date is one the expression runs on.

@@ -7,7 +7,8 @@
 //! - A nominal local time that exists once is that instant.
 //! - In a gap (spring): [`Gap::Shift`] fires at the instant the gap ends (the first instant after
 //!   the missing local time); [`Gap::Skip`] does not fire.
-//! - In a fold (autumn): [`Fold::First`] fires at its first instant, [`Fold::Last`] at its second.
+//! - In a fold (autumn): [`Fold::First`] fires at its first instant, [`Fold::Last`] at its second,
+//!   [`Fold::Both`] at each (two occurrences, their keys told apart by the offset).
 //! - Two nominal times that name one instant (every quarter-hour of a cron inside a gap, shifted
 //!   to its end) are one occurrence: its key is the instant written in local time with its
 //!   offset ([`occurrence_key`]), unique across DST and stable across retries.
@@ -30,17 +31,21 @@ pub struct Occurrence {
     pub key: String,
 }
 
-/// The instant a nominal local time names under `dst`, `None` when the policy skips it.
-pub fn resolve(tz: &TimeZone, nominal: DateTime, dst: Dst) -> Result<Option<Timestamp>, SpecError> {
+/// The instants a nominal local time names under `dst`, earliest first: none when the policy
+/// skips it, two for a fold under [`Fold::Both`], else one.
+pub fn resolve(tz: &TimeZone, nominal: DateTime, dst: Dst) -> Result<Vec<Timestamp>, SpecError> {
     let err = |e: jiff::Error| SpecError(format!("{nominal} in {}: {e}", tz.iana_name().unwrap_or("the zone")));
     let ts = match tz.to_ambiguous_timestamp(nominal).offset() {
         AmbiguousOffset::Unambiguous { offset } => offset.to_timestamp(nominal).map_err(err)?,
         AmbiguousOffset::Fold { before, after } => match dst.fold {
             Fold::First => before.to_timestamp(nominal).map_err(err)?,
             Fold::Last => after.to_timestamp(nominal).map_err(err)?,
+            Fold::Both => {
+                return Ok(vec![before.to_timestamp(nominal).map_err(err)?, after.to_timestamp(nominal).map_err(err)?])
+            }
         },
         AmbiguousOffset::Gap { after, .. } => match dst.gap {
-            Gap::Skip => return Ok(None),
+            Gap::Skip => return Ok(vec![]),
             // Read with the later offset, the nominal time is an instant before the change; the
             // next transition after it is where the gap ends.
             Gap::Shift => {
@@ -52,7 +57,7 @@ pub fn resolve(tz: &TimeZone, nominal: DateTime, dst: Dst) -> Result<Option<Time
             }
         },
     };
-    Ok(Some(ts))
+    Ok(vec![ts])
 }
 
 /// The key of an occurrence at `ts`: local date-time and offset.
@@ -88,7 +93,8 @@ pub fn next_after(spec: &Spec, tz: &TimeZone, dst: Dst, after_ms: Millis) -> Res
     // A one-off is one instant, however far ahead (the day-by-day search below looks nine years).
     let once = match spec {
         Spec::AtInstant(ts) => Some(Some(*ts)),
-        Spec::AtLocal(dt) => Some(resolve(tz, *dt, dst)?),
+        // (A one-off's policy is never `both`: [`super::spec::ScheduleDef::new`] refuses it.)
+        Spec::AtLocal(dt) => Some(resolve(tz, *dt, dst)?.first().copied()),
         _ => None,
     };
     if let Some(at) = once {
@@ -100,7 +106,7 @@ pub fn next_after(spec: &Spec, tz: &TimeZone, dst: Dst, after_ms: Millis) -> Res
     let mut d = start;
     for _ in 0..HORIZON_DAYS {
         for n in nominal_on(spec, d) {
-            if let Some(ts) = resolve(tz, n, dst)? {
+            for ts in resolve(tz, n, dst)? {
                 if ts > after && best.is_none_or(|b| ts < b) {
                     best = Some(ts);
                 }
@@ -144,7 +150,12 @@ pub fn between(
                 break;
             }
             for n in nominal_on(spec, today) {
-                found.extend(resolve(tz, n, dst)?);
+                // A one-off fires once: its first instant, as [`next_after`] reads it.
+                let mut at = resolve(tz, n, dst)?;
+                if spec.one_off() {
+                    at.truncate(1);
+                }
+                found.extend(at);
             }
             d = today.tomorrow();
         }

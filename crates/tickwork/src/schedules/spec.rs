@@ -53,11 +53,16 @@ pub enum Gap {
 /// Which of a repeated local time's two instants (the autumn change's fold) fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Fold {
-    /// The first (default).
+    /// The first (the default for fixed times).
     #[default]
     First,
     /// The last.
     Last,
+    /// Each: the repeated hour's times fire in both its passes, each its own occurrence (the
+    /// offset is part of the key). The default for a cron whose minute or hour field begins with
+    /// `*` ([`Dst::for_spec`]), so that `*/15 * * * *` keeps its rhythm across the fold instead of
+    /// falling silent for the second pass, as cronie runs such "wildcard" jobs.
+    Both,
 }
 
 /// A schedule's DST policy.
@@ -67,6 +72,19 @@ pub struct Dst {
     pub gap: Gap,
     /// A local time in a fold.
     pub fold: Fold,
+}
+
+impl Dst {
+    /// The policy a schedule gets when it names none: `shift` for a gap; for a fold `both` when
+    /// `spec` is a cron whose minute or hour field begins with `*` (cronie's MIN_STAR | HR_STAR:
+    /// jobs it runs in each pass of a repeated hour), else `first`.
+    pub fn for_spec(spec: &Spec) -> Dst {
+        let fold = match spec {
+            Spec::Cron(c) if c.wildcard() => Fold::Both,
+            _ => Fold::First,
+        };
+        Dst { gap: Gap::Shift, fold }
+    }
 }
 
 /// The longest schedule name: names go into unit keys beside tenant ids.
@@ -253,7 +271,8 @@ impl FromStr for Fold {
         match s {
             "first" => Ok(Fold::First),
             "last" => Ok(Fold::Last),
-            o => Err(SpecError(format!("`{o}` is not a fold policy (first, last)"))),
+            "both" => Ok(Fold::Both),
+            o => Err(SpecError(format!("`{o}` is not a fold policy (first, last, both)"))),
         }
     }
 }
@@ -272,6 +291,7 @@ impl fmt::Display for Fold {
         f.write_str(match self {
             Fold::First => "first",
             Fold::Last => "last",
+            Fold::Both => "both",
         })
     }
 }
@@ -329,6 +349,9 @@ impl ScheduleDef {
                 Some(_) => {}
             }
         }
+        if dst.fold == Fold::Both && spec.one_off() {
+            return Err(SpecError(format!("`{spec}` fires once: the fold policy `both` would fire it twice")));
+        }
         Ok(ScheduleDef { name: name.to_string(), spec, spread_min, dst, payload: None })
     }
 
@@ -381,6 +404,26 @@ mod tests {
             assert_eq!(s.to_string(), canonical);
             assert_eq!(s.to_string().parse::<Spec>().unwrap(), s, "{canonical} reads back");
         }
+    }
+
+    #[test]
+    fn a_wildcard_cron_fires_both_passes_of_a_fold_by_default_and_a_one_off_never_does() {
+        let fold = |s: &str| Dst::for_spec(&s.parse().unwrap()).fold;
+        // cronie's MIN_STAR | HR_STAR: the minute or the hour field begins with `*`.
+        for wild in ["cron */15 * * * *", "cron 0 * * * *", "cron * 2 * * *", "cron 0 */2 * * *"] {
+            assert_eq!(fold(wild), Fold::Both, "{wild}");
+        }
+        for fixed in
+            ["cron 30 2 * * *", "cron 0 0-23/2 * * *", "cron 0,30 1,2 * * *", "daily 02:30", "weekly sun 02:00"]
+        {
+            assert_eq!(fold(fixed), Fold::First, "{fixed}");
+        }
+        assert_eq!("both".parse::<Fold>().unwrap().to_string(), "both");
+        assert!("twice".parse::<Fold>().unwrap_err().0.contains("first, last, both"));
+        let both = Dst { gap: Gap::Shift, fold: Fold::Both };
+        let e = ScheduleDef::new("n", "at 2027-10-31T02:30".parse().unwrap(), 0, both).unwrap_err();
+        assert!(e.0.contains("fires once"), "{e}");
+        assert!(ScheduleDef::new("n", "daily 02:30".parse().unwrap(), 0, both).is_ok(), "asked for, a fixed time may");
     }
 
     #[test]
