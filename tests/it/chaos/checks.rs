@@ -137,6 +137,10 @@ pub async fn check(w: &mut World, end: Millis) {
             ["utc-daily", tenant, window] => {
                 done_rows.insert((tenant.to_string(), format!("utc#{window}")));
             }
+            // The shipped `sched` handler's row: `sched#<name>#<occurrence>` under the tenant.
+            ["sched", tenant, name, occurrence] => {
+                done_rows.insert((tenant.to_string(), format!("sched#{name}#{occurrence}")));
+            }
             _ => {}
         }
     }
@@ -165,6 +169,7 @@ pub async fn check(w: &mut World, end: Millis) {
         let key = match r.1.split_once('#') {
             Some(("day", d)) => format!("pulse#{}#day#{d}", r.0),
             Some(("utc", d)) => format!("utc-daily#{}#{d}", r.0),
+            Some(("sched", rest)) => format!("sched#{}#{rest}", r.0),
             _ => String::new(),
         };
         if !dead_units.contains(&key) {
@@ -200,7 +205,26 @@ pub async fn check(w: &mut World, end: Millis) {
         fail(w, "the fan-out never completed a window".into());
     }
 
-    // 6. No unit isolated: nothing in these schedules is a tenant's own fault.
+    // 6. Every schedule's fires against its own oracle; no due record set aside (none was
+    //    unreadable: a record set aside here is one the sweep wrote and could not read back).
+    let mut fired: Vec<String> = w.scheds.first_seen.keys().cloned().collect();
+    fired.extend(
+        deliveries.keys().filter(|k| k.starts_with("sched#") && !w.scheds.first_seen.contains_key(*k)).cloned(),
+    );
+    let mut found = Vec::new();
+    let mut checks = 0;
+    super::scheds::check(&w.scheds, &fired, end, &mut |v| found.push(v), &mut checks);
+    w.report.checks += checks;
+    for v in found {
+        fail(w, v);
+    }
+    for item in &control {
+        if get_s(item, "pk").is_some_and(|p| p.starts_with("sdue#") && p.ends_with("#bad")) {
+            fail(w, format!("a due record was set aside: {item:?}"));
+        }
+    }
+
+    // 7. No unit isolated: nothing in these schedules is a tenant's own fault.
     for item in &control {
         if get_s(item, "pk").is_some_and(|p| p.starts_with("fail#")) {
             fail(w, format!("a unit was isolated as failed: {item:?}"));

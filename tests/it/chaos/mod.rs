@@ -14,6 +14,8 @@
 //!   out-of-order events, a 30-hour outage;
 //! - a leader stalled past its lease while another takes over, then resuming;
 //! - tenants added, suspended, resumed and re-zoned while boundaries run;
+//! - schedules put, changed, paused, resumed, removed and added as one-offs while the sweep fires
+//!   (and their tenants suspended, resumed, moved); expired items deleted as DynamoDB's TTL would;
 //! - budgets that stop invocations between pages.
 //!
 //! Then, faults off, the stack settles and [`checks`] holds it to: every owed `(tenant, grain,
@@ -21,13 +23,17 @@
 //! calendar code), no watermark ahead of a tenant, every queue item finished once or
 //! dead-lettered and every summary written once, every due change-row version archived in
 //! exactly one object and deleted only if archived and never a newer one, every fan-out window
-//! enqueued for every tenant, no unit isolated by mistake, no panic.
+//! enqueued for every tenant, every schedule's fires against an oracle of its own ([`scheds`]:
+//! each an occurrence of a live definition, none early, none queued twice, none lost), no unit
+//! isolated by mistake, no panic.
 //!
 //! `make chaos` runs 200 seeds (`CHAOS_SEEDS`), `make chaos SEED=n` replays one; `make test` runs
 //! a CI-sized subset.
 
 mod checks;
 pub(crate) mod expect;
+mod sched_world;
+mod scheds;
 mod world;
 
 use std::collections::BTreeMap;

@@ -176,7 +176,7 @@ pub struct World {
     pub changes: String,
     pub bucket: String,
     pub clock: ManualClock,
-    rng: fastrand::Rng,
+    pub(super) rng: fastrand::Rng,
     cfg: Config,
     pub report: Report,
     pub tenants: BTreeMap<String, Life>,
@@ -194,6 +194,8 @@ pub struct World {
     stalled: bool,
     /// Every unit key the worker's handlers completed, and how often (all drains).
     pub deliveries: queue_worker::registry::Deliveries,
+    /// The schedules written, as the harness knows them ([`super::scheds`]).
+    pub scheds: super::scheds::Scheds,
 }
 
 fn ev(at: Millis) -> Tick {
@@ -228,10 +230,11 @@ impl World {
             last_archive_at: 0,
             stalled: false,
             deliveries: Default::default(),
+            scheds: Default::default(),
         }
     }
 
-    fn count(&mut self, what: &str) {
+    pub(super) fn count(&mut self, what: &str) {
         *self.report.events.entry(what.to_string()).or_default() += 1;
     }
 
@@ -364,6 +367,9 @@ impl World {
         if c.churn && self.chance(0.15) {
             self.churn().await;
         }
+        if c.churn && self.chance(0.25) {
+            self.sched_churn().await;
+        }
         if stall_at.is_some() {
             // Wait for the stall (or for the invocation to finish without reaching it).
             let waited = std::time::Instant::now();
@@ -429,11 +435,13 @@ impl World {
                 l.active = false;
                 l.stable = false;
                 self.count("tenants suspended");
+                self.sched_sync(&pick).await;
             }
             2 if !self.tenants[&pick].active => {
                 admin.resume(&pick).await.expect("resume");
                 self.tenants.get_mut(&pick).expect("tenant").active = true;
                 self.count("tenants resumed");
+                self.sched_retarget(&pick).await;
             }
             _ => {
                 // Moved only once visited (a first visit's owed history depends on its zone).
@@ -452,6 +460,7 @@ impl World {
                     l.left.push((old, now));
                     l.stable = false;
                     self.count("tenants re-zoned");
+                    self.sched_retarget(&pick).await;
                 }
             }
         }
@@ -716,6 +725,7 @@ pub async fn run(cfg: Config) -> Report {
             },
         );
     }
+    w.sched_setup().await;
     // The schedule: a round every 30 minutes; the sweep's two schedules 15 minutes apart; the
     // others every 2 hours; an outage of 30 hours somewhere in the middle.
     let rounds = i64::from(cfg.days) * 48;
@@ -742,6 +752,10 @@ pub async fn run(cfg: Config) -> Report {
             w.clock.set(t);
             let armed = k == 0 && stall_from.is_some_and(|f| r >= f) && !w.stalled;
             w.sweep_round(t, armed).await;
+            w.sched_scan(t).await;
+        }
+        if cfg.classes.churn && w.chance(0.1) {
+            w.apply_ttl().await;
         }
         if r % 4 == 0 {
             w.clock.set(at + 20 * MIN);
@@ -755,6 +769,7 @@ pub async fn run(cfg: Config) -> Report {
         if !life.active {
             admin.resume(&id).await.expect("resume");
             w.tenants.get_mut(&id).expect("tenant").active = true;
+            w.sched_retarget(&id).await;
         }
     }
     for (i, extra) in [0, 5, 10].iter().enumerate() {
@@ -762,6 +777,7 @@ pub async fn run(cfg: Config) -> Report {
         w.clock.set(t);
         let (task, f) = w.spawn_sweep(t, false, None);
         w.join(task, &f, "sweep (settling)").await;
+        w.sched_scan(t).await;
         if i == 0 {
             w.others_round(t + MIN, false).await;
         }
