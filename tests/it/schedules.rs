@@ -305,19 +305,26 @@ async fn a_group_larger_than_a_page_goes_out_a_page_at_a_time_and_a_crash_betwee
     }
 }
 
-/// A record due before its shard's cursor (a one-off added just after its instant, once the sweep
-/// has fired a later record of the same shard) is written after the cursor, and fires at the next
-/// tick; the cursor never passes a record it has not read.
-#[tokio::test]
-async fn a_record_due_before_its_shards_cursor_is_written_after_it_and_fires() {
+/// A provisioned stack (tables prefixed `prefix`), its sweep and queue, and tenants `a` and `b`
+/// in Berlin added on 2026-12-01 at 10:00Z.
+async fn two_tenants(prefix: &str) -> (Local, String, pulse_sweep::Deps, String) {
     let local = Local::new().await;
-    let p = unique("schedcursor");
+    let p = unique(prefix);
     ok(&tickctl(&local, &p, &["provision"]));
     let (deps, queue) = sweep(&local, &p, None);
     local.clock.set(ms("2026-12-01T10:00:00Z"));
     pulse_sweep::add_tenants(&deps, &[Tenant::new("a", "Europe/Berlin"), Tenant::new("b", "Europe/Berlin")])
         .await
         .unwrap();
+    (local, p, deps, queue)
+}
+
+/// A record due before its shard's cursor (a one-off added just after its instant, once the sweep
+/// has fired a later record of the same shard) is written after the cursor, and fires at the next
+/// tick; the cursor never passes a record it has not read.
+#[tokio::test]
+async fn a_record_due_before_its_shards_cursor_is_written_after_it_and_fires() {
+    let (local, _, deps, queue) = two_tenants("schedcursor").await;
     let shard = |t: &str, d: ScheduleDef| {
         tickwork::schedules::due_shard(&tickwork::schedules::Group::of(t, &d, "Europe/Berlin").id())
     };
@@ -741,22 +748,19 @@ async fn a_schedule_added_again_ignores_its_former_group_and_a_tenant_whose_zone
 /// schedule (as the template declares it) for the next record due before the next tick, lets its
 /// lease go, and the wake's invocation (the Scheduler shape, at that instant) fires it; an idle
 /// tick that finds a record due before the next tick sets the wake once.
-#[tokio::test]
-async fn the_sweep_wakes_at_a_schedules_instant_between_ticks() {
+/// The sweep's wake on the local Scheduler: the template's schedule (disabled, far ahead, until
+/// the sweep sets it), and `deps` setting it.
+async fn with_waker(
+    local: &Local,
+    p: &str,
+    deps: &mut pulse_sweep::Deps,
+) -> (aws_sdk_scheduler::Client, pulse_sweep::wake::WakeConfig) {
     use aws_sdk_scheduler::types::{FlexibleTimeWindow, FlexibleTimeWindowMode, ScheduleState, Target};
-    let local = Local::new().await;
-    let p = unique("schedwake");
-    ok(&tickctl(&local, &p, &["provision"]));
-    // The template's quarter-hour schedule (the code's default interval is a minute).
-    let env = [("TICKWORK_PULSE_INTERVAL_SECS", "900"), ("TICKWORK_PULSE_LEASE_SECS", "840")];
-    let mut deps = local.stack_sweep(&p, &env, None);
-    let queue = format!("{p}-queue");
     let mut b = aws_sdk_scheduler::config::Builder::from(&local.sdk);
     if let Some(r) = tickwork::iam::suite_recorder() {
         b = b.interceptor(r.map(pulse_sweep::wake::scheduler_accesses));
     }
     let scheduler = aws_sdk_scheduler::Client::from_conf(b.build());
-    // The template's schedule: disabled, far ahead, until the sweep sets it.
     let cfg = pulse_sweep::wake::WakeConfig {
         schedule: format!("{p}-sweep-wake"),
         target_arn: format!("arn:aws:lambda:us-east-1:123456789012:function:{p}-pulse-sweep"),
@@ -773,6 +777,77 @@ async fn the_sweep_wakes_at_a_schedules_instant_between_ticks() {
         .await
         .unwrap();
     deps.waker = Some(std::sync::Arc::new(pulse_sweep::wake::SchedulerWaker::new(scheduler.clone(), cfg.clone())));
+    (scheduler, cfg)
+}
+
+/// A fire its invocation's budget stops goes on a minute later (a wake), not at the next
+/// quarter-hour tick; and the later due shards are not starved by an earlier one that keeps
+/// getting work: here shard 0 gains a timer due every minute and each invocation's budget fires
+/// one shard's page. Before, the stopped tick set no wake and every invocation began at shard 0:
+/// the timers in the other shards never fired.
+#[tokio::test]
+async fn a_fire_stopped_by_its_budget_goes_on_within_a_minute_and_starves_no_shard() {
+    let local = Local::new().await;
+    let p = unique("schedstop");
+    ok(&tickctl(&local, &p, &["provision"]));
+    let env = [("TICKWORK_PULSE_INTERVAL_SECS", "900"), ("TICKWORK_PULSE_LEASE_SECS", "840")];
+    let mut deps = local.stack_sweep(&p, &env, None);
+    let queue = format!("{p}-queue");
+    let (scheduler, cfg) = with_waker(&local, &p, &mut deps).await;
+    local.clock.set(ms("2026-12-01T10:00:00Z"));
+    pulse_sweep::add_tenants(&deps, &[Tenant::new("acme", "Europe/Berlin")]).await.unwrap();
+    let s = schedules(&deps);
+    // A timer's name that lands in shard `k`, due at 08:0m Berlin on the 2nd.
+    let mut n = 0;
+    let mut timer = |k: u32, m: u32| loop {
+        n += 1;
+        let d = def(&format!("t{n}"), &format!("at 2026-12-02T08:{m:02}"));
+        if tickwork::schedules::due_shard(&tickwork::schedules::Group::of("acme", &d, "Europe/Berlin").id()) == k {
+            return d;
+        }
+    };
+    let mut later = Vec::new();
+    for k in 1..tickwork::schedules::DUE_SHARDS {
+        let d = timer(k, 0);
+        later.push(d.name.clone());
+        s.put("acme", "Europe/Berlin", d, &POLICY).await.unwrap();
+    }
+    // The tenant visited and its day pulsed: the invocations below spend their budget on fires.
+    for at in ["2026-12-01T10:15:00Z", "2026-12-01T23:15:00Z", "2026-12-02T06:45:00Z"] {
+        tick(&local, &deps, at).await;
+    }
+    for m in 0..6u32 {
+        let at = ms("2026-12-02T07:00:00Z") + i64::from(m) * 60_000;
+        local.clock.set(at - 60_000);
+        s.put("acme", "Europe/Berlin", timer(0, m), &POLICY).await.unwrap();
+        local.clock.set(at + 1_000);
+        let event = Tick::envelope(at, false);
+        // One shard's page a invocation: a page read and its chunk written.
+        let budget = tickwork::budget::Steps::new(2);
+        let r = pulse_sweep::run(&deps, &Tick::parse(&event).unwrap(), &budget, &format!("w{m}")).await.unwrap();
+        assert_eq!(r.outcome, tickwork_lambda::Outcome::Partial, "{r:?}");
+        let wake = scheduler.get_schedule().name(&cfg.schedule).send().await.unwrap();
+        let next =
+            jiff::Timestamp::from_millisecond(at + 60_000).unwrap().strftime("at(%Y-%m-%dT%H:%M:%S)").to_string();
+        assert_eq!(wake.schedule_expression(), Some(next.as_str()), "a stopped fire goes on a minute later");
+    }
+    let fired: BTreeSet<String> = fires(&local, &queue).await.into_iter().map(|(_, name, _)| name).collect();
+    for name in &later {
+        assert!(fired.contains(name), "`{name}` in a later shard fired: {fired:?}");
+    }
+}
+
+#[tokio::test]
+async fn the_sweep_wakes_at_a_schedules_instant_between_ticks() {
+    use aws_sdk_scheduler::types::ScheduleState;
+    let local = Local::new().await;
+    let p = unique("schedwake");
+    ok(&tickctl(&local, &p, &["provision"]));
+    // The template's quarter-hour schedule (the code's default interval is a minute).
+    let env = [("TICKWORK_PULSE_INTERVAL_SECS", "900"), ("TICKWORK_PULSE_LEASE_SECS", "840")];
+    let mut deps = local.stack_sweep(&p, &env, None);
+    let queue = format!("{p}-queue");
+    let (scheduler, cfg) = with_waker(&local, &p, &mut deps).await;
     local.clock.set(ms("2026-12-01T10:00:00Z"));
     pulse_sweep::add_tenants(&deps, &[Tenant::new("acme", "Europe/Berlin")]).await.unwrap();
     let s = schedules(&deps);
@@ -890,14 +965,7 @@ async fn a_late_fire_counts_in_the_queue_lag_from_its_instant() {
 /// record was counted and passed: the group never fired again and nothing named it.
 #[tokio::test]
 async fn an_unreadable_record_is_set_aside_named_and_repaired_and_its_occurrence_fires_once() {
-    let local = Local::new().await;
-    let p = unique("schedbad");
-    ok(&tickctl(&local, &p, &["provision"]));
-    let (deps, queue) = sweep(&local, &p, None);
-    local.clock.set(ms("2026-12-01T10:00:00Z"));
-    pulse_sweep::add_tenants(&deps, &[Tenant::new("a", "Europe/Berlin"), Tenant::new("b", "Europe/Berlin")])
-        .await
-        .unwrap();
+    let (local, p, deps, queue) = two_tenants("schedbad").await;
     let s = schedules(&deps);
     s.put("a", "Europe/Berlin", def("nudge", "daily 08:00"), &POLICY).await.unwrap();
     s.put("b", "Europe/Berlin", def("nudge", "cron 0 8 * * *"), &POLICY).await.unwrap();

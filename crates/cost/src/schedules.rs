@@ -279,9 +279,15 @@ pub struct BurstInput {
     pub tenant_concurrency: u32,
     /// How long one sweep invocation fires, ms (its timeout less the margin).
     pub invocation_ms: f64,
-    /// The sweep's tick, ms: what an invocation stopped by its deadline leaves waits for it.
+    /// The sweep's tick, ms: an invocation stopped by its deadline goes on at its wake, a minute
+    /// on at most ([`WAKE_WAIT_MS`]), or at this tick when it comes first.
     pub interval_ms: f64,
 }
+
+/// The longest a fire stopped by its invocation's deadline waits for the wake it set, ms: the
+/// wake is for the next whole minute, and Scheduler invokes "with 60 second precision"
+/// (EventBridge Scheduler User Guide, "Schedule types").
+pub const WAKE_WAIT_MS: f64 = 60_000.0;
 
 /// How a burst is handed to the queue.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -296,7 +302,7 @@ pub struct BurstTime {
     pub requests_ms: f64,
     /// From the fires' instant until the last is queued, ms.
     pub handover_ms: f64,
-    /// Sweep invocations it takes (more than one: the rest waited for a tick).
+    /// Sweep invocations it takes (more than one: the rest waited for a wake).
     pub invocations: u64,
     /// The least time the due partitions' write limit allows, ms: every group's fire puts its
     /// successor and moves its shard's cursor ([`DUE_WCU_PER_GROUP`]) in its due shard's
@@ -379,8 +385,10 @@ pub fn burst(b: &BurstInput) -> BurstTime {
     let window = b.invocation_ms.max(1.0);
     let extra = (work_ms / window).ceil().max(1.0) - 1.0;
     t.invocations = extra as u64 + 1;
-    // Each invocation stopped by its deadline leaves the rest to the next tick.
-    t.handover_ms = b.start_ms + extra * b.interval_ms + (work_ms - extra * window);
+    // Each invocation stopped by its deadline sets the wake for the next whole minute (or the
+    // next tick comes first): the next goes on at most a minute after it stopped.
+    let period = b.interval_ms.min(window + WAKE_WAIT_MS);
+    t.handover_ms = b.start_ms + extra * period + (work_ms - extra * window);
     t
 }
 
@@ -500,12 +508,15 @@ mod tests {
         let serial = burst(&BurstInput { serial_ms: 1.0, ..burst_of(800, 800) });
         assert_eq!(serial.requests_ms, t.requests_ms + serial.requests as f64);
         // A million distinct schedules: 5,000 pages of 218 requests in 42 rounds: 2,100 s, in
-        // windows of 255 s, the rest waiting a tick each time; their 1.05 million write units take
+        // windows of 255 s, the rest waiting a minute for a wake each time; their 1.05 million write units take
         // one due partition at a time 1,050 s.
         let m = burst(&burst_of(1_000_000, 1_000_000));
         assert!((m.partition_floor_ms - 1_050_000.0).abs() < 1e-3, "{m:?}");
         assert_eq!(m.requests_ms, (5_000.0 * 42.0 + 4.0 + 9.0) * 10.0);
         assert_eq!(m.invocations, 9);
+        // 8 waits of at most a minute (a wake), not of a quarter-hour tick each.
+        let want = 8.0 * (255_000.0 + WAKE_WAIT_MS) + (m.requests_ms - 8.0 * 255_000.0);
+        assert!((m.handover_ms - want).abs() < 1e-6, "{} vs {want}", m.handover_ms);
     }
 
     #[test]

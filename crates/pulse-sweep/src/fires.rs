@@ -63,10 +63,19 @@ pub const FIRE_CHUNK: usize = 40;
 pub(crate) enum FireEnd {
     /// Every due record done; `sched_next` set to this (the earliest record left).
     Done(Option<i64>),
-    /// The budget stopped it (the next tick goes on: `sched_next` is left as it was).
+    /// The budget stopped it (`sched_next` is left as it was: a wake a minute on goes on).
     Stopped,
     /// The lease moved on.
     LeaseLost,
+}
+
+/// The order a tick at `now_ms` fires the due shards in: from a shard that moves on each minute
+/// (a quarter-hour tick moves it by three, so four ticks start at each shard once). A tick its
+/// budget stops keeps each shard's cursor, but from a fixed shard 0 the next tick would spend its
+/// budget on the first shards again and never reach the last ones under a steady load. Pure.
+pub(crate) fn shard_order(now_ms: i64) -> impl Iterator<Item = u32> {
+    let first = now_ms.div_euclid(60_000).rem_euclid(i64::from(DUE_SHARDS)) as u32;
+    (0..DUE_SHARDS).map(move |i| (first + i) % DUE_SHARDS)
 }
 
 /// Times a shard is read again in one tick when writers keep adding records to it.
@@ -82,8 +91,8 @@ pub(crate) async fn fire_due(
     report: &mut Report,
 ) -> Result<FireEnd, PulseError> {
     let s = &deps.schedules;
-    let mut cursors = Vec::with_capacity(DUE_SHARDS as usize);
-    for k in 0..DUE_SHARDS {
+    let mut cursors: Vec<Option<ShardCursor>> = vec![None; DUE_SHARDS as usize];
+    for k in shard_order(now_ms) {
         let mut cursor = s.shard_cursor(k).await?;
         let mut rereads = 0;
         'pages: loop {
@@ -118,8 +127,9 @@ pub(crate) async fn fire_due(
                 Wrote::LeaseLost => return Ok(FireEnd::LeaseLost),
             }
         }
-        cursors.push(cursor);
+        cursors[k as usize] = Some(cursor);
     }
+    let cursors: Vec<ShardCursor> = cursors.into_iter().map(Option::unwrap_or_default).collect();
     let earliest = s.earliest(&cursors).await?;
     // Records isolated as failed are set an hour ahead: the earliest may be one of them, and the
     // tick an hour on reads them again (and reports them again).
@@ -176,37 +186,21 @@ async fn fire_page(
     let mut bad: Vec<Quarantined> = Vec::new();
     let mut to: Option<String> = None;
     for step in steps {
-        let seg = match step {
+        // What goes first: the chunk so far, when a page of copies is full (a copy is an item of
+        // the transaction: a page of them would pass its 100), a chunk is full, or a group goes
+        // on alone.
+        let (seg, flush_first) = match step {
             Step::Bad(q) => {
                 to = Some(q.from.1.clone());
                 bad.push(*q);
-                // A copy is an item of the transaction: a page of them would pass its 100.
-                if bad.len() == FIRE_CHUNK {
-                    let flushed = flush(
-                        deps,
-                        fence,
-                        now_ms,
-                        k,
-                        cursor,
-                        (&mut pending, &mut bad),
-                        &mut to,
-                        &tenants,
-                        last_try,
-                        budget,
-                        report,
-                    );
-                    match Box::pin(flushed).await? {
-                        Wrote::On | Wrote::SetAside => {}
-                        other => return Ok(other),
-                    }
-                }
-                continue;
+                (None, bad.len() == FIRE_CHUNK)
             }
-            Step::Seg(seg) => *seg,
+            Step::Seg(seg) => {
+                let first = advances(&seg) || pending.len() == FIRE_CHUNK;
+                (Some(*seg), first)
+            }
         };
-        let sk = sk_of(deps, &seg.rec);
-        let alone = advances(&seg);
-        if alone || pending.len() == FIRE_CHUNK {
+        if flush_first {
             let flushed = flush(
                 deps,
                 fence,
@@ -225,6 +219,9 @@ async fn fire_page(
                 other => return Ok(other),
             }
         }
+        let Some(seg) = seg else { continue };
+        let sk = sk_of(deps, &seg.rec);
+        let alone = advances(&seg);
         if alone {
             match Box::pin(run_alone(deps, fence, now_ms, k, cursor, seg, &tenants, last_try, budget, report)).await? {
                 Wrote::On | Wrote::SetAside => continue,
@@ -329,5 +326,24 @@ async fn run_alone(
         let read = Box::pin(read_page(deps, &rec, &planned)).await?;
         seg = Segment { rec, action: Action::Page(Box::new(planned), read) };
         own_tenants = Some(Box::pin(read_tenants(deps, &[&seg])).await?);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_shard_is_fired_first_by_one_of_four_quarter_hour_ticks_and_each_tick_fires_all() {
+        let tick = |i: i64| 1_764_576_000_000 + i * 900_000; // 2025-12-01T08:00Z, then each quarter
+        let firsts: std::collections::BTreeSet<u32> = (0..4).map(|i| shard_order(tick(i)).next().unwrap()).collect();
+        assert_eq!(firsts.len(), DUE_SHARDS as usize, "{firsts:?}");
+        for i in 0..8 {
+            let mut all: Vec<u32> = shard_order(tick(i)).collect();
+            all.sort_unstable();
+            assert_eq!(all, (0..DUE_SHARDS).collect::<Vec<_>>());
+        }
+        // A wake a minute on starts at the next shard.
+        assert_ne!(shard_order(tick(0)).next(), shard_order(tick(0) + 60_000).next());
     }
 }

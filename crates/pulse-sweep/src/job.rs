@@ -71,7 +71,13 @@ impl LeasedJob for Deps {
                     let_go = true;
                 }
                 fires::FireEnd::Stopped => {
+                    // What is due now waits a minute, not for the next tick: a wake goes on where
+                    // the budget stopped (each shard's cursor kept).
                     report.outcome = Outcome::Partial;
+                    let now = self.clock.now_ms().max(tick.time_ms);
+                    if let Some(at) = wake::wake_at(Some(now + 1), None, now, self.cfg.policy.interval_ms) {
+                        self.wake(at).await;
+                    }
                     let_go = true;
                 }
                 fires::FireEnd::LeaseLost => report.outcome = Outcome::LostLease,

@@ -341,7 +341,7 @@ pub fn print_schedules(as_json: bool, s: &tickctl::schedules::SchedulesCost, b: 
         t.member_pages,
         t.requests,
         t.invocations,
-        if t.invocations > 1 { ", the rest waiting for the next tick" } else { "" }
+        if t.invocations > 1 { ", each stopped at its deadline going on at its wake, a minute on at most" } else { "" }
     );
     println!(
         "  (its groups' {:.0} record write units go to one due partition at a time, at most 1,000 a second: {:.1} s at the least, however fast the requests)",
