@@ -305,21 +305,22 @@ pub struct BurstTime {
     /// Sweep invocations it takes (more than one: the rest waited for a wake).
     pub invocations: u64,
     /// The least time the due partitions' write limit allows, ms: every group's fire puts its
-    /// successor and moves its shard's cursor ([`DUE_WCU_PER_GROUP`]) in its due shard's
+    /// successor, deletes its record and moves its shard's cursor ([`DUE_WCU_PER_GROUP`]) in its due shard's
     /// partition, of at most 1,000 write units a second, and the sweep fires one shard after
     /// another: one partition takes the writes at a time.
     pub partition_floor_ms: f64,
 }
 
-/// Write units a group's fire spends in its due partition: its successor's put (a small item,
-/// outside any transaction: 1 unit) and its share of the shard cursor's move (a transactional
-/// write of a small item, 2 units, once a chunk of [`pulse_sweep::FIRE_CHUNK`] groups).
-pub const DUE_WCU_PER_GROUP: f64 = 1.0 + 2.0 / pulse_sweep::FIRE_CHUNK as f64;
+/// Write units a group's fire spends in its due partition: its successor's put and its fired
+/// record's delete (small items, outside any transaction: 1 unit each) and its share of the shard
+/// cursor's move (a transactional write of a small item, 2 units, once a chunk of
+/// [`pulse_sweep::FIRE_CHUNK`] groups).
+pub const DUE_WCU_PER_GROUP: f64 = 2.0 + 2.0 / pulse_sweep::FIRE_CHUNK as f64;
 
 /// The sweep's part of a burst, from its own paging (pure): per page of due records a Query, each
 /// group's first page of members (`tenant_concurrency` Queries at once), their tenants 100 keys a
-/// BatchGetItem (`tenant_concurrency` at once), and a transaction per [`pulse_sweep::FIRE_CHUNK`]
-/// records; then each group larger than a page alone, a Query, its BatchGetItems and a
+/// BatchGetItem (`tenant_concurrency` at once), a transaction per [`pulse_sweep::FIRE_CHUNK`]
+/// records, its successors put and its fired records deleted 25 a request; then each group larger than a page alone, a Query, its BatchGetItems and a
 /// transaction a page; each request
 /// `latency_ms`, one after another over [`tickwork::schedules::DUE_SHARDS`] shards; then the
 /// earliest record left and `sched_next`. Not modelled: the calendar groups the same invocation
@@ -356,16 +357,18 @@ pub fn burst(b: &BurstInput) -> BurstTime {
             // (A group larger than a page puts its successor with its last page.)
             let single = members.iter().filter(|m| **m < member_page).count() as u64;
             let puts = (single / chunk) * chunk.div_ceil(25) + (single % chunk).div_ceil(25);
+            // After each transaction, its fired records deleted, 25 a request, as many as puts.
+            let dels = puts;
             t.member_pages += r;
-            t.requests += r + first.div_ceil(100) + txns + puts;
-            rounds += r.div_ceil(c) + first.div_ceil(100).div_ceil(c) + txns + puts;
+            t.requests += r + first.div_ceil(100) + txns + puts + dels;
+            rounds += r.div_ceil(c) + first.div_ceil(100).div_ceil(c) + txns + puts + dels;
             for m in members {
                 // Pages after the first: a Query, its tenants' BatchGetItems and a transaction
                 // each (an exactly full last page is followed by an empty one).
                 for j in 1..=m / member_page {
                     let tenants = (m - j * member_page).min(member_page);
-                    // The last page's successor put too.
-                    let put = u64::from(j == m / member_page);
+                    // The last page's successor put too, and its record's delete after it.
+                    let put = 2 * u64::from(j == m / member_page);
                     t.member_pages += 1;
                     t.requests += 2 + tenants.div_ceil(100) + put;
                     rounds += 2 + tenants.div_ceil(100).div_ceil(c) + put;
@@ -494,28 +497,29 @@ mod tests {
     fn a_burst_of_distinct_schedules_is_paged_group_by_group_and_waits_on_its_due_partitions() {
         // 800 groups of one: 200 a shard, a full page and an empty one each; a full page is a
         // Query, 200 member Queries in 25 rounds of 8, 2 BatchGets of tenants at once, and 5 chunks
-        // of 40: 2 BatchWriteItems of successors and a transaction each.
+        // of 40: 2 BatchWriteItems of successors, a transaction and 2 BatchWriteItems deleting the
+        // fired records each.
         let t = burst(&burst_of(800, 800));
         // The 4 shards' cursors first; then 4 Queries for the earliest record and `sched_next`.
-        assert_eq!((t.pages, t.member_pages, t.requests, t.invocations), (8, 800, 4 * (218 + 1) + 9, 1));
-        assert_eq!(t.requests_ms, (4.0 * (42.0 + 1.0) + 9.0) * 10.0);
-        // 840 write units for one partition at a time: 0.84 s, below the requests' 1.81 s.
-        assert!((t.partition_floor_ms - 840.0).abs() < 1e-6, "{t:?}");
+        assert_eq!((t.pages, t.member_pages, t.requests, t.invocations), (8, 800, 4 * (228 + 1) + 9, 1));
+        assert_eq!(t.requests_ms, (4.0 * (52.0 + 1.0) + 9.0) * 10.0);
+        // 1,640 write units for one partition at a time: 1.64 s, below the requests' 2.21 s.
+        assert!((t.partition_floor_ms - 1_640.0).abs() < 1e-6, "{t:?}");
         assert_eq!(t.handover_ms, t.requests_ms);
         let slow = burst(&BurstInput { latency_ms: 30.0, ..burst_of(800, 800) });
-        assert_eq!(slow.handover_ms, 181.0 * 30.0, "the requests, when they take longer");
+        assert_eq!(slow.handover_ms, 221.0 * 30.0, "the requests, when they take longer");
         // A server that serves one request at a time adds its own time to every request.
         let serial = burst(&BurstInput { serial_ms: 1.0, ..burst_of(800, 800) });
         assert_eq!(serial.requests_ms, t.requests_ms + serial.requests as f64);
-        // A million distinct schedules: 5,000 pages of 218 requests in 42 rounds: 2,100 s, in
-        // windows of 255 s, the rest waiting a minute for a wake each time; their 1.05 million write units take
-        // one due partition at a time 1,050 s.
+        // A million distinct schedules: 5,000 pages of 228 requests in 52 rounds: 2,600 s, in
+        // windows of 255 s, the rest waiting a minute for a wake each time; their 2.05 million
+        // write units take one due partition at a time 2,050 s.
         let m = burst(&burst_of(1_000_000, 1_000_000));
-        assert!((m.partition_floor_ms - 1_050_000.0).abs() < 1e-3, "{m:?}");
-        assert_eq!(m.requests_ms, (5_000.0 * 42.0 + 4.0 + 9.0) * 10.0);
-        assert_eq!(m.invocations, 9);
-        // 8 waits of at most a minute (a wake), not of a quarter-hour tick each.
-        let want = 8.0 * (255_000.0 + WAKE_WAIT_MS) + (m.requests_ms - 8.0 * 255_000.0);
+        assert!((m.partition_floor_ms - 2_050_000.0).abs() < 1e-3, "{m:?}");
+        assert_eq!(m.requests_ms, (5_000.0 * 52.0 + 4.0 + 9.0) * 10.0);
+        assert_eq!(m.invocations, 11);
+        // 10 waits of at most a minute (a wake), not of a quarter-hour tick each.
+        let want = 10.0 * (255_000.0 + WAKE_WAIT_MS) + (m.requests_ms - 10.0 * 255_000.0);
         assert!((m.handover_ms - want).abs() < 1e-6, "{} vs {want}", m.handover_ms);
     }
 
@@ -523,15 +527,15 @@ mod tests {
     fn a_million_fires_of_one_group_go_out_a_thousand_members_a_page_within_five_minutes() {
         // One record: its first page with the others' records (1 member Query, 10 BatchGets, 1
         // transaction), then 999 full pages (a Query, 10 BatchGets, a transaction each) and an
-        // empty one (a Query, the successor's put and a transaction); 4 due pages; the 4 cursors
-        // read first, and the closing 5.
+        // empty one (a Query, the successor's put, a transaction and the record's delete); 4 due
+        // pages; the 4 cursors read first, and the closing 5.
         let m = burst(&burst_of(1_000_000, 1));
         assert_eq!((m.pages, m.member_pages), (4, 1_001));
-        assert_eq!(m.requests, 4 + 12 + 999 * 12 + 3 + 4 + 5);
-        // Each page's 10 BatchGetItems 8 at a time: 2 rounds; so 4,016 rounds of 10 ms.
-        assert_eq!(m.requests_ms, 4_016.0 * 10.0, "a page after another");
+        assert_eq!(m.requests, 4 + 12 + 999 * 12 + 4 + 4 + 5);
+        // Each page's 10 BatchGetItems 8 at a time: 2 rounds; so 4,017 rounds of 10 ms.
+        assert_eq!(m.requests_ms, 4_017.0 * 10.0, "a page after another");
         assert!(m.handover_ms < 300_000.0 && m.invocations == 1, "{m:?}");
-        assert!(m.partition_floor_ms < 2.0, "{m:?}");
+        assert!(m.partition_floor_ms < 3.0, "{m:?}");
         // A 30-minute spread makes 30 groups of 33,333 or 33,334: about the same requests.
         let spread = burst(&burst_of(1_000_000, 30));
         assert!(spread.handover_ms < 300_000.0, "{spread:?}");
