@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use tickwork::schedules::spec::check_name;
-use tickwork::schedules::{upcoming, Changed, Dst, Schedule, ScheduleDef, Spec};
+use tickwork::schedules::{upcoming, Changed, Dst, Fold, Schedule, ScheduleDef, Spec, SpecError};
 
 use crate::answer::{BatchResult, Change, Done, Entry, Outcome, Refusal, RefusalType};
 use crate::deps::Deps;
@@ -27,6 +27,10 @@ pub fn definition(e: &NewSchedule) -> Result<ScheduleDef, Refusal> {
     }
     if let Some(f) = &e.fold {
         dst.fold = f.parse().map_err(|x| refuse::spec(&x, "fold"))?;
+    }
+    if dst.fold == Fold::Both && spec.one_off() {
+        let x = SpecError(format!("`{spec}` fires once: the fold policy `both` would fire it twice"));
+        return Err(refuse::spec(&x, "fold"));
     }
     let def = ScheduleDef::new(&e.name, spec, e.spread_min, dst).map_err(|x| refuse::spec(&x, "spread_min"))?;
     def.with_payload(e.payload.as_ref()).map_err(|x| Refusal::new(RefusalType::TooLarge, x.0).field("payload"))
@@ -307,6 +311,7 @@ mod tests {
             (entry("nudge", "hourly 08:00", 0, None, None), "spec"),
             (entry("nudge", "daily 08:00", 0, Some("later"), None), "gap"),
             (entry("nudge", "daily 08:00", 0, None, Some("twice")), "fold"),
+            (entry("call", "at 2027-10-31T02:30", 0, None, Some("both")), "fold"),
             (entry("nudge", "daily 08:00", 1_440, None, None), "spread_min"),
             (entry("nudge", "at 2026-12-24T09:00", 5, None, None), "spread_min"),
         ] {

@@ -69,12 +69,17 @@ pub(crate) enum FireEnd {
     LeaseLost,
 }
 
-/// The order a tick at `now_ms` fires the due shards in: from a shard that moves on each minute
-/// (a quarter-hour tick moves it by three, so four ticks start at each shard once). A tick its
-/// budget stops keeps each shard's cursor, but from a fixed shard 0 the next tick would spend its
-/// budget on the first shards again and never reach the last ones under a steady load. Pure.
-pub(crate) fn shard_order(now_ms: i64) -> impl Iterator<Item = u32> {
-    let first = now_ms.div_euclid(60_000).rem_euclid(i64::from(DUE_SHARDS)) as u32;
+/// The order a tick at `now_ms` fires the due shards in, ticks every `interval_ms`: from the
+/// shard after the one the previous regular tick started at, moved on a shard more for each whole
+/// minute a wake runs past its tick. So four consecutive ticks start at each shard once, whatever
+/// the interval, and a chain of wakes a minute (or five) apart rotates too. A tick its budget stops
+/// keeps each shard's cursor, but from a fixed shard 0 the next tick would spend its budget on the
+/// first shards again and never reach the last ones under a steady load. Pure.
+pub(crate) fn shard_order(now_ms: i64, interval_ms: i64) -> impl Iterator<Item = u32> {
+    let interval = interval_ms.max(60_000);
+    let ticks = now_ms.div_euclid(interval);
+    let minutes = now_ms.rem_euclid(interval) / 60_000;
+    let first = (ticks + minutes).rem_euclid(i64::from(DUE_SHARDS)) as u32;
     (0..DUE_SHARDS).map(move |i| (first + i) % DUE_SHARDS)
 }
 
@@ -92,7 +97,7 @@ pub(crate) async fn fire_due(
 ) -> Result<FireEnd, PulseError> {
     let s = &deps.schedules;
     let mut cursors: Vec<Option<ShardCursor>> = vec![None; DUE_SHARDS as usize];
-    for k in shard_order(now_ms) {
+    for k in shard_order(now_ms, deps.cfg.policy.interval_ms) {
         let mut cursor = s.shard_cursor(k).await?;
         let mut rereads = 0;
         'pages: loop {
@@ -334,16 +339,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_shard_is_fired_first_by_one_of_four_quarter_hour_ticks_and_each_tick_fires_all() {
-        let tick = |i: i64| 1_764_576_000_000 + i * 900_000; // 2025-12-01T08:00Z, then each quarter
-        let firsts: std::collections::BTreeSet<u32> = (0..4).map(|i| shard_order(tick(i)).next().unwrap()).collect();
-        assert_eq!(firsts.len(), DUE_SHARDS as usize, "{firsts:?}");
-        for i in 0..8 {
-            let mut all: Vec<u32> = shard_order(tick(i)).collect();
+    fn four_consecutive_ticks_start_at_each_shard_whatever_the_interval_and_wakes_rotate_too() {
+        let start = 1_764_576_000_000; // 2025-12-01T08:00Z
+        for every_min in [1, 4, 15, 20, 60] {
+            let interval = i64::from(every_min) * 60_000;
+            for from in 0..3 {
+                let firsts: std::collections::BTreeSet<u32> =
+                    (from..from + 4).map(|i| shard_order(start + i * interval, interval).next().unwrap()).collect();
+                assert_eq!(firsts.len(), DUE_SHARDS as usize, "every {every_min} min: {firsts:?}");
+            }
+            let mut all: Vec<u32> = shard_order(start, interval).collect();
             all.sort_unstable();
-            assert_eq!(all, (0..DUE_SHARDS).collect::<Vec<_>>());
+            assert_eq!(all, (0..DUE_SHARDS).collect::<Vec<_>>(), "each tick fires every shard");
         }
-        // A wake a minute on starts at the next shard.
-        assert_ne!(shard_order(tick(0)).next(), shard_order(tick(0) + 60_000).next());
+        // Wakes a minute apart within a quarter-hour, and five minutes apart: each starts at the
+        // next shard.
+        let q = 900_000;
+        for step in [60_000, 300_000] {
+            let firsts: Vec<u32> = (1..4).map(|i| shard_order(start + i * step, q).next().unwrap()).collect();
+            assert!(firsts.windows(2).all(|w| w[0] != w[1]), "{step}: {firsts:?}");
+        }
     }
 }

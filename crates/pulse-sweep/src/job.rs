@@ -72,10 +72,11 @@ impl LeasedJob for Deps {
                 }
                 fires::FireEnd::Stopped => {
                     // What is due now waits a minute, not for the next tick: a wake goes on where
-                    // the budget stopped (each shard's cursor kept).
+                    // the budget stopped (each shard's cursor kept). At least 5 s on: a wake for
+                    // the minute about to begin could arrive before this lease is let go.
                     report.outcome = Outcome::Partial;
                     let now = self.clock.now_ms().max(tick.time_ms);
-                    if let Some(at) = wake::wake_at(Some(now + 1), None, now, self.cfg.policy.interval_ms) {
+                    if let Some(at) = wake::wake_at(Some(now + 5_000), None, now, self.cfg.policy.interval_ms) {
                         self.wake(at).await;
                     }
                     let_go = true;
