@@ -140,8 +140,12 @@ async fn a_failed_drain_hands_on_after_a_backoff_and_the_backlog_finishes() {
     let after: Vec<Instant> = counts.values().map(|c| c[0]).filter(|at| *at > failed[0].ended).collect();
     assert!(!after.is_empty() && after.len() < 20, "the failed drain ran some and left the rest: {}", after.len());
     let waited = after.iter().min().unwrap().duration_since(failed[0].ended);
+    // The failed drain hands on just before its end is recorded (its invocation returns after the
+    // hand-on), so the wait measured from its end is the backoff less that gap, which grows under
+    // load (4.89 s once in `make test`): at least 4 s shows the backoff waited, at most 7 s that
+    // it was not the hourly safety poll.
     assert!(
-        (Duration::from_millis(4_900)..Duration::from_millis(7_000)).contains(&waited),
+        (Duration::from_millis(4_000)..Duration::from_millis(7_000)).contains(&waited),
         "the successor runs them after the backoff of 5 s, not the safety poll: {waited:?}"
     );
     assert!(runs.iter().all(|r| failures_of(&r.event) <= 1), "the chain reset after a drain that succeeded");
