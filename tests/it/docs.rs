@@ -557,3 +557,26 @@ fn the_pages_state_the_throttle_and_settle_rules_the_worker_runs() {
         "operations.md: {retries:?}"
     );
 }
+
+/// `docs/schedules.md`'s fold table names the defaults `Dst::for_spec` gives: `both` for a cron
+/// whose minute or hour field begins with `*`, `first` for a fixed time (shown failing with
+/// `first` as every spec's default).
+#[test]
+fn the_fold_defaults_the_schedules_page_gives_are_the_codes() {
+    use tickwork::schedules::{Dst, Fold, Spec};
+    let page = read("docs/schedules.md");
+    let fold = |s: &str| Dst::for_spec(&s.parse::<Spec>().unwrap()).fold;
+    assert!(page.contains("| `first` (default for a fixed time) |"), "the page's `first` row");
+    assert!(
+        page.contains("| `both` (default for a cron whose minute or hour field begins with `*`) |"),
+        "the page's `both` row"
+    );
+    for wild in ["cron */15 * * * *", "cron 0 * * * *", "cron * 2 * * *"] {
+        assert!(page.contains(&format!("`{}`", wild.trim_start_matches("cron "))), "{wild} is the page's example");
+        assert_eq!(fold(wild), Fold::Both, "{wild}");
+    }
+    for fixed in ["cron 30 2 * * *", "cron 0 0-23/2 * * *", "daily 02:30"] {
+        assert_eq!(fold(fixed), Fold::First, "{fixed}");
+    }
+    assert!(page.contains("`30 2 * * *` or `0 0-23/2 * * *`"), "the page's fixed examples");
+}

@@ -398,8 +398,8 @@ async fn heads_without_records(local: &Local, prefix: &str) -> Vec<String> {
 }
 
 /// Deletes every item of `table` whose `ttl` has passed at `now_ms`, as DynamoDB's TTL would (any
-/// time after it; here all at once, at the latest moment the test looks).
-async fn expire(local: &Local, table: &str, now_ms: i64) -> usize {
+/// time after it; here all at once, at the latest moment the test looks). Chaos applies it too.
+pub(crate) async fn expire(local: &Local, table: &str, now_ms: i64) -> usize {
     let mut n = 0;
     for item in tickwork_sim::scan_all(&local.db, table).await.unwrap() {
         let Some(ttl) = tickwork::schema::get_i64(&item, tickwork::schema::TTL) else { continue };
@@ -780,6 +780,24 @@ async fn with_waker(
     (scheduler, cfg)
 }
 
+/// A provisioned stack on the template's quarter-hour tick, its sweep setting its wake on the
+/// local Scheduler, and tenant `acme` in Berlin added on 2026-12-01 at 10:00Z.
+async fn waking_stack(
+    prefix: &str,
+) -> (Local, pulse_sweep::Deps, String, aws_sdk_scheduler::Client, pulse_sweep::wake::WakeConfig) {
+    let local = Local::new().await;
+    let p = unique(prefix);
+    ok(&tickctl(&local, &p, &["provision"]));
+    // The template's quarter-hour schedule (the code's default interval is a minute).
+    let env = [("TICKWORK_PULSE_INTERVAL_SECS", "900"), ("TICKWORK_PULSE_LEASE_SECS", "840")];
+    let mut deps = local.stack_sweep(&p, &env, None);
+    let queue = format!("{p}-queue");
+    let (scheduler, cfg) = with_waker(&local, &p, &mut deps).await;
+    local.clock.set(ms("2026-12-01T10:00:00Z"));
+    pulse_sweep::add_tenants(&deps, &[Tenant::new("acme", "Europe/Berlin")]).await.unwrap();
+    (local, deps, queue, scheduler, cfg)
+}
+
 /// A fire its invocation's budget stops goes on a minute later (a wake), not at the next
 /// quarter-hour tick; and the later due shards are not starved by an earlier one that keeps
 /// getting work: here shard 0 gains a timer due every minute and each invocation's budget fires
@@ -787,15 +805,7 @@ async fn with_waker(
 /// the timers in the other shards never fired.
 #[tokio::test]
 async fn a_fire_stopped_by_its_budget_goes_on_within_a_minute_and_starves_no_shard() {
-    let local = Local::new().await;
-    let p = unique("schedstop");
-    ok(&tickctl(&local, &p, &["provision"]));
-    let env = [("TICKWORK_PULSE_INTERVAL_SECS", "900"), ("TICKWORK_PULSE_LEASE_SECS", "840")];
-    let mut deps = local.stack_sweep(&p, &env, None);
-    let queue = format!("{p}-queue");
-    let (scheduler, cfg) = with_waker(&local, &p, &mut deps).await;
-    local.clock.set(ms("2026-12-01T10:00:00Z"));
-    pulse_sweep::add_tenants(&deps, &[Tenant::new("acme", "Europe/Berlin")]).await.unwrap();
+    let (local, deps, queue, scheduler, cfg) = waking_stack("schedstop").await;
     let s = schedules(&deps);
     // A timer's name that lands in shard `k`, due at 08:0m Berlin on the 2nd.
     let mut n = 0;
@@ -840,16 +850,7 @@ async fn a_fire_stopped_by_its_budget_goes_on_within_a_minute_and_starves_no_sha
 #[tokio::test]
 async fn the_sweep_wakes_at_a_schedules_instant_between_ticks() {
     use aws_sdk_scheduler::types::ScheduleState;
-    let local = Local::new().await;
-    let p = unique("schedwake");
-    ok(&tickctl(&local, &p, &["provision"]));
-    // The template's quarter-hour schedule (the code's default interval is a minute).
-    let env = [("TICKWORK_PULSE_INTERVAL_SECS", "900"), ("TICKWORK_PULSE_LEASE_SECS", "840")];
-    let mut deps = local.stack_sweep(&p, &env, None);
-    let queue = format!("{p}-queue");
-    let (scheduler, cfg) = with_waker(&local, &p, &mut deps).await;
-    local.clock.set(ms("2026-12-01T10:00:00Z"));
-    pulse_sweep::add_tenants(&deps, &[Tenant::new("acme", "Europe/Berlin")]).await.unwrap();
+    let (local, deps, queue, scheduler, cfg) = waking_stack("schedwake").await;
     let s = schedules(&deps);
     s.put("acme", "Europe/Berlin", def("early", "daily 08:00"), &POLICY).await.unwrap();
     s.put("acme", "Europe/Berlin", def("later", "daily 08:05"), &POLICY).await.unwrap();

@@ -187,25 +187,7 @@ impl World {
     /// Deletes every control item whose `ttl` has passed, as DynamoDB's TTL may at any time
     /// after it ("Time to Live", DynamoDB Developer Guide: typically within days, never before).
     pub(super) async fn apply_ttl(&mut self) {
-        let now = self.clock.now_ms();
-        let items = tickwork_sim::scan_all(&self.local.db, &self.control).await.expect("control scan");
-        for item in items {
-            let Some(ttl) = tickwork::schema::get_i64(&item, tickwork::schema::TTL) else { continue };
-            if ttl * 1000 > now {
-                continue;
-            }
-            let key: tickwork::item::Item =
-                ["pk", "sk"].iter().filter_map(|a| Some((a.to_string(), item.get(*a)?.clone()))).collect();
-            self.local
-                .db
-                .client()
-                .delete_item()
-                .table_name(&self.control)
-                .set_key(Some(key))
-                .send()
-                .await
-                .expect("ttl delete");
-            self.count("items deleted by TTL");
-        }
+        let n = crate::schedules::expire(&self.local, &self.control, self.clock.now_ms()).await;
+        *self.report.events.entry("items deleted by TTL".to_string()).or_default() += n as u64;
     }
 }
