@@ -64,6 +64,14 @@ export interface Explanation {
   sweep: { paused: boolean; paused_reason?: string; zone_registered: boolean; zone_through?: string; zone_waiting: boolean };
   calendar: { through?: string; last: GrainPeriod[]; next: GrainPeriod[] };
   schedules: { schedule: Schedule; next: Fire[] }[];
+  queue: {
+    retrying: number; dead: number; recovered: number;
+    troubles: {
+      id: string; kind: string; state: "retrying" | "running" | "dead" | "recovered"; attempts: number; last_error: string;
+      retry_at?: string; ended_at?: string;
+    }[];
+    last_recovered?: string; delivered_before: string; oldest_ready_age_s: number;
+  };
   findings: string[];
 }
 

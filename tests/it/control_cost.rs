@@ -25,7 +25,9 @@ async fn each_operation_makes_the_requests_and_units_the_model_prices() {
     let policy =
         pulse_sweep::config::policy(&tickwork::config::Env::from_pairs([]), std::time::Duration::from_secs(900))
             .unwrap();
-    let deps = control::Deps::new(db.clone(), local.clock(), &tables, 8, "pulse-sweep".into(), policy);
+    // The queue's shards as the template deploys them (`QueueShards`, 1): explain reads each one.
+    let deps =
+        control::Deps::new(db.clone(), local.clock(), &tables, 8, "pulse-sweep".into(), policy).with_queue_shards(1);
     local.clock.set(tickwork_tests::ms("2026-12-02T10:00:00Z"));
     let run = |req: serde_json::Value| {
         let deps = deps.clone();

@@ -31,6 +31,8 @@ mod dev;
 mod docs;
 /// The pages against the template, the Makefile and samconfig: each kind of contradiction found.
 mod drift;
+/// `tenants.explain`'s queue section against what the queue holds after failures.
+mod explain;
 /// A drain that fails hands on after a backoff, a bounded chain.
 mod failed_drains;
 /// Failure paths as AWS runs them: unit dead letters, a poison unit, an unreadable shard registry.

@@ -5,6 +5,7 @@
 use tickwork::calendar::Policy;
 use tickwork::clock::SharedClock;
 use tickwork::config::{ConfigError, Env};
+use tickwork::queue::{Queue, QueueConfig};
 use tickwork::schedules::Schedules;
 use tickwork::tenants::Tenants;
 use tickwork::watermark::Watermarks;
@@ -31,6 +32,9 @@ pub struct Deps {
     pub clock: SharedClock,
     /// The grains the sweep pulses (what `tenants.explain` shows periods of).
     pub grains: tickwork::grains::Grains,
+    /// The work queue, read by `tenants.explain` alone (a tenant's units that went wrong, the
+    /// oldest ready item).
+    pub queue: Queue,
 }
 
 impl Deps {
@@ -51,7 +55,9 @@ impl Deps {
             queue: base.core.table_from(env, vars::QUEUE_TABLE, "queue"),
         };
         let grains = pulse_sweep::config::grains(env)?;
-        Ok(Self { grains, ..Self::new(base.db, base.clock, &tables, shards, job, policy) })
+        let queue_shards = tickwork::queue::queue_shards(env)?;
+        Ok(Self { grains, ..Self::new(base.db, base.clock, &tables, shards, job, policy) }
+            .with_queue_shards(queue_shards))
     }
 
     /// From parts (tests, `tickctl`).
@@ -66,7 +72,16 @@ impl Deps {
         let marks = Watermarks::new(db.clone(), &tables.control, clock.clone());
         let tenants =
             Tenants::new(db.clone(), &tables.tenants, tenant_shards).with_registry(marks.clone(), job.clone());
-        let schedules = Schedules::new(db, &tables.control, job.clone(), clock.clone());
-        Self { tenants, schedules, marks, job, policy, clock, grains: tickwork::grains::Grains::ALL }
+        let schedules = Schedules::new(db.clone(), &tables.control, job.clone(), clock.clone());
+        let queue = Queue::new(db, &tables.queue, QueueConfig::default(), clock.clone());
+        Self { tenants, schedules, marks, job, policy, clock, grains: tickwork::grains::Grains::ALL, queue }
+    }
+
+    /// The queue's ready shards as the stack sets them (`TICKWORK_QUEUE_SHARDS`): what
+    /// `tenants.explain` reads the oldest ready item of.
+    pub fn with_queue_shards(mut self, shards: u32) -> Self {
+        let cfg = QueueConfig { shards, ..self.queue.config().clone() };
+        self.queue = Queue::new(self.queue.db().clone(), self.queue.table(), cfg, self.clock.clone());
+        self
     }
 }

@@ -1,28 +1,108 @@
 //! `tenants.explain`: what a support engineer asks first when a tenant's summary or nudge did not
 //! arrive, answered from what the tables hold, read by key only (the tenant's item, the sweep's
-//! state item, the tenant's schedule partition): no scan, whatever the stack's size.
+//! state item, the tenant's schedule partition, its partition of the queue's trouble index and the
+//! head of each ready shard): no scan, whatever the stack's size.
 //!
 //! [`explain`] decides the answer from those reads with no I/O; [`run`] makes the reads.
 
 use tickwork::calendar::{self, Period};
+use tickwork::queue::TroubleUnit;
 use tickwork::schedules::Schedule;
 use tickwork::tenants::{Position, Tenant};
 use tickwork::watermark::WatermarkState;
 
 use crate::answer::Outcome;
 use crate::deps::Deps;
-use crate::explanation::{CalendarView, Explanation, GrainPeriod, ScheduleNext, SweepView, NEXT_FIRES};
+use crate::explanation::{
+    CalendarView, Explanation, GrainPeriod, QueueView, ScheduleNext, SweepView, TroubleView, NEXT_FIRES, TROUBLES_SHOWN,
+};
 use crate::refuse::{self, Ran};
 
 fn rfc3339(ms: i64) -> String {
     jiff::Timestamp::from_millisecond(ms).map(|t| t.to_string()).unwrap_or_default()
 }
 
-/// The explanation of `t` from the sweep's `state` and its `schedules`, at `now_ms`. Pure.
+/// The queue's oldest ready item older than this is a finding: delivery is behind.
+const BEHIND_S: i64 = 300;
+
+/// What the queue holds of a tenant's: its units that went wrong (`troubles`, newest first) and
+/// the queue's oldest ready instant, at `now_ms`, with findings. Pure.
+pub fn queue_view(
+    troubles: &[TroubleUnit],
+    oldest_ready: Option<i64>,
+    now_ms: i64,
+    findings: &mut Vec<String>,
+) -> QueueView {
+    fn state(u: &TroubleUnit) -> &str {
+        match u.state.as_str() {
+            "pending" => "retrying",
+            "claimed" => "running",
+            "done" => "recovered",
+            other => other,
+        }
+    }
+    let count = |s: &str| troubles.iter().filter(|u| state(u) == s).count();
+    for u in troubles.iter().filter(|u| u.state == "dead") {
+        findings.push(format!(
+            "a {} unit of it is dead-lettered after {} attempts ({}): `tickctl dead-letters retry {}` runs it again",
+            u.kind, u.attempts, u.last_error, u.id
+        ));
+    }
+    for u in troubles.iter().filter(|u| u.state == "pending") {
+        findings.push(format!(
+            "a {} unit of it retries at {} after {} attempts ({})",
+            u.kind,
+            u.visible_at_ms.map(rfc3339).unwrap_or_default(),
+            u.attempts,
+            u.last_error
+        ));
+    }
+    let age_s = oldest_ready.map_or(0, |o| (now_ms - o).max(0) / 1000);
+    if age_s > BEHIND_S {
+        findings.push(format!(
+            "the queue's oldest ready work has waited {} min: delivery is behind for every tenant (runbook: QueueLagAlarm)",
+            age_s / 60
+        ));
+    }
+    QueueView {
+        retrying: count("retrying") + count("running"),
+        dead: count("dead"),
+        recovered: count("recovered"),
+        troubles: troubles
+            .iter()
+            .take(TROUBLES_SHOWN)
+            .map(|u| TroubleView {
+                id: u.id.clone(),
+                kind: u.kind.clone(),
+                state: state(u).to_string(),
+                attempts: u.attempts,
+                last_error: u.last_error.clone(),
+                retry_at: u.visible_at_ms.filter(|_| u.state == "pending").map(rfc3339),
+                ended_at: u.failed_at_ms.filter(|_| u.state == "dead").or(u.finished_at_ms).map(rfc3339),
+            })
+            .collect(),
+        last_recovered: troubles.iter().filter_map(|u| u.finished_at_ms).max().map(rfc3339),
+        delivered_before: rfc3339(oldest_ready.map_or(now_ms, |o| o.min(now_ms))),
+        oldest_ready_age_s: age_s,
+    }
+}
+
+/// What the queue holds of a tenant's ([`queue_view`]'s inputs).
+#[derive(Debug, Clone, Default)]
+pub struct QueueReads {
+    /// Its units that went wrong, newest first.
+    pub troubles: Vec<TroubleUnit>,
+    /// The queue's oldest ready instant.
+    pub oldest_ready: Option<i64>,
+}
+
+/// The explanation of `t` from the sweep's `state`, its `schedules` and what the queue holds of
+/// its, at `now_ms`. Pure.
 pub fn explain(
     t: &Tenant,
     state: &WatermarkState,
     schedules: &[Schedule],
+    queue: &QueueReads,
     grains: tickwork::grains::Grains,
     now_ms: i64,
 ) -> Explanation {
@@ -106,6 +186,7 @@ pub fn explain(
             ScheduleNext { schedule: crate::schedules::view(s), next }
         })
         .collect();
+    let queue = queue_view(&queue.troubles, queue.oldest_ready, now_ms, &mut findings);
     Explanation {
         tenant: crate::tenants::view(t),
         sweep: SweepView {
@@ -117,12 +198,13 @@ pub fn explain(
         },
         calendar: CalendarView { through: through.map(|d| d.to_string()), last, next },
         schedules,
+        queue,
         findings,
     }
 }
 
-/// `tenants.explain`: three reads by key (the tenant, the sweep's state item, the tenant's
-/// schedules), then [`explain`].
+/// `tenants.explain`: reads by key (the tenant, the sweep's state item, the tenant's schedules, its
+/// partition of the queue's trouble index, the head of each ready shard), then [`explain`].
 pub async fn run(deps: &Deps, id: &str) -> Ran {
     let t = match crate::tenants::stored(deps, id).await? {
         Ok(t) => t,
@@ -136,7 +218,18 @@ pub async fn run(deps: &Deps, id: &str) -> Ran {
         Ok(s) => s,
         Err(e) => return Ok(Err(refuse::schedule(e, "id")?)),
     };
-    Ok(Ok(Outcome::Explain(Box::new(explain(&t, &state, &schedules, deps.grains, deps.clock.now_ms())))))
+    let reads = async {
+        Ok::<_, tickwork::queue::QueueError>(QueueReads {
+            troubles: deps.queue.troubles(id).await?,
+            oldest_ready: deps.queue.oldest_ready().await?,
+        })
+    };
+    let queue = match reads.await {
+        Ok(q) => q,
+        Err(e) => return Ok(Err(refuse::queue(e)?)),
+    };
+    let e = explain(&t, &state, &schedules, &queue, deps.grains, deps.clock.now_ms());
+    Ok(Ok(Outcome::Explain(Box::new(e))))
 }
 
 #[cfg(test)]
@@ -165,6 +258,7 @@ mod tests {
             &t,
             &state("Europe/Berlin", Some("2026-12-02")),
             &[],
+            &QueueReads::default(),
             tickwork::grains::Grains::ALL,
             ms("2026-12-02T09:00:00Z"),
         );
@@ -178,7 +272,14 @@ mod tests {
         assert!(e.findings.is_empty(), "{:?}", e.findings);
         // A sweep set to days shows days alone: the other grains are not owed.
         let days = tickwork::grains::Grains::parse("day").unwrap();
-        let e = explain(&t, &state("Europe/Berlin", Some("2026-12-02")), &[], days, ms("2026-12-02T09:00:00Z"));
+        let e = explain(
+            &t,
+            &state("Europe/Berlin", Some("2026-12-02")),
+            &[],
+            &QueueReads::default(),
+            days,
+            ms("2026-12-02T09:00:00Z"),
+        );
         let grains: Vec<&str> = e.calendar.last.iter().chain(&e.calendar.next).map(|p| p.grain.as_str()).collect();
         assert_eq!(grains, ["day", "day"]);
     }
@@ -190,7 +291,7 @@ mod tests {
         let mut s = state("Europe/Berlin", Some("2026-12-02"));
         s.paused = true;
         s.paused_reason = Some("incident 7".into());
-        let e = explain(&t, &s, &[], tickwork::grains::Grains::ALL, ms("2026-12-02T09:00:00Z"));
+        let e = explain(&t, &s, &[], &QueueReads::default(), tickwork::grains::Grains::ALL, ms("2026-12-02T09:00:00Z"));
         let all = e.findings.join("\n");
         assert!(all.contains("suspended"), "{all}");
         assert!(all.contains("paused (incident 7)"), "{all}");
@@ -206,9 +307,61 @@ mod tests {
             &t,
             &state("UTC", Some("2026-11-28")),
             &[],
+            &QueueReads::default(),
             tickwork::grains::Grains::ALL,
             ms("2026-12-02T09:00:00Z"),
         );
         assert!(e.findings.iter().any(|f| f.contains("behind")), "{:?}", e.findings);
+    }
+
+    fn unit(id: &str, state: &str, visible: Option<&str>, failed: Option<&str>, finished: Option<&str>) -> TroubleUnit {
+        TroubleUnit {
+            id: id.into(),
+            kind: "sched".into(),
+            state: state.into(),
+            attempts: 2,
+            last_error: "boom".into(),
+            created_at_ms: ms("2026-12-02T08:00:00Z"),
+            visible_at_ms: visible.map(ms),
+            failed_at_ms: failed.map(ms),
+            finished_at_ms: finished.map(ms),
+        }
+    }
+
+    #[test]
+    fn units_that_went_wrong_are_counted_shown_and_found() {
+        let now = ms("2026-12-02T09:00:00Z");
+        let troubles = [
+            unit("r", "pending", Some("2026-12-02T09:00:40Z"), None, None),
+            unit("d", "dead", None, Some("2026-12-02T08:30:00Z"), None),
+            unit("ok", "done", None, None, Some("2026-12-02T08:10:00Z")),
+        ];
+        let mut findings = Vec::new();
+        let q = queue_view(&troubles, Some(ms("2026-12-02T08:59:30Z")), now, &mut findings);
+        assert_eq!((q.retrying, q.dead, q.recovered), (1, 1, 1));
+        assert_eq!(q.troubles.iter().map(|u| u.state.as_str()).collect::<Vec<_>>(), ["retrying", "dead", "recovered"]);
+        assert_eq!(q.troubles[0].retry_at.as_deref(), Some("2026-12-02T09:00:40Z"));
+        assert_eq!(q.troubles[1].ended_at.as_deref(), Some("2026-12-02T08:30:00Z"));
+        assert_eq!(q.last_recovered.as_deref(), Some("2026-12-02T08:10:00Z"));
+        assert_eq!((q.delivered_before.as_str(), q.oldest_ready_age_s), ("2026-12-02T08:59:30Z", 30));
+        let all = findings.join("\n");
+        assert!(all.contains("dead-lettered after 2 attempts (boom): `tickctl dead-letters retry d`"), "{all}");
+        assert!(all.contains("retries at 2026-12-02T09:00:40Z"), "{all}");
+        assert!(!all.contains("behind"), "30 s is not behind: {all}");
+    }
+
+    #[test]
+    fn an_empty_queue_delivered_everything_until_now_and_an_old_one_is_behind() {
+        let now = ms("2026-12-02T09:00:00Z");
+        let mut findings = Vec::new();
+        let q = queue_view(&[], None, now, &mut findings);
+        assert_eq!((q.delivered_before.as_str(), q.oldest_ready_age_s), ("2026-12-02T09:00:00Z", 0));
+        assert!(findings.is_empty() && q.troubles.is_empty() && q.last_recovered.is_none());
+        let q = queue_view(&[], Some(ms("2026-12-02T08:40:00Z")), now, &mut findings);
+        assert_eq!(q.oldest_ready_age_s, 1200);
+        assert!(findings[0].contains("waited 20 min: delivery is behind"), "{findings:?}");
+        let many: Vec<TroubleUnit> = (0..30).map(|i| unit(&format!("d{i}"), "dead", None, None, None)).collect();
+        let q = queue_view(&many, None, now, &mut Vec::new());
+        assert_eq!((q.dead, q.troubles.len()), (30, TROUBLES_SHOWN), "all counted, the newest shown");
     }
 }

@@ -1,5 +1,5 @@
 //! What `tenants.explain` answers: a tenant, the sweep's state as it bears on it, its calendar,
-//! its schedules with their coming fires, and plain findings. Types only; [`crate::explain`]
+//! its schedules with their coming fires, its units in the queue, and plain findings. Types only; [`crate::explain`]
 //! decides them.
 
 use schemars::JsonSchema;
@@ -9,6 +9,9 @@ use crate::views::{Fire, ScheduleView, TenantView};
 
 /// Coming fires shown per schedule.
 pub const NEXT_FIRES: usize = 3;
+
+/// A tenant's units that went wrong shown, newest first (all are counted).
+pub const TROUBLES_SHOWN: usize = 20;
 
 /// Everything about one tenant, and what it means.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
@@ -21,6 +24,8 @@ pub struct Explanation {
     pub calendar: CalendarView,
     /// Its schedules and timers, each with its coming fires.
     pub schedules: Vec<ScheduleNext>,
+    /// Its units in the queue.
+    pub queue: QueueView,
     /// Plain findings, most important first: why nothing would arrive, when something says so.
     pub findings: Vec<String>,
 }
@@ -74,4 +79,49 @@ pub struct ScheduleNext {
     pub schedule: ScheduleView,
     /// Its next fires (none while paused, or a fired timer's).
     pub next: Vec<Fire>,
+}
+
+/// A tenant's units in the queue, as the queue's keys can tell them (`tickwork::queue`'s
+/// `trouble` module says why it is this and not a record a unit).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct QueueView {
+    /// Its units waiting for a retry after a failure or a throttle.
+    pub retrying: usize,
+    /// Its units dead-lettered (`tickctl dead-letters retry ID` runs one again).
+    pub dead: usize,
+    /// Its units that went wrong and were handled after all, while their record lasts (the
+    /// queue's retention).
+    pub recovered: usize,
+    /// Those units, newest first, at most [`TROUBLES_SHOWN`].
+    pub troubles: Vec<TroubleView>,
+    /// The last time a unit of it that went wrong was handled after all (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_recovered: Option<String>,
+    /// Every unit of any tenant made ready before this instant (RFC 3339) has been taken from the
+    /// queue (handled, or running now), but for the ones above: the queue's oldest ready item,
+    /// or now when nothing waits. A fire or pulse due before it was delivered.
+    pub delivered_before: String,
+    /// How long the queue's oldest ready item has waited (seconds; 0 when nothing waits).
+    pub oldest_ready_age_s: i64,
+}
+
+/// One of a tenant's units that went wrong (an item of its units alone).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct TroubleView {
+    /// The queue item's id.
+    pub id: String,
+    /// `pulse`, `sched`, …
+    pub kind: String,
+    /// `retrying`, `running`, `dead` or `recovered`.
+    pub state: String,
+    /// Claims spent.
+    pub attempts: u32,
+    /// Why it went wrong.
+    pub last_error: String,
+    /// When its next try may start (RFC 3339), while retrying.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_at: Option<String>,
+    /// When it was dead-lettered or handled (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
 }

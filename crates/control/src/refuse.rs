@@ -63,6 +63,14 @@ pub fn db(e: DbError) -> Result<Refusal, StackError> {
     }
 }
 
+/// A queue read's error (`tenants.explain`): as [`db`]; an invalid item cannot come of a read.
+pub fn queue(e: tickwork::queue::QueueError) -> Result<Refusal, StackError> {
+    match e {
+        tickwork::queue::QueueError::Db(e) => db(e),
+        tickwork::queue::QueueError::Invalid(i) => Err(StackError::Setup(i.to_string())),
+    }
+}
+
 /// A tenant the library refused, classified by what the request gave: an unknown zone, an id
 /// over its limit, or another problem with the id or `owed_from`.
 pub fn tenant(e: &InvalidTenant, id: &str, zone: &str) -> Refusal {

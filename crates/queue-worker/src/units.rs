@@ -231,6 +231,10 @@ fn units_in(payload: &str, kind: &str) -> u64 {
     units_of(&Job::unclaimed("", kind, payload))
 }
 
+/// A failed remainder or the dead units of at most this many tenants are split one item a tenant
+/// ([`Batch::per_tenant`]): the settle's transaction stays far inside DynamoDB's 100 items.
+pub(crate) const TENANT_PARTS: usize = 8;
+
 /// A batch's settle, from how its units ended. Pure. The units to run again and the dead ones
 /// each regrouped as batches no larger than the batch limits (a subset regrouped per entry can
 /// outgrow the item it came from).
@@ -243,11 +247,19 @@ pub(crate) fn plan_batch(
     throttled_at: &dyn Fn(Option<u64>) -> tickwork::clock::Millis,
 ) -> (BatchSettle, UnitCounts) {
     let sorted = sort_ends(ends, total, last_attempt);
-    let parts = |keys: &BTreeSet<String>| -> Vec<String> {
+    // Failed and dead units of a few tenants leave as items of one tenant each, which the
+    // queue's trouble index finds by tenant (`tenants.explain`); most of a batch failing stays
+    // whole (one item to retry, not one a tenant).
+    let parts = |keys: &BTreeSet<String>, by_tenant: bool| -> Vec<String> {
         if keys.is_empty() {
             return Vec::new();
         }
-        b.subset(kind, |k| keys.contains(k)).split().iter().map(Batch::to_payload).collect()
+        let sub = b.subset(kind, |k| keys.contains(k));
+        let batches: Vec<Batch> = match by_tenant.then(|| sub.per_tenant(TENANT_PARTS)).flatten() {
+            Some(each) => each.into_iter().flat_map(Batch::split).collect(),
+            None => sub.split(),
+        };
+        batches.iter().map(Batch::to_payload).collect()
     };
     let mut counts = sorted.counts;
     counts.dead = sorted.dead.len() as u64;
@@ -257,12 +269,13 @@ pub(crate) fn plan_batch(
         Some(_) => sorted.left.iter().cloned().partition(|k| !sorted.unrun.contains(k)),
         None => (sorted.left.clone(), BTreeSet::new()),
     };
+    let failed = sorted.error.is_some();
     let plan = BatchSettle {
-        remaining: parts(&stay),
+        remaining: parts(&stay, failed),
         error: sorted.error,
-        dead: parts(&sorted.dead),
+        dead: parts(&sorted.dead, true),
         dead_why: sorted.dead_why.unwrap_or_default(),
-        fresh: parts(&fresh),
+        fresh: parts(&fresh, false),
         throttled: sorted.throttled.map(|(why, hint)| (why, throttled_at(hint))),
     };
     (plan, counts)
@@ -453,6 +466,39 @@ mod tests {
         let stopped = ends(&[("a", "done"), ("b", "not started")]);
         let (plan, _) = plan_batch(&b, "k", stopped, 4, false, &at);
         assert_eq!((tenants(&plan.remaining), plan.fresh.len()), (vec!["b".to_string()], 0), "a refund keeps them");
+    }
+
+    #[test]
+    fn failures_of_a_few_tenants_leave_one_item_a_tenant_and_of_many_one_item() {
+        let many: Vec<String> = (0..=TENANT_PARTS).map(|i| format!("t{i}")).collect();
+        let mut b = Batch::new(Default::default());
+        b.add(vec![entry(&[("window", "2026-11-29")])], many.clone());
+        let key = |t: &str| format!("k#{t}#2026-11-29");
+        let all_fail = |how: &str| -> Vec<(String, UnitEnd)> {
+            super::tests::ends(&many.iter().map(|t| (t.as_str(), how)).collect::<Vec<_>>())
+                .into_iter()
+                .map(|(k, e)| (key(&k), e))
+                .collect()
+        };
+        let sole = |p: &String| tickwork::queue::sole_tenant("k", p, None);
+        // One tenant more than the split takes: the remainder stays one item.
+        let (plan, _) = plan_batch(&b, "k", all_fail("retry"), many.len(), false, &|_| 0);
+        assert_eq!((plan.remaining.len(), sole(&plan.remaining[0])), (1, None));
+        // Two failing, one dead, the rest done: an item a tenant, each naming its tenant.
+        let mut ends = all_fail("done");
+        ends[0].1 = UnitEnd::Failed(HandlerError::Retry("boom".into()));
+        ends[3].1 = UnitEnd::Failed(HandlerError::Retry("boom".into()));
+        ends[5].1 = UnitEnd::Failed(HandlerError::Permanent("bad".into()));
+        let (plan, _) = plan_batch(&b, "k", ends, many.len(), false, &|_| 0);
+        let named = |v: &[String]| v.iter().map(sole).collect::<Vec<_>>();
+        assert_eq!(named(&plan.remaining), [Some("t0".to_string()), Some("t3".to_string())]);
+        assert_eq!(named(&plan.dead), [Some("t5".to_string())]);
+        // Stopped by the deadline alone: nothing went wrong, the rest stays one item.
+        let mut ends = all_fail("done");
+        ends[1].1 = UnitEnd::NotStarted;
+        ends[2].1 = UnitEnd::NotStarted;
+        let (plan, _) = plan_batch(&b, "k", ends, many.len(), false, &|_| 0);
+        assert_eq!(plan.remaining.len(), 1);
     }
 
     #[test]

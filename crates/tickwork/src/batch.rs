@@ -220,6 +220,35 @@ impl Batch {
             .collect()
     }
 
+    /// One batch per tenant, in the order tenants first appear, when the batch holds at most `max`
+    /// tenants; `None` past that. Why: a failed remainder or dead units split this way are items
+    /// of one tenant each, which the queue's trouble index finds by tenant
+    /// ([`crate::queue::sole_tenant`]); a batch most of whose tenants failed (a target down) stays
+    /// whole, as one item is cheaper to retry than many.
+    pub fn per_tenant(&self, max: usize) -> Option<Vec<Batch>> {
+        let mut tenants: Vec<&String> = Vec::new();
+        for t in self.sets.iter().flat_map(|s| s.tenants.iter()) {
+            if !tenants.contains(&t) {
+                if tenants.len() == max {
+                    return None;
+                }
+                tenants.push(t);
+            }
+        }
+        Some(
+            tenants
+                .into_iter()
+                .map(|t| {
+                    let mut b = Batch::new(self.common.clone());
+                    for set in self.sets.iter().filter(|s| s.tenants.contains(t)) {
+                        b.add_with(set.each.clone(), set.with.clone(), [t.clone()]);
+                    }
+                    b
+                })
+                .collect(),
+        )
+    }
+
     /// Units with distinct keys (a tenant listed twice in one set is one unit, run twice).
     pub fn distinct_units(&self, kind: &str) -> usize {
         self.units(kind).into_iter().map(|u| u.key).collect::<std::collections::HashSet<_>>().len()
@@ -294,6 +323,24 @@ mod tests {
         assert_eq!(Batch::of_job(&job(r#"{"tenant": "t1"}"#)), None);
         assert_eq!(Batch::of_job(&job("not json")), None);
         assert!(Batch::of_job(&job(r#"{"batch": {"sets": 7}}"#)).unwrap().is_err(), "says it is a batch, is not");
+    }
+
+    #[test]
+    fn a_batch_of_few_tenants_splits_one_a_tenant_with_every_unit_and_of_many_stays_whole() {
+        let mut b = Batch::new(entry(&[("zone", "UTC")]));
+        b.add(vec![entry(&[("grain", "day"), ("period", "2026-12-01")])], ["a".into(), "b".into()]);
+        b.add(vec![entry(&[("grain", "month"), ("period", "2026-11")])], ["b".into(), "c".into()]);
+        let parts = b.per_tenant(3).expect("three tenants");
+        let keys = |b: &Batch| b.units("pulse").into_iter().map(|u| u.key).collect::<Vec<_>>();
+        assert_eq!(parts.iter().map(|p| p.tenants()).collect::<Vec<_>>(), [1, 2, 1], "b has two sets");
+        assert_eq!(keys(&parts[1]), ["pulse#b#day#2026-12-01", "pulse#b#month#2026-11"]);
+        let mut all: Vec<String> = parts.iter().flat_map(keys).collect();
+        all.sort();
+        let mut whole = keys(&b);
+        whole.sort();
+        assert_eq!(all, whole, "every unit once");
+        assert!(parts.iter().all(|p| p.common == b.common));
+        assert_eq!(b.per_tenant(2), None, "more tenants than asked: stays whole");
     }
 
     #[test]

@@ -188,7 +188,8 @@ async fn explain(env: &Env, as_json: bool, id: &str) -> Result<i32> {
         tickwork::config::tenant_shards(env)?,
         pulse_sweep::config::job(env)?,
         policy(env)?,
-    );
+    )
+    .with_queue_shards(tickwork::queue::queue_shards(env)?);
     let e = match control::explain::run(&deps, id).await? {
         Ok(control::Outcome::Explain(e)) => e,
         Ok(_) => anyhow::bail!("tenants.explain answered something else"),

@@ -47,6 +47,26 @@ pub fn explanation(e: &Explanation) -> String {
             let _ = writeln!(s, "  next {} (due {})", f.occurrence, f.due);
         }
     }
+    let q = &e.queue;
+    let _ = writeln!(
+        s,
+        "queue: {} retrying, {} dead, {} recovered{}; delivered before {}{}",
+        q.retrying,
+        q.dead,
+        q.recovered,
+        q.last_recovered.as_deref().map(|t| format!(" (last {t})")).unwrap_or_default(),
+        q.delivered_before,
+        if q.oldest_ready_age_s > 0 {
+            format!(" (oldest ready waited {} s)", q.oldest_ready_age_s)
+        } else {
+            String::new()
+        },
+    );
+    for u in &q.troubles {
+        let when = u.retry_at.as_deref().or(u.ended_at.as_deref()).unwrap_or("-");
+        let _ =
+            writeln!(s, "  {:<9} {} {} {when} after {} attempts: {}", u.state, u.kind, u.id, u.attempts, u.last_error);
+    }
     for f in &e.findings {
         let _ = writeln!(s, "! {f}");
     }
@@ -56,7 +76,7 @@ pub fn explanation(e: &Explanation) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use control::explanation::{CalendarView, GrainPeriod, ScheduleNext, SweepView};
+    use control::explanation::{CalendarView, GrainPeriod, QueueView, ScheduleNext, SweepView, TroubleView};
     use control::views::{Fire, ScheduleView, TenantView};
 
     #[test]
@@ -95,6 +115,23 @@ mod tests {
                 },
                 next: vec![Fire { name: "call".into(), occurrence: "O".into(), instant: "I".into(), due: "D".into() }],
             }],
+            queue: QueueView {
+                retrying: 1,
+                dead: 0,
+                recovered: 2,
+                troubles: vec![TroubleView {
+                    id: "sched#x#rest#1#w#0".into(),
+                    kind: "sched".into(),
+                    state: "retrying".into(),
+                    attempts: 1,
+                    last_error: "boom".into(),
+                    retry_at: Some("R".into()),
+                    ended_at: None,
+                }],
+                last_recovered: Some("L".into()),
+                delivered_before: "B".into(),
+                oldest_ready_age_s: 12,
+            },
             findings: vec!["suspended: nothing is pulsed".into()],
         };
         let text = explanation(&e);
@@ -107,6 +144,8 @@ mod tests {
             "timer call `at 2026-12-24T09:00` PAUSED",
             "  payload {\"plan\":\"pro\"}",
             "  next O (due D)",
+            "queue: 1 retrying, 0 dead, 2 recovered (last L); delivered before B (oldest ready waited 12 s)",
+            "  retrying  sched sched#x#rest#1#w#0 R after 1 attempts: boom",
             "! suspended: nothing is pulsed",
         ] {
             assert!(text.contains(want), "missing {want:?} in\n{text}");

@@ -55,7 +55,7 @@
 //! ## Layout
 //! `schema` attributes and indexes; `config` settings; `item` what is enqueued; `store` the queue
 //! on its table: enqueue, poll, pause and reading an item (steps 1, 2 and 7); `claim` step 3;
-//! `settle` steps 4 to 6; `dead` the dead letters; `error` why a call failed. Every public item
+//! `settle` steps 4 to 6 (`transition` where each moves an item, pure); `dead` the dead letters; `trouble` a tenant's units that went wrong; `error` why a call failed. Every public item
 //! is re-exported here: `tickwork::queue::X` is the one path to it.
 
 mod claim;
@@ -66,6 +66,8 @@ mod item;
 mod schema;
 mod settle;
 mod store;
+mod transition;
+mod trouble;
 
 pub use claim::{Claim, Job};
 pub use config::{queue_shards, QueueConfig};
@@ -73,9 +75,10 @@ pub use dead::DeadLetter;
 pub use error::QueueError;
 pub use item::{enqueue_item, Enqueue, EnqueueCounts, InvalidItem, NewItem};
 pub use schema::{
-    fnv1a, pause_marker, queue_table, shard_key, shard_of, ATTEMPTS, CREATED_AT, DEAD_INDEX, DLQ, FAILED_AT, KIND,
-    LAST_ERROR, MAX_ID_BYTES, MAX_PAYLOAD_BYTES, OWNER, PAUSE_PREFIX, PAYLOAD, READY_INDEX, SHARD, STATE, SUSPECT,
-    TENANT, VISIBLE_AT,
+    fnv1a, pause_marker, queue_table, shard_key, shard_of, ATTEMPTS, CREATED_AT, DEAD_INDEX, DLQ, FAILED_AT,
+    FINISHED_AT, KIND, LAST_ERROR, MAX_ID_BYTES, MAX_PAYLOAD_BYTES, OWNER, PAUSE_PREFIX, PAYLOAD, READY_INDEX, SHARD,
+    STATE, SUSPECT, TENANT, TROUBLE, TROUBLE_INDEX, VISIBLE_AT,
 };
 pub use settle::{derived_id, BatchSettle, Settle, DEAD_PART, PART, REST};
 pub use store::{Candidate, Queue};
+pub use trouble::{sole_tenant, TroubleUnit};

@@ -33,10 +33,21 @@ pub const SUSPECT: &str = "suspect";
 pub const THROTTLES: &str = "throttles";
 /// Attribute: creation time (ms).
 pub const CREATED_AT: &str = "created_at";
+/// Attribute: the one tenant whose units an item holds, set when the item leaves its first path
+/// (a failure to retry, a throttle, a death, a dead letter) and kept on its done tombstone until
+/// that expires: the partition of [`TROUBLE_INDEX`], so `tenants.explain` finds a tenant's units
+/// that went wrong, and when they were handled after all, by key condition. Absent on the happy
+/// path (no index write there) and on an item of several tenants' units.
+pub const TROUBLE: &str = "trouble";
+/// Attribute: when the item was finished (ms), on its done tombstone.
+pub const FINISHED_AT: &str = "finished_at";
 /// Ready index name.
 pub const READY_INDEX: &str = "ready";
 /// Dead-letter index name.
 pub const DEAD_INDEX: &str = "dead";
+/// A tenant's units that went wrong, by tenant ([`TROUBLE`]): sparse, written only off the happy
+/// path.
+pub const TROUBLE_INDEX: &str = "trouble";
 
 pub(super) const PENDING: &str = "pending";
 pub(super) const CLAIMED: &str = "claimed";
@@ -71,6 +82,20 @@ pub fn queue_table() -> TableDef {
                 pk: s(DLQ),
                 sk: Some(n(FAILED_AT)),
                 projection: Projection::Include(vec![KIND.into(), TENANT.into(), ATTEMPTS.into(), LAST_ERROR.into()]),
+            },
+            GsiDef {
+                name: TROUBLE_INDEX,
+                pk: s(TROUBLE),
+                sk: Some(n(CREATED_AT)),
+                projection: Projection::Include(vec![
+                    KIND.into(),
+                    STATE.into(),
+                    ATTEMPTS.into(),
+                    LAST_ERROR.into(),
+                    VISIBLE_AT.into(),
+                    FAILED_AT.into(),
+                    FINISHED_AT.into(),
+                ]),
             },
         ],
         ttl: Some(TTL),

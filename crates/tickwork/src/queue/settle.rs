@@ -13,7 +13,9 @@ use crate::queue::error::QueueError;
 use crate::queue::item::NewItem;
 use crate::queue::schema::*;
 use crate::queue::store::Queue;
-use crate::schema::{av_n, av_s, PK, TTL};
+use crate::queue::transition::{batch_transition, Transition, MAX_ERROR_CHARS};
+use crate::queue::trouble::sole_tenant;
+use crate::schema::{av_n, av_s, PK};
 
 /// Outcome of finish, extend or fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,8 +64,9 @@ pub struct BatchSettle {
 /// An item a settle leaves behind.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Left {
-    /// To run: pending from `due_ms` (now when `None`; `suspect`: run alone).
-    Pending { suspect: bool, due_ms: Option<Millis> },
+    /// To run: pending from `due_ms` (now when `None`; `suspect`: run alone); `trouble`: it went
+    /// wrong (a failure, a throttle, a death), so it names its tenant in the [`TROUBLE_INDEX`].
+    Pending { suspect: bool, due_ms: Option<Millis>, trouble: bool },
     /// A dead letter, with why.
     Dead { why: String },
 }
@@ -96,7 +99,7 @@ const MINE: &str = "#owner = :owner AND #attempts = :gen AND #state = :claimed";
 /// transaction. The throttles are part of the claim's name: a throttle refunds the attempt, and the
 /// drain that gave the item back may claim it again itself (same owner, same attempt), so without
 /// them a late retry of the first claim's settle (its answer lost) would settle the second.
-fn mine_condition(job: &Job) -> crate::schema::ExprParts {
+pub(super) fn mine_condition(job: &Job) -> crate::schema::ExprParts {
     let names = vec![("#owner", OWNER), ("#attempts", ATTEMPTS), ("#state", STATE), ("#thr", THROTTLES)];
     let mut values = vec![(":owner", av_s(&job.owner)), (":gen", av_n(job.attempts)), (":claimed", av_s(CLAIMED))];
     let cond = match job.throttles {
@@ -135,7 +138,7 @@ impl Queue {
 
     /// Marks the job done (a tombstone out of the ready index), if still ours.
     pub async fn finish(&self, job: &Job) -> Result<Settle, QueueError> {
-        self.apply(job, &Transition::Done { ttl_s: self.done_ttl_s() }).await
+        self.apply(job, &Transition::Done { ttl_s: self.done_ttl_s(), now_ms: self.clock.now_ms() }).await
     }
 
     /// Applies a settle transition to our claimed item (one conditional UpdateItem).
@@ -173,8 +176,14 @@ impl Queue {
             return self.dead_letter(job, error).await;
         }
         let at = self.clock.now_ms() + self.cfg.backoff(job.attempts).as_millis() as i64;
-        let t =
-            Transition::Retry { at_ms: at, error: error.to_string(), payload: None, refund: false, throttled: false };
+        let t = Transition::Retry {
+            at_ms: at,
+            error: error.to_string(),
+            payload: None,
+            refund: false,
+            throttled: false,
+            trouble: job_tenant(job),
+        };
         self.apply(job, &t).await
     }
 
@@ -182,14 +191,26 @@ impl Queue {
     /// claim's attempt refunded and counted in [`THROTTLES`] instead (the worker decides when a
     /// throttle counts as a failure: [`Job::throttles`]).
     pub async fn throttled(&self, job: &Job, why: &str, at_ms: Millis) -> Result<Settle, QueueError> {
-        let t = Transition::Retry { at_ms, error: why.to_string(), payload: None, refund: true, throttled: true };
+        let t = Transition::Retry {
+            at_ms,
+            error: why.to_string(),
+            payload: None,
+            refund: true,
+            throttled: true,
+            trouble: job_tenant(job),
+        };
         self.apply(job, &t).await
     }
 
     /// Moves the job to the dead letters now (a permanent failure, or the last attempt).
     pub async fn dead_letter(&self, job: &Job, error: &str) -> Result<Settle, QueueError> {
-        self.apply(job, &Transition::Dead { now_ms: self.clock.now_ms(), error: error.to_string(), payload: None })
-            .await
+        let t = Transition::Dead {
+            now_ms: self.clock.now_ms(),
+            error: error.to_string(),
+            payload: None,
+            trouble: job_tenant(job),
+        };
+        self.apply(job, &t).await
     }
 
     /// Settles a batch ([`crate::batch`]) of which only some units completed, in one transaction
@@ -202,7 +223,7 @@ impl Queue {
     pub async fn settle_batch(&self, job: &Job, s: &BatchSettle) -> Result<Settle, QueueError> {
         let now = self.clock.now_ms();
         let t = batch_transition(
-            s.remaining.first().map(String::as_str),
+            s.remaining.first().map(|p| (p.as_str(), sole_tenant(&job.kind, p, job.tenant.as_deref()))),
             s.error.as_deref(),
             s.throttled.as_ref().map(|(why, at)| (why.as_str(), *at)),
             job.attempts >= self.cfg.max_attempts,
@@ -215,8 +236,11 @@ impl Queue {
             // Out of attempts: the further parts are as dead as the first.
             Transition::Dead { .. } => Left::Dead { why: s.error.clone().unwrap_or_default() },
             // The further parts of a retried remainder wait for its backoff as the item does.
-            Transition::Retry { at_ms, .. } => Left::Pending { suspect: false, due_ms: Some(*at_ms) },
-            Transition::Done { .. } => Left::Pending { suspect: false, due_ms: None },
+            Transition::Retry { at_ms, .. } => {
+                let trouble = s.error.is_some() || s.throttled.is_some();
+                Left::Pending { suspect: false, due_ms: Some(*at_ms), trouble }
+            }
+            Transition::Done { .. } => Left::Pending { suspect: false, due_ms: None, trouble: false },
         };
         let mut left: Vec<(&str, &str, Left)> = Vec::new();
         for p in s.remaining.iter().skip(1) {
@@ -224,7 +248,8 @@ impl Queue {
         }
         for p in &s.fresh {
             // Units a throttle stopped wait for it as the item does.
-            left.push((REST, p, Left::Pending { suspect: false, due_ms: s.throttled.as_ref().map(|t| t.1) }));
+            let due_ms = s.throttled.as_ref().map(|t| t.1);
+            left.push((REST, p, Left::Pending { suspect: false, due_ms, trouble: false }));
         }
         for p in &s.dead {
             left.push((DEAD_PART, p, Left::Dead { why: s.dead_why.clone() }));
@@ -237,9 +262,11 @@ impl Queue {
     /// transaction conditional on our claim. Parts are run alone, so the one that kills its worker
     /// again is found, split again, and at one unit dead-lettered after its attempts.
     pub async fn split(&self, job: &Job, parts: &[String]) -> Result<Settle, QueueError> {
-        let t = Transition::Done { ttl_s: self.done_ttl_s() };
-        let left: Vec<(&str, &str, Left)> =
-            parts.iter().map(|p| (PART, p.as_str(), Left::Pending { suspect: true, due_ms: None })).collect();
+        let t = Transition::Done { ttl_s: self.done_ttl_s(), now_ms: self.clock.now_ms() };
+        let left: Vec<(&str, &str, Left)> = parts
+            .iter()
+            .map(|p| (PART, p.as_str(), Left::Pending { suspect: true, due_ms: None, trouble: true }))
+            .collect();
         self.settle_with(job, &t, &left, Settle::Split { parts: parts.len() as u32 }).await
     }
 
@@ -264,8 +291,12 @@ impl Queue {
             // remainder), and inserted only if new: a settle retried after its answer was lost
             // writes the same ids, which the claim's condition then refuses as a whole.
             let id = derived_id(&job.id, tag, job.attempts, &claim_name(job), i);
-            let item = match what {
-                Left::Pending { suspect, due_ms } => {
+            let trouble = match what {
+                Left::Pending { trouble, .. } => *trouble,
+                Left::Dead { .. } => true,
+            };
+            let mut item = match what {
+                Left::Pending { suspect, due_ms, .. } => {
                     let new = NewItem {
                         id,
                         kind: job.kind.clone(),
@@ -298,6 +329,9 @@ impl Queue {
                     item
                 }
             };
+            if let Some(t) = sole_tenant(&job.kind, payload, job.tenant.as_deref()).filter(|_| trouble) {
+                item.insert(TROUBLE.to_string(), av_s(t));
+            }
             items.push(crate::schema::put_new_item(&self.table, item));
         }
         match self.db.transact_write(items).await {
@@ -339,113 +373,9 @@ impl Queue {
     }
 }
 
-/// Where a settle moves a claimed item. Pure: the update each makes is [`Transition::update`],
-/// written once for the single-item settles and the batch settle's transaction alike.
-#[derive(Debug, Clone, PartialEq)]
-enum Transition {
-    /// Done: a tombstone out of the ready index, its payload dropped, expiring at `ttl_s`.
-    Done { ttl_s: i64 },
-    /// Back to pending, visible at `at_ms`, with why; `payload` replaces the item's (a batch's
-    /// remaining units); `refund` takes back the claim's attempt (only the deadline or a throttle
-    /// stopped it); `throttled` counts the claim in [`THROTTLES`].
-    Retry { at_ms: Millis, error: String, payload: Option<String>, refund: bool, throttled: bool },
-    /// To the dead letters, with why; `payload` replaces the item's (a batch's remaining units).
-    Dead { now_ms: Millis, error: String, payload: Option<String> },
-}
-
-/// Errors kept on an item are cut to this many characters (an item is at most 400 KB).
-const MAX_ERROR_CHARS: usize = 2000;
-
-impl Transition {
-    fn outcome(&self) -> Settle {
-        match self {
-            Transition::Done { .. } => Settle::Settled,
-            Transition::Retry { at_ms, .. } => Settle::Retrying { at_ms: *at_ms },
-            Transition::Dead { .. } => Settle::DeadLettered,
-        }
-    }
-
-    /// The update expression, its names and its values (beside [`MINE`]'s, which the caller adds).
-    fn update(&self) -> crate::schema::ExprParts {
-        let cut = |e: &str| av_s(e.chars().take(MAX_ERROR_CHARS).collect::<String>());
-        match self {
-            Transition::Done { ttl_s } => (
-                "SET #state = :done, #ttl = :ttl REMOVE #shard, #vis, #payload".into(),
-                vec![("#ttl", TTL), ("#shard", SHARD), ("#vis", VISIBLE_AT), ("#payload", PAYLOAD)],
-                vec![(":done", av_s(DONE)), (":ttl", av_n(ttl_s))],
-            ),
-            Transition::Retry { at_ms, error, payload, refund, throttled } => {
-                let mut set = vec!["#state = :pending", "#vis = :at", "#err = :err"];
-                let mut names = vec![("#vis", VISIBLE_AT), ("#err", LAST_ERROR)];
-                let mut values = vec![(":pending", av_s(PENDING)), (":at", av_n(at_ms)), (":err", cut(error))];
-                if let Some(p) = payload {
-                    set.push("#payload = :p");
-                    names.push(("#payload", PAYLOAD));
-                    values.push((":p", av_s(p)));
-                }
-                if *refund {
-                    set.push("#attempts = #attempts - :one");
-                    values.push((":one", av_n(1)));
-                }
-                if *throttled {
-                    set.push("#throttles = if_not_exists(#throttles, :t0) + :t1");
-                    names.push(("#throttles", THROTTLES));
-                    values.push((":t0", av_n(0)));
-                    values.push((":t1", av_n(1)));
-                }
-                (format!("SET {} REMOVE #owner", set.join(", ")), names, values)
-            }
-            Transition::Dead { now_ms, error, payload } => {
-                let mut set = vec!["#state = :dead", "#dlq = :dlq", "#failed = :now", "#err = :err"];
-                let mut names = vec![("#dlq", DLQ), ("#failed", FAILED_AT), ("#err", LAST_ERROR), ("#shard", SHARD)];
-                let mut values = vec![
-                    (":dead", av_s(DEAD)),
-                    (":dlq", av_s(DLQ_PARTITION)),
-                    (":now", av_n(now_ms)),
-                    (":err", cut(error)),
-                ];
-                if let Some(p) = payload {
-                    set.push("#payload = :p");
-                    names.push(("#payload", PAYLOAD));
-                    values.push((":p", av_s(p)));
-                }
-                (format!("SET {} REMOVE #shard, #owner", set.join(", ")), names, values)
-            }
-        }
-    }
-}
-
-/// What a batch settle does ([`Queue::settle_batch`]): every unit done → done; units left after
-/// failures on the last attempt → the item is dead-lettered with them; failures with attempts
-/// left → retry the rest after the backoff (`backoff_at`); only the deadline stopped it → retry
-/// the rest now, the attempt refunded.
-#[allow(clippy::too_many_arguments)]
-fn batch_transition(
-    remaining: Option<&str>,
-    error: Option<&str>,
-    throttled: Option<(&str, Millis)>,
-    last_attempt: bool,
-    now: Millis,
-    backoff_at: Millis,
-    ttl_s: i64,
-) -> Transition {
-    let retry = |at_ms, error: &str, rest: &str, refund, throttled| Transition::Retry {
-        at_ms,
-        error: error.to_string(),
-        payload: Some(rest.to_string()),
-        refund,
-        throttled,
-    };
-    match (remaining, error, throttled) {
-        (None, _, _) => Transition::Done { ttl_s },
-        (Some(rest), Some(e), _) if last_attempt => {
-            Transition::Dead { now_ms: now, error: e.to_string(), payload: Some(rest.to_string()) }
-        }
-        // A failure spends the attempt; a throttle beside it only delays the retry.
-        (Some(rest), Some(e), t) => retry(backoff_at.max(t.map_or(0, |t| t.1)), e, rest, false, false),
-        (Some(rest), None, Some((why, at))) => retry(at, why, rest, true, true),
-        (Some(rest), None, None) => retry(now, "stopped by the deadline; the rest continues", rest, true, false),
-    }
+/// The one tenant of a job's units, for the trouble index ([`sole_tenant`]).
+fn job_tenant(job: &Job) -> Option<String> {
+    sole_tenant(&job.kind, &job.payload, job.tenant.as_deref())
 }
 
 fn settle(
@@ -456,61 +386,8 @@ fn settle(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
-
-    #[test]
-    fn a_batch_settles_done_retried_refunded_or_dead() {
-        let t =
-            |rest: Option<&str>, err: Option<&str>, last: bool| batch_transition(rest, err, None, last, 100, 900, 7);
-        assert_eq!(t(None, Some("x"), true), Transition::Done { ttl_s: 7 }, "every unit ran: done");
-        assert_eq!(
-            t(Some("r"), Some("boom"), false),
-            Transition::Retry {
-                at_ms: 900,
-                error: "boom".into(),
-                payload: Some("r".into()),
-                refund: false,
-                throttled: false
-            }
-        );
-        assert_eq!(
-            t(Some("r"), None, true),
-            Transition::Retry {
-                at_ms: 100,
-                error: "stopped by the deadline; the rest continues".into(),
-                payload: Some("r".into()),
-                refund: true,
-                throttled: false
-            },
-            "the deadline alone is no attempt, even the last"
-        );
-        assert_eq!(
-            t(Some("r"), Some("boom"), true),
-            Transition::Dead { now_ms: 100, error: "boom".into(), payload: Some("r".into()) }
-        );
-    }
-
-    #[test]
-    fn a_throttle_refunds_the_attempt_and_waits_but_a_failure_beside_it_spends_one() {
-        let t = |err: Option<&str>, last: bool| {
-            batch_transition(Some("r"), err, Some(("slow down", 5_000)), last, 100, 900, 7)
-        };
-        assert_eq!(
-            t(None, true),
-            Transition::Retry {
-                at_ms: 5_000,
-                error: "slow down".into(),
-                payload: Some("r".into()),
-                refund: true,
-                throttled: true
-            },
-            "even on the last attempt a throttle is no attempt"
-        );
-        let Transition::Retry { at_ms, refund, throttled, .. } = t(Some("boom"), false) else { panic!() };
-        assert_eq!((at_ms, refund, throttled), (5_000, false, false), "the later of the backoff and the throttle");
-        assert!(matches!(t(Some("boom"), true), Transition::Dead { .. }));
-    }
 
     #[test]
     fn derived_ids_are_unique_per_claim_and_fit_the_key_limit() {
@@ -523,7 +400,7 @@ mod tests {
         assert_ne!(d, derived_id(&"u".repeat(MAX_ID_BYTES), DEAD_PART, 1, "queue-worker-0123456789abcdef", 7));
     }
 
-    fn job() -> Job {
+    pub(in crate::queue) fn job() -> Job {
         Job {
             id: "j".into(),
             kind: "k".into(),
@@ -555,54 +432,5 @@ mod tests {
         }
         assert!(cond.ends_with("#thr = :thr") && values.len() == 4, "{cond}");
         assert_ne!(claim_name(&throttled), claim_name(&job()), "a claim after a throttle leaves other ids");
-    }
-
-    #[test]
-    fn every_transition_names_and_values_what_its_expression_uses() {
-        let long = "e".repeat(5000);
-        for t in [
-            Transition::Done { ttl_s: 1 },
-            Transition::Retry { at_ms: 1, error: long.clone(), payload: None, refund: false, throttled: false },
-            Transition::Retry {
-                at_ms: 1,
-                error: "e".into(),
-                payload: Some("p".into()),
-                refund: true,
-                throttled: false,
-            },
-            Transition::Retry { at_ms: 1, error: "e".into(), payload: None, refund: true, throttled: true },
-            Transition::Dead { now_ms: 1, error: long.clone(), payload: None },
-            Transition::Dead { now_ms: 1, error: "e".into(), payload: Some("p".into()) },
-        ] {
-            let (expr, names, values) = t.update();
-            // DynamoDB refuses a name or value given and unused, and one used and not given; the
-            // caller adds the claim condition's own (`mine_condition`: #owner, #attempts, #state).
-            let (_, mine_names, _) = mine_condition(&job());
-            let given_n: Vec<&str> = names.iter().map(|(k, _)| *k).chain(mine_names.iter().map(|(k, _)| *k)).collect();
-            let given_v: Vec<&str> = values.iter().map(|(k, _)| *k).collect();
-            let used = |sigil: char| -> Vec<String> {
-                expr.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == sigil))
-                    .filter(|w| w.starts_with(sigil))
-                    .map(str::to_string)
-                    .collect()
-            };
-            for n in used('#') {
-                assert!(given_n.contains(&n.as_str()), "{t:?}: {n} used, not named");
-            }
-            for n in &names {
-                assert!(expr.contains(n.0), "{t:?}: {} named, not used", n.0);
-            }
-            for v in used(':') {
-                assert!(given_v.contains(&v.as_str()), "{t:?}: {v} used, not given");
-            }
-            for v in &given_v {
-                assert!(expr.contains(v), "{t:?}: {v} given, not used");
-            }
-            for (k, v) in &values {
-                if *k == ":err" {
-                    assert!(v.as_s().unwrap().chars().count() <= MAX_ERROR_CHARS);
-                }
-            }
-        }
     }
 }
