@@ -364,6 +364,59 @@ fn make_targets() -> (BTreeSet<String>, Vec<String>) {
     (targets, patterns)
 }
 
+/// The sections `make bench BENCH=…` takes: the bench's own list (`SECTIONS` in its `main.rs`,
+/// which refuses any other).
+fn bench_sections() -> BTreeSet<String> {
+    let src = read("crates/bench/src/main.rs");
+    let at = src.find("pub const SECTIONS").expect("the bench's SECTIONS");
+    let list = src[at..].split_once("=").expect("a list").1.split_once("];").expect("its end").0;
+    let out: BTreeSet<String> = list.split('"').skip(1).step_by(2).map(str::to_string).collect();
+    assert!(out.contains("burst") && out.contains("scale"), "{out:?}");
+    out
+}
+
+/// What is wrong with the words of a `make` command after `make` (up to a shell separator), when
+/// anything is: each is a target (or a pattern's) or a `VAR=value`, and `BENCH` names the bench's
+/// sections. Why: a page headed `make bench scale` (make then builds a target `scale`, which does
+/// not exist) where the command is `make bench BENCH=scale`. Pure.
+fn make_arguments_problem(
+    words: &[&str],
+    targets: &BTreeSet<String>,
+    patterns: &[String],
+    bench: &BTreeSet<String>,
+) -> Option<String> {
+    for w in words.iter().take_while(|w| !matches!(**w, "#" | "&&" | "||" | ";" | "|" | ">" | "2>&1" | "…")) {
+        if let Some((var, value)) = w.split_once('=') {
+            // A placeholder (`BENCH=<section>`) stands for any.
+            let placeholder = value.starts_with('<') || value.contains('$');
+            if var == "BENCH" && !placeholder && !value.split(',').all(|v| bench.contains(v)) {
+                return Some(format!("`{w}` names no bench section (they are {bench:?})"));
+            }
+            continue;
+        }
+        if !(targets.contains(*w) || patterns.iter().any(|p| w.starts_with(p.as_str()))) {
+            return Some(format!("`{w}` after `make` is no target of the Makefile (a setting is `NAME=value`)"));
+        }
+    }
+    None
+}
+
+#[test]
+fn a_make_command_with_a_word_that_is_no_target_or_a_bench_section_that_is_none_is_named() {
+    let targets: BTreeSet<String> = ["bench", "test", "chaos"].map(String::from).into();
+    let bench: BTreeSet<String> = ["scale", "burst"].map(String::from).into();
+    let check = |cmd: &str| {
+        let words: Vec<&str> = cmd.split_whitespace().collect();
+        make_arguments_problem(&words, &targets, &["invoke-".to_string()], &bench)
+    };
+    assert_eq!(check("bench BENCH=scale"), None);
+    assert_eq!(check("chaos SEED=39"), None);
+    assert_eq!(check("bench BENCH=<section>"), None, "a placeholder");
+    assert_eq!(check("test # then"), None);
+    assert!(check("bench scale").unwrap().contains("`scale` after `make` is no target"), "the drifted heading");
+    assert!(check("bench BENCH=scales").unwrap().contains("no bench section"));
+}
+
 /// The subcommands `tickctl <path> --help` lists.
 fn subcommands(path: &[&str]) -> Option<BTreeSet<String>> {
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_tickctl-cli")).args(path).arg("--help").output().unwrap();
@@ -386,6 +439,7 @@ fn subcommands(path: &[&str]) -> Option<BTreeSet<String>> {
 #[test]
 fn every_make_target_and_tickctl_command_a_page_names_exists() {
     let (targets, patterns) = make_targets();
+    let bench = bench_sections();
     assert!(targets.contains("test") && targets.contains("run"), "{targets:?}");
     let top = subcommands(&[]).expect("tickctl --help");
     let mut checked = 0;
@@ -398,6 +452,9 @@ fn every_make_target_and_tickctl_command_a_page_names_exists() {
                 if *w == "make" && next.starts_with(|c: char| c.is_ascii_lowercase()) && !next.contains('=') {
                     let known = targets.contains(next) || patterns.iter().any(|p| next.starts_with(p.as_str()));
                     assert!(known, "{page}: `make {next}` is no target of the Makefile");
+                    if let Some(problem) = make_arguments_problem(&words[i + 1..], &targets, &patterns, &bench) {
+                        panic!("{page}: `{span}`: {problem}");
+                    }
                     checked += 1;
                 }
                 if *w == "tickctl" || w.ends_with("/tickctl") {

@@ -628,6 +628,43 @@ fn the_metrics_and_alarms_counted_are_the_stacks() {
     assert_none("counts", counts(&all_pages(), metrics, alarms, throttle));
 }
 
+/// The names a page's alarm list gives (the bullet that opens `**<N> alarms**:`), against the
+/// alarms the template deploys at its defaults: each deployed alarm named, none named that it
+/// lacks. Why: the operations page listed its alarms without `QueueLagAlarm`, and a count that
+/// agrees says nothing of the names. Pure.
+fn alarm_list(pages: &[Page], deployed: &BTreeSet<String>) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (page, text) in pages {
+        let mut lines = text.lines().skip_while(|l| !(l.starts_with("- **") && l.contains(" alarms**:")));
+        let Some(first) = lines.next() else { continue };
+        let mut list = first.to_string();
+        list.extend(lines.take_while(|l| l.starts_with("  ")).map(|l| format!(" {l}")));
+        // Up to the throttle alarms, which a parameter adds.
+        let list = list.split("With `ThrottleAlarms").next().unwrap_or_default();
+        let named: BTreeSet<String> =
+            list.split('`').skip(1).step_by(2).filter(|n| n.ends_with("Alarm")).map(str::to_string).collect();
+        for missing in deployed.difference(&named) {
+            problems.push(format!("{page}: its alarm list leaves out `{missing}`"));
+        }
+        for extra in named.difference(deployed) {
+            problems.push(format!("{page}: its alarm list names `{extra}`, which the template does not deploy"));
+        }
+    }
+    problems
+}
+
+#[test]
+fn the_alarm_list_names_every_alarm_the_stack_deploys() {
+    let deployed = crate::idle_day::deployed_resources(&[], "AWS::CloudWatch::Alarm");
+    assert!(deployed.contains("QueueLagAlarm"), "{deployed:?}");
+    let listed: Vec<String> = deployed.iter().filter(|a| *a != "QueueLagAlarm").map(|a| format!("`{a}`")).collect();
+    let drifted = one("docs/operations.md", &format!("- **Thirteen alarms**: {}.\n", listed.join(", ")));
+    assert_eq!(alarm_list(&drifted, &deployed), ["docs/operations.md: its alarm list leaves out `QueueLagAlarm`"]);
+    let pages = all_pages();
+    assert!(pages.iter().any(|(_, t)| t.contains(" alarms**:")), "the operations page lists its alarms");
+    assert_none("alarm list", alarm_list(&pages, &deployed));
+}
+
 #[test]
 fn every_page_routes_the_same_kinds_to_a_function_target() {
     let mut drifted = one("README.md", "add `FunctionTargetKinds=pulse` to it\n");

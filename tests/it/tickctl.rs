@@ -41,6 +41,30 @@ async fn provision_status_pause_and_dead_letters() {
     let ready: u64 = status["ready_by_shard"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
     assert_eq!(ready, 1, "ok-1 is ready, bad-1 is dead");
 
+    // The release the stack runs and the time zone database it decides with (a government's rule
+    // change reaches a stack only with a release carrying a newer one: docs/operations.md).
+    assert_eq!(status["tickctl_version"], tickwork::release::VERSION);
+    assert_eq!(status["tzdb"], tickwork::release::tzdb());
+    assert!(status["stack_version"].is_null(), "no Version output read: none claimed");
+    let told =
+        Env::from_pairs([("TICKWORK_TABLE_PREFIX", prefix.as_str()), ("TICKWORK_STACK_VERSION", "0.1.0+tzdb.2026f")]);
+    let status = serde_json::to_value(tickctl::status(&base, &told).await.unwrap()).unwrap();
+    assert_eq!(status["stack_version"], "0.1.0+tzdb.2026f");
+    let text = crate::binary::ok(
+        &crate::binary::tickctl_command(&local, &prefix)
+            .env("TICKWORK_STACK_VERSION", "0.1.0+tzdb.2026f")
+            .arg("status")
+            .output()
+            .unwrap(),
+    );
+    let first = text.lines().next().unwrap_or_default();
+    let want = format!(
+        "stack release 0.1.0+tzdb.2026f (tickctl {}), time zone database {}",
+        tickwork::release::VERSION,
+        tickwork::release::tzdb()
+    );
+    assert!(first.starts_with(&want), "{first}");
+
     marks.set_paused("pulse-sweep", false, None).await.unwrap();
     assert!(q.retry_dead("bad-1").await.unwrap());
     assert!(!q.retry_dead("bad-1").await.unwrap(), "only dead letters can be retried");

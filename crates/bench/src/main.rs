@@ -24,9 +24,18 @@ use tickwork::retry::{work_client, RetryPolicy};
 use tickwork::schema::{self, av_n, key};
 use tickwork::Db;
 
+/// The sections `make bench BENCH=<section>` runs (all of them without one); the docs name no
+/// other (`tests/it/docs.rs` reads this list).
+pub const SECTIONS: [&str; 9] =
+    ["bill", "pulse", "archive", "queue", "startup", "scale", "delivery", "burst", "control"];
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 4)]
 async fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // A section misspelt ran nothing and said nothing.
+    if let Some(bad) = args.iter().find(|a| !SECTIONS.contains(&a.as_str())) {
+        anyhow::bail!("no bench section `{bad}`: the sections are {}", SECTIONS.join(", "));
+    }
     let all = args.is_empty();
     if all || args.iter().any(|a| a == "bill") {
         bill::run("docs/bill.svg")?;

@@ -6,7 +6,7 @@
 //! [`explain`] decides the answer from those reads with no I/O; [`run`] makes the reads.
 
 use tickwork::calendar::{self, Period};
-use tickwork::queue::TroubleUnit;
+use tickwork::queue::{TroubleUnit, Troubles};
 use tickwork::schedules::Schedule;
 use tickwork::tenants::{Position, Tenant};
 use tickwork::watermark::WatermarkState;
@@ -25,14 +25,11 @@ fn rfc3339(ms: i64) -> String {
 /// The queue's oldest ready item older than this is a finding: delivery is behind.
 const BEHIND_S: i64 = 300;
 
-/// What the queue holds of a tenant's: its units that went wrong (`troubles`, newest first) and
-/// the queue's oldest ready instant, at `now_ms`, with findings. Pure.
-pub fn queue_view(
-    troubles: &[TroubleUnit],
-    oldest_ready: Option<i64>,
-    now_ms: i64,
-    findings: &mut Vec<String>,
-) -> QueueView {
+/// What the queue holds of a tenant's: its units that went wrong (`q.troubles`, newest first),
+/// the items of several tenants' units still retrying or dead (`q.shared`: the tenant's may be
+/// among them) and the queue's oldest ready instant, at `now_ms`, with findings. Pure.
+pub fn queue_view(q: &QueueReads, now_ms: i64, findings: &mut Vec<String>) -> QueueView {
+    let troubles = &q.troubles.units[..];
     fn state(u: &TroubleUnit) -> &str {
         match u.state.as_str() {
             "pending" => "retrying",
@@ -57,7 +54,19 @@ pub fn queue_view(
             u.last_error
         ));
     }
-    let age_s = oldest_ready.map_or(0, |o| (now_ms - o).max(0) / 1000);
+    let live = |u: &&TroubleUnit| u.state == "pending" || u.state == "claimed";
+    let shared_retrying = q.shared.units.iter().filter(live).count();
+    let shared_dead = q.shared.units.iter().filter(|u| u.state == "dead").count();
+    if shared_retrying + shared_dead > 0 {
+        findings.push(format!(
+            "{shared_retrying} items of several tenants' units are retrying and {shared_dead} dead (a target failing for many tenants): a unit of it may be among them (`tickctl dead-letters` lists whose)"
+        ));
+    }
+    // Everything made ready before the oldest ready item has left the ready queue, and before
+    // the oldest shared item still retrying, which holds units of tenants not named.
+    let oldest_shared = q.shared.units.iter().filter(live).map(|u| u.created_at_ms).min();
+    let waiting = [q.oldest_ready, oldest_shared].into_iter().flatten().min();
+    let age_s = q.oldest_ready.map_or(0, |o| (now_ms - o).max(0) / 1000);
     if age_s > BEHIND_S {
         findings.push(format!(
             "the queue's oldest ready work has waited {} min: delivery is behind for every tenant (runbook: QueueLagAlarm)",
@@ -82,8 +91,11 @@ pub fn queue_view(
             })
             .collect(),
         last_recovered: troubles.iter().filter_map(|u| u.finished_at_ms).max().map(rfc3339),
-        delivered_before: rfc3339(oldest_ready.map_or(now_ms, |o| o.min(now_ms))),
+        delivered_before: rfc3339(waiting.map_or(now_ms, |o| o.min(now_ms))),
         oldest_ready_age_s: age_s,
+        shared_retrying,
+        shared_dead,
+        more: q.troubles.more || q.shared.more,
     }
 }
 
@@ -91,7 +103,9 @@ pub fn queue_view(
 #[derive(Debug, Clone, Default)]
 pub struct QueueReads {
     /// Its units that went wrong, newest first.
-    pub troubles: Vec<TroubleUnit>,
+    pub troubles: Troubles,
+    /// Items of several tenants' units still retrying or dead, newest first.
+    pub shared: Troubles,
     /// The queue's oldest ready instant.
     pub oldest_ready: Option<i64>,
 }
@@ -186,7 +200,7 @@ pub fn explain(
             ScheduleNext { schedule: crate::schedules::view(s), next }
         })
         .collect();
-    let queue = queue_view(&queue.troubles, queue.oldest_ready, now_ms, &mut findings);
+    let queue = queue_view(queue, now_ms, &mut findings);
     Explanation {
         tenant: crate::tenants::view(t),
         sweep: SweepView {
@@ -221,6 +235,7 @@ pub async fn run(deps: &Deps, id: &str) -> Ran {
     let reads = async {
         Ok::<_, tickwork::queue::QueueError>(QueueReads {
             troubles: deps.queue.troubles(id).await?,
+            shared: deps.queue.troubles(tickwork::queue::SEVERAL).await?,
             oldest_ready: deps.queue.oldest_ready().await?,
         })
     };
@@ -337,7 +352,12 @@ mod tests {
             unit("ok", "done", None, None, Some("2026-12-02T08:10:00Z")),
         ];
         let mut findings = Vec::new();
-        let q = queue_view(&troubles, Some(ms("2026-12-02T08:59:30Z")), now, &mut findings);
+        let reads = QueueReads {
+            troubles: Troubles { units: troubles.to_vec(), more: false },
+            oldest_ready: Some(ms("2026-12-02T08:59:30Z")),
+            ..Default::default()
+        };
+        let q = queue_view(&reads, now, &mut findings);
         assert_eq!((q.retrying, q.dead, q.recovered), (1, 1, 1));
         assert_eq!(q.troubles.iter().map(|u| u.state.as_str()).collect::<Vec<_>>(), ["retrying", "dead", "recovered"]);
         assert_eq!(q.troubles[0].retry_at.as_deref(), Some("2026-12-02T09:00:40Z"));
@@ -354,14 +374,38 @@ mod tests {
     fn an_empty_queue_delivered_everything_until_now_and_an_old_one_is_behind() {
         let now = ms("2026-12-02T09:00:00Z");
         let mut findings = Vec::new();
-        let q = queue_view(&[], None, now, &mut findings);
+        let q = queue_view(&QueueReads::default(), now, &mut findings);
         assert_eq!((q.delivered_before.as_str(), q.oldest_ready_age_s), ("2026-12-02T09:00:00Z", 0));
         assert!(findings.is_empty() && q.troubles.is_empty() && q.last_recovered.is_none());
-        let q = queue_view(&[], Some(ms("2026-12-02T08:40:00Z")), now, &mut findings);
+        let old = QueueReads { oldest_ready: Some(ms("2026-12-02T08:40:00Z")), ..Default::default() };
+        let q = queue_view(&old, now, &mut findings);
         assert_eq!(q.oldest_ready_age_s, 1200);
         assert!(findings[0].contains("waited 20 min: delivery is behind"), "{findings:?}");
         let many: Vec<TroubleUnit> = (0..30).map(|i| unit(&format!("d{i}"), "dead", None, None, None)).collect();
-        let q = queue_view(&many, None, now, &mut Vec::new());
-        assert_eq!((q.dead, q.troubles.len()), (30, TROUBLES_SHOWN), "all counted, the newest shown");
+        let reads = QueueReads { troubles: Troubles { units: many, more: true }, ..Default::default() };
+        let q = queue_view(&reads, now, &mut Vec::new());
+        assert_eq!(
+            (q.dead, q.troubles.len(), q.more),
+            (30, TROUBLES_SHOWN, true),
+            "all read counted, the newest shown"
+        );
+    }
+
+    #[test]
+    fn items_of_several_tenants_retrying_hold_back_what_is_delivered_and_are_a_finding() {
+        let now = ms("2026-12-02T09:00:00Z");
+        let mut retrying = unit("s1", "pending", Some("2026-12-02T09:01:00Z"), None, None);
+        retrying.created_at_ms = ms("2026-12-02T08:00:00Z");
+        let dead = unit("s2", "dead", None, Some("2026-12-02T08:30:00Z"), None);
+        let reads = QueueReads {
+            shared: Troubles { units: vec![retrying, dead], more: false },
+            oldest_ready: Some(ms("2026-12-02T08:59:00Z")),
+            ..Default::default()
+        };
+        let mut findings = Vec::new();
+        let q = queue_view(&reads, now, &mut findings);
+        assert_eq!((q.shared_retrying, q.shared_dead), (1, 1));
+        assert_eq!(q.delivered_before, "2026-12-02T08:00:00Z", "the retrying item's units were made before it");
+        assert!(findings[0].starts_with("1 items of several tenants' units are retrying and 1 dead"), "{findings:?}");
     }
 }

@@ -453,6 +453,7 @@ mod tests {
             died,
             suspect,
             throttles: 0,
+            trouble: None,
         }
     }
 

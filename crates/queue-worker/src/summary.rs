@@ -203,6 +203,7 @@ mod tests {
             died: false,
             suspect: false,
             throttles: 0,
+            trouble: None,
         }
     }
 

@@ -480,10 +480,11 @@ mod tests {
                 .map(|(k, e)| (key(&k), e))
                 .collect()
         };
-        let sole = |p: &String| tickwork::queue::sole_tenant("k", p, None);
+        let sole = |p: &String| tickwork::queue::trouble_of(p, None);
         // One tenant more than the split takes: the remainder stays one item.
         let (plan, _) = plan_batch(&b, "k", all_fail("retry"), many.len(), false, &|_| 0);
-        assert_eq!((plan.remaining.len(), sole(&plan.remaining[0])), (1, None));
+        let several = Some(tickwork::queue::SEVERAL.to_string());
+        assert_eq!((plan.remaining.len(), sole(&plan.remaining[0])), (1, several), "in the shared partition");
         // Two failing, one dead, the rest done: an item a tenant, each naming its tenant.
         let mut ends = all_fail("done");
         ends[0].1 = UnitEnd::Failed(HandlerError::Retry("boom".into()));

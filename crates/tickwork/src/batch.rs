@@ -19,8 +19,6 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::queue::Job;
-
 /// Payloads above this are split into several batches (the queue's payload limit is 256 KB; a
 /// claim and a finish are billed on the item's size, so a smaller item retries cheaper too).
 pub const MAX_BATCH_BYTES: usize = 128 * 1024;
@@ -39,6 +37,15 @@ pub struct UnitSet {
     pub with: Map<String, Value>,
     /// Tenant ids.
     pub tenants: Vec<String>,
+}
+
+/// What carries a batch: a claimed job, read by [`Batch::of_job`] (a trait, so that the batch
+/// does not depend on the queue that carries it).
+pub trait Carrier {
+    /// The item's id.
+    fn id(&self) -> &str;
+    /// The item's payload.
+    fn payload(&self) -> &str;
 }
 
 /// A batch of units.
@@ -118,8 +125,13 @@ impl Batch {
     ///
     /// A batch payload is a JSON object whose one key is `batch` (whatever the spacing or key
     /// order of the text); a single job's payload with other keys beside a `batch` is not one.
-    pub fn of_job(job: &Job) -> Option<Result<Batch, String>> {
-        let Ok(Value::Object(mut top)) = serde_json::from_str::<Value>(&job.payload) else {
+    pub fn of_job(job: &impl Carrier) -> Option<Result<Batch, String>> {
+        Self::of_payload(job.id(), job.payload())
+    }
+
+    /// [`Batch::of_job`] from an item's id and payload as stored.
+    pub fn of_payload(id: &str, payload: &str) -> Option<Result<Batch, String>> {
+        let Ok(Value::Object(mut top)) = serde_json::from_str::<Value>(payload) else {
             return None;
         };
         if top.len() != 1 || !top.contains_key("batch") {
@@ -127,8 +139,7 @@ impl Batch {
         }
         let inner = top.remove("batch").unwrap_or_default();
         Some(
-            serde_json::from_value::<Batch>(inner)
-                .map_err(|e| format!("batch payload of `{}` does not decode: {e}", job.id)),
+            serde_json::from_value::<Batch>(inner).map_err(|e| format!("batch payload of `{id}` does not decode: {e}")),
         )
     }
 
@@ -223,7 +234,7 @@ impl Batch {
     /// One batch per tenant, in the order tenants first appear, when the batch holds at most `max`
     /// tenants; `None` past that. Why: a failed remainder or dead units split this way are items
     /// of one tenant each, which the queue's trouble index finds by tenant
-    /// ([`crate::queue::sole_tenant`]); a batch most of whose tenants failed (a target down) stays
+    /// ([`crate::queue::trouble_of`]); a batch most of whose tenants failed (a target down) stays
     /// whole, as one item is cheaper to retry than many.
     pub fn per_tenant(&self, max: usize) -> Option<Vec<Batch>> {
         let mut tenants: Vec<&String> = Vec::new();
@@ -296,6 +307,7 @@ impl Batch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::queue::Job;
 
     fn entry(pairs: &[(&str, &str)]) -> Map<String, Value> {
         pairs.iter().map(|(k, v)| (k.to_string(), Value::String(v.to_string()))).collect()
@@ -314,6 +326,7 @@ mod tests {
             died: false,
             suspect: false,
             throttles: 0,
+            trouble: None,
         };
         let b = pulses();
         let spaced = format!("{{ \"batch\" : {} }}", serde_json::to_string(&b).unwrap());
@@ -408,6 +421,7 @@ mod tests {
             died: false,
             suspect: false,
             throttles: 0,
+            trouble: None,
         };
         assert_eq!(Batch::of_job(&job), Some(Ok(b)));
         let single = Job { payload: r#"{"tenant":"t1"}"#.into(), ..job.clone() };

@@ -50,7 +50,8 @@ pub fn explanation(e: &Explanation) -> String {
     let q = &e.queue;
     let _ = writeln!(
         s,
-        "queue: {} retrying, {} dead, {} recovered{}; delivered before {}{}",
+        "queue: {}{} retrying, {} dead, {} recovered{}; delivered before {}{}",
+        if q.more { "at least " } else { "" },
         q.retrying,
         q.dead,
         q.recovered,
@@ -62,6 +63,9 @@ pub fn explanation(e: &Explanation) -> String {
             String::new()
         },
     );
+    if q.shared_retrying + q.shared_dead > 0 {
+        let _ = writeln!(s, "  and items of several tenants: {} retrying, {} dead", q.shared_retrying, q.shared_dead);
+    }
     for u in &q.troubles {
         let when = u.retry_at.as_deref().or(u.ended_at.as_deref()).unwrap_or("-");
         let _ =
@@ -131,6 +135,9 @@ mod tests {
                 last_recovered: Some("L".into()),
                 delivered_before: "B".into(),
                 oldest_ready_age_s: 12,
+                shared_retrying: 2,
+                shared_dead: 0,
+                more: false,
             },
             findings: vec!["suspended: nothing is pulsed".into()],
         };
@@ -145,6 +152,7 @@ mod tests {
             "  payload {\"plan\":\"pro\"}",
             "  next O (due D)",
             "queue: 1 retrying, 0 dead, 2 recovered (last L); delivered before B (oldest ready waited 12 s)",
+            "  and items of several tenants: 2 retrying, 0 dead",
             "  retrying  sched sched#x#rest#1#w#0 R after 1 attempts: boom",
             "! suspended: nothing is pulsed",
         ] {

@@ -37,6 +37,17 @@ pub struct Job {
     pub suspect: bool,
     /// Claims given back because the handler's target throttled ([`THROTTLES`]), refunded.
     pub throttles: u32,
+    /// What the trouble index names it under ([`TROUBLE`]), as claimed: its tenant, or [`SEVERAL`].
+    pub trouble: Option<String>,
+}
+
+impl crate::batch::Carrier for Job {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn payload(&self) -> &str {
+        &self.payload
+    }
 }
 
 impl Job {
@@ -54,6 +65,7 @@ impl Job {
             died: false,
             suspect: false,
             throttles: 0,
+            trouble: None,
         }
     }
 }
@@ -112,7 +124,7 @@ impl Queue {
                     Refused::Ours { until: at } => {
                         Ok(Claim::Claimed(job_of(id, owner, at.unwrap_or(until), &item, false)))
                     }
-                    Refused::Exhausted { attempts } => self.bury(id, attempts).await,
+                    Refused::Exhausted { attempts } => self.bury(id, attempts, &item).await,
                     Refused::Expired { owner: prev, attempts } => self.reclaim(id, owner, &prev, attempts).await,
                     Refused::Taken => Ok(Claim::Taken),
                 }
@@ -160,7 +172,7 @@ impl Queue {
                     Refused::Ours { until: at } => {
                         Ok(Claim::Claimed(job_of(id, owner, at.unwrap_or(until), &item, true)))
                     }
-                    Refused::Exhausted { attempts } => self.bury(id, attempts).await,
+                    Refused::Exhausted { attempts } => self.bury(id, attempts, &item).await,
                     Refused::Expired { .. } | Refused::Taken => Ok(Claim::Taken),
                 }
             }
@@ -169,17 +181,22 @@ impl Queue {
     }
 
     /// Dead-letters an item whose claims are exhausted, if it still is (another worker may have
-    /// buried it first).
-    async fn bury(&self, id: &str, attempts: u32) -> Result<Claim, QueueError> {
+    /// buried it first); `stood`, the item as the refused claim read it, names it in the trouble
+    /// index.
+    async fn bury(&self, id: &str, attempts: u32, stood: &Item) -> Result<Claim, QueueError> {
         let now = self.clock.now_ms();
         let msg = format!("claimed {attempts} times and never settled: its handler died with its worker each time (a panic, a timeout or out of memory)");
-        let req = self
+        let who = crate::queue::trouble_of(get_s(stood, PAYLOAD).unwrap_or_default(), get_s(stood, TENANT));
+        let set_who = if who.is_some() { ", #trouble = :who" } else { "" };
+        let mut req = self
             .db
             .client()
             .update_item()
             .table_name(&self.table)
             .key(PK, av_s(id))
-            .update_expression("SET #state = :dead, #dlq = :dlq, #failed = :now, #err = :err REMOVE #shard, #owner")
+            .update_expression(format!(
+                "SET #state = :dead, #dlq = :dlq, #failed = :now, #err = :err{set_who} REMOVE #shard, #owner"
+            ))
             .condition_expression("attribute_exists(#shard) AND #vis <= :now AND #attempts >= :max")
             .expression_attribute_names("#state", STATE)
             .expression_attribute_names("#dlq", DLQ)
@@ -195,6 +212,9 @@ impl Queue {
             .expression_attribute_values(":err", av_s(msg))
             .expression_attribute_values(":max", av_n(self.cfg.max_attempts))
             .return_values(ReturnValue::AllNew);
+        if let Some(w) = who {
+            req = req.expression_attribute_names("#trouble", TROUBLE).expression_attribute_values(":who", av_s(w));
+        }
         match self.db.update(req).await {
             Ok(out) => Ok(Claim::DeadLettered(Box::new(job_of(
                 id,
@@ -255,6 +275,7 @@ fn job_of(id: &str, owner: &str, until: Millis, a: &Item, died: bool) -> Job {
         died,
         suspect: crate::schema::get_bool(a, SUSPECT).unwrap_or(false),
         throttles: get_u64(a, THROTTLES).unwrap_or(0) as u32,
+        trouble: get_s(a, TROUBLE).map(str::to_string),
     }
 }
 

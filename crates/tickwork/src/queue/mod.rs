@@ -5,7 +5,8 @@
 //! Key `pk` = the item id, which is the producer's idempotency key (`daily-summary#2026-11-29#t42`).
 //! Attributes: `kind`, `payload` (JSON text), `tenant`, `attempts`, `owner`, `state`
 //! (`pending`|`claimed`|`done`|`dead`), `visible_at` (ms: due time while pending, claim expiry while
-//! claimed), `created_at`, `last_error`, `ttl`.
+//! claimed), `created_at`, `last_error`, `ttl`, and off the happy path `trouble` and
+//! `finished_at` (below).
 //!
 //! - GSI `ready`: key `shard` (`queue#<k>`, k = FNV-1a(id) mod shards) + `visible_at`, keys only.
 //!   `shard` exists only while the item is live (pending or claimed), so finished and dead items
@@ -13,6 +14,10 @@
 //!   `shard = :s AND visible_at <= :now`: a pending item and one whose claim expired come back
 //!   the same way, and a claimed, unexpired item is never read (it is not in the key range).
 //! - GSI `dead`: key `dlq` + `failed_at`, present only on dead letters, so they are listable.
+//! - GSI `trouble`: key `trouble` + `created_at`, present only on an item that went wrong (a
+//!   failure, a throttle, a death): its one tenant, kept on its dead letter and its done tombstone
+//!   (with `finished_at`), or [`SEVERAL`] while an item of several tenants' units is live, so
+//!   `tenants.explain` finds a tenant's troubles by key ([`Queue::troubles`]).
 //!
 //! ## Protocol
 //! 1. **Enqueue**: PutItem `attribute_not_exists(pk)`; an existing id changes nothing
@@ -41,8 +46,9 @@
 //!    **Split** ([`Queue::split`]): an item whose worker died is finished and its units put back
 //!    as parts marked [`SUSPECT`], each run alone, in one transaction conditional on the claim.
 //!    A settle leaves items behind only under ids derived from the claim ([`derived_id`]:
-//!    `<id>#part#…`, `#rest#…` for a batch's remainder past the batch size, `#dead#…` for a
-//!    unit's dead letter), which the worker's role may put and no other.
+//!    `<id>#part#…`, `#rest#…` for a batch's remainder past the batch size or split by tenant
+//!    (the failed units of a few tenants, an item a tenant), `#dead#…` for a unit's dead letter),
+//!    which the worker's role may put and no other.
 //! 7. **Pause**: a marker item in each ready shard (`pause#queue#<k>`, `visible_at = 0`) sorts
 //!    before every real item, so the poll that looks for work finds it first: pausing the worker
 //!    costs no read of its own ([`Queue::set_paused`]).
@@ -76,9 +82,10 @@ pub use error::QueueError;
 pub use item::{enqueue_item, Enqueue, EnqueueCounts, InvalidItem, NewItem};
 pub use schema::{
     fnv1a, pause_marker, queue_table, shard_key, shard_of, ATTEMPTS, CREATED_AT, DEAD_INDEX, DLQ, FAILED_AT,
-    FINISHED_AT, KIND, LAST_ERROR, MAX_ID_BYTES, MAX_PAYLOAD_BYTES, OWNER, PAUSE_PREFIX, PAYLOAD, READY_INDEX, SHARD,
-    STATE, SUSPECT, TENANT, TROUBLE, TROUBLE_INDEX, VISIBLE_AT,
+    FINISHED_AT, KIND, LAST_ERROR, MAX_ID_BYTES, MAX_PAYLOAD_BYTES, OWNER, PAUSE_PREFIX, PAYLOAD, READY_INDEX, SEVERAL,
+    SHARD, STATE, SUSPECT, TENANT, TROUBLE, TROUBLE_INDEX, VISIBLE_AT,
 };
-pub use settle::{derived_id, BatchSettle, Settle, DEAD_PART, PART, REST};
+pub use settle::{derived_id, BatchSettle, DEAD_PART, PART, REST};
 pub use store::{Candidate, Queue};
-pub use trouble::{sole_tenant, TroubleUnit};
+pub use transition::Settle;
+pub use trouble::{trouble_of, TroubleUnit, Troubles, TROUBLES_READ};

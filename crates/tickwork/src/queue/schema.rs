@@ -39,6 +39,10 @@ pub const CREATED_AT: &str = "created_at";
 /// that went wrong, and when they were handled after all, by key condition. Absent on the happy
 /// path (no index write there) and on an item of several tenants' units.
 pub const TROUBLE: &str = "trouble";
+/// The [`TROUBLE`] of an item of several tenants' units that went wrong (no tenant id holds `#`):
+/// kept while the item is live and removed when it is done, so its partition holds what is still
+/// waiting, and `tenants.explain` can say that a unit of any tenant may be among them.
+pub const SEVERAL: &str = "#several";
 /// Attribute: when the item was finished (ms), on its done tombstone.
 pub const FINISHED_AT: &str = "finished_at";
 /// Ready index name.

@@ -13,30 +13,9 @@ use crate::queue::error::QueueError;
 use crate::queue::item::NewItem;
 use crate::queue::schema::*;
 use crate::queue::store::Queue;
-use crate::queue::transition::{batch_transition, Transition, MAX_ERROR_CHARS};
-use crate::queue::trouble::sole_tenant;
+use crate::queue::transition::{batch_transition, Settle, Transition, MAX_ERROR_CHARS};
+use crate::queue::trouble::trouble_of;
 use crate::schema::{av_n, av_s, PK};
-
-/// Outcome of finish, extend or fail.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Settle {
-    /// Done as asked.
-    Settled,
-    /// Retried later at the given instant.
-    Retrying {
-        /// When it becomes visible again (ms).
-        at_ms: Millis,
-    },
-    /// Moved to the dead letters.
-    DeadLettered,
-    /// Split into `parts` new items, each to run alone (its worker died: [`Job::died`]).
-    Split {
-        /// How many.
-        parts: u32,
-    },
-    /// The claim expired and someone else owns the item now: nothing changed.
-    NotOwner,
-}
 
 /// What a batch settle does besides moving the item ([`Queue::settle_batch`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -65,8 +44,11 @@ pub struct BatchSettle {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Left {
     /// To run: pending from `due_ms` (now when `None`; `suspect`: run alone); `trouble`: it went
-    /// wrong (a failure, a throttle, a death), so it names its tenant in the [`TROUBLE_INDEX`].
-    Pending { suspect: bool, due_ms: Option<Millis>, trouble: bool },
+    /// wrong (a failure, a throttle, a death), so it names its tenant in the [`TROUBLE_INDEX`];
+    /// `attempts`: the claims its units have spent (attempts are per unit: every unit of an item
+    /// has spent the item's, so a part carries what its units spent, never a fresh start);
+    /// `error`: why its units failed in this claim, when they did.
+    Pending { suspect: bool, due_ms: Option<Millis>, trouble: bool, attempts: u32, error: Option<String> },
     /// A dead letter, with why.
     Dead { why: String },
 }
@@ -138,7 +120,8 @@ impl Queue {
 
     /// Marks the job done (a tombstone out of the ready index), if still ours.
     pub async fn finish(&self, job: &Job) -> Result<Settle, QueueError> {
-        self.apply(job, &Transition::Done { ttl_s: self.done_ttl_s(), now_ms: self.clock.now_ms() }).await
+        let t = Transition::Done { ttl_s: self.done_ttl_s(), now_ms: self.clock.now_ms(), forget: shared(job) };
+        self.apply(job, &t).await
     }
 
     /// Applies a settle transition to our claimed item (one conditional UpdateItem).
@@ -223,24 +206,33 @@ impl Queue {
     pub async fn settle_batch(&self, job: &Job, s: &BatchSettle) -> Result<Settle, QueueError> {
         let now = self.clock.now_ms();
         let t = batch_transition(
-            s.remaining.first().map(|p| (p.as_str(), sole_tenant(&job.kind, p, job.tenant.as_deref()))),
+            s.remaining.first().map(|p| (p.as_str(), trouble_of(p, job.tenant.as_deref()))),
             s.error.as_deref(),
             s.throttled.as_ref().map(|(why, at)| (why.as_str(), *at)),
             job.attempts >= self.cfg.max_attempts,
             now,
             now + self.cfg.backoff(job.attempts).as_millis() as i64,
             self.done_ttl_s(),
+            shared(job),
         );
         let outcome = t.outcome();
+        // Units that did not run in this claim spent the claims before it.
+        let unrun = job.attempts.saturating_sub(1);
         let rest = match &t {
             // Out of attempts: the further parts are as dead as the first.
             Transition::Dead { .. } => Left::Dead { why: s.error.clone().unwrap_or_default() },
-            // The further parts of a retried remainder wait for its backoff as the item does.
-            Transition::Retry { at_ms, .. } => {
-                let trouble = s.error.is_some() || s.throttled.is_some();
-                Left::Pending { suspect: false, due_ms: Some(*at_ms), trouble }
+            // The further parts of a retried remainder wait for its backoff as the item does, and
+            // have spent what it has (the claim's attempt, unless refunded).
+            Transition::Retry { at_ms, refund, .. } => Left::Pending {
+                suspect: job.suspect,
+                due_ms: Some(*at_ms),
+                trouble: s.error.is_some() || s.throttled.is_some(),
+                attempts: if *refund { unrun } else { job.attempts },
+                error: s.error.clone(),
+            },
+            Transition::Done { .. } => {
+                Left::Pending { suspect: job.suspect, due_ms: None, trouble: false, attempts: unrun, error: None }
             }
-            Transition::Done { .. } => Left::Pending { suspect: false, due_ms: None, trouble: false },
         };
         let mut left: Vec<(&str, &str, Left)> = Vec::new();
         for p in s.remaining.iter().skip(1) {
@@ -249,7 +241,8 @@ impl Queue {
         for p in &s.fresh {
             // Units a throttle stopped wait for it as the item does.
             let due_ms = s.throttled.as_ref().map(|t| t.1);
-            left.push((REST, p, Left::Pending { suspect: false, due_ms, trouble: false }));
+            let part = Left::Pending { suspect: job.suspect, due_ms, trouble: false, attempts: unrun, error: None };
+            left.push((REST, p, part));
         }
         for p in &s.dead {
             left.push((DEAD_PART, p, Left::Dead { why: s.dead_why.clone() }));
@@ -262,10 +255,17 @@ impl Queue {
     /// transaction conditional on our claim. Parts are run alone, so the one that kills its worker
     /// again is found, split again, and at one unit dead-lettered after its attempts.
     pub async fn split(&self, job: &Job, parts: &[String]) -> Result<Settle, QueueError> {
-        let t = Transition::Done { ttl_s: self.done_ttl_s(), now_ms: self.clock.now_ms() };
+        // The parts carry the trouble on: the item is no unit handled.
+        let t = Transition::Done { ttl_s: self.done_ttl_s(), now_ms: self.clock.now_ms(), forget: true };
         let left: Vec<(&str, &str, Left)> = parts
             .iter()
-            .map(|p| (PART, p.as_str(), Left::Pending { suspect: true, due_ms: None, trouble: true }))
+            .map(|p| {
+                (
+                    PART,
+                    p.as_str(),
+                    Left::Pending { suspect: true, due_ms: None, trouble: true, attempts: 0, error: None },
+                )
+            })
             .collect();
         self.settle_with(job, &t, &left, Settle::Split { parts: parts.len() as u32 }).await
     }
@@ -296,7 +296,7 @@ impl Queue {
                 Left::Dead { .. } => true,
             };
             let mut item = match what {
-                Left::Pending { suspect, due_ms, .. } => {
+                Left::Pending { suspect, due_ms, attempts, error, .. } => {
                     let new = NewItem {
                         id,
                         kind: job.kind.clone(),
@@ -308,6 +308,13 @@ impl Queue {
                     let mut item = new.item(self.cfg.shards, now);
                     if *suspect {
                         item.insert(SUSPECT.to_string(), AttributeValue::Bool(true));
+                    }
+                    item.insert(ATTEMPTS.to_string(), av_n(*attempts));
+                    if let Some(why) = error {
+                        item.insert(
+                            LAST_ERROR.to_string(),
+                            av_s(why.chars().take(MAX_ERROR_CHARS).collect::<String>()),
+                        );
                     }
                     item
                 }
@@ -329,7 +336,7 @@ impl Queue {
                     item
                 }
             };
-            if let Some(t) = sole_tenant(&job.kind, payload, job.tenant.as_deref()).filter(|_| trouble) {
+            if let Some(t) = trouble_of(payload, job.tenant.as_deref()).filter(|_| trouble) {
                 item.insert(TROUBLE.to_string(), av_s(t));
             }
             items.push(crate::schema::put_new_item(&self.table, item));
@@ -373,9 +380,15 @@ impl Queue {
     }
 }
 
-/// The one tenant of a job's units, for the trouble index ([`sole_tenant`]).
+/// What the trouble index names a job's units under ([`trouble_of`]).
 fn job_tenant(job: &Job) -> Option<String> {
-    sole_tenant(&job.kind, &job.payload, job.tenant.as_deref())
+    trouble_of(&job.payload, job.tenant.as_deref())
+}
+
+/// The job stands in the shared partition of the trouble index, which holds live items only:
+/// done, it leaves it.
+fn shared(job: &Job) -> bool {
+    job.trouble.as_deref() == Some(SEVERAL)
 }
 
 fn settle(
@@ -412,6 +425,7 @@ pub(super) mod tests {
             died: false,
             suspect: false,
             throttles: 0,
+            trouble: None,
         }
     }
 

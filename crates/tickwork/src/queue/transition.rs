@@ -3,16 +3,38 @@
 
 use crate::clock::Millis;
 use crate::queue::schema::*;
-use crate::queue::settle::Settle;
 use crate::schema::{av_n, av_s, TTL};
+
+/// Outcome of finish, extend or fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settle {
+    /// Done as asked.
+    Settled,
+    /// Retried later at the given instant.
+    Retrying {
+        /// When it becomes visible again (ms).
+        at_ms: Millis,
+    },
+    /// Moved to the dead letters.
+    DeadLettered,
+    /// Split into `parts` new items, each to run alone (its worker died: [`Job::died`]).
+    Split {
+        /// How many.
+        parts: u32,
+    },
+    /// The claim expired and someone else owns the item now: nothing changed.
+    NotOwner,
+}
 
 /// Where a settle moves a claimed item. Pure: the update each makes is [`Transition::update`],
 /// written once for the single-item settles and the batch settle's transaction alike.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Transition {
     /// Done at `now_ms`: a tombstone out of the ready index, its payload dropped, expiring at
-    /// `ttl_s` (one that went wrong stays in the [`TROUBLE_INDEX`] until then, as handled).
-    Done { ttl_s: i64, now_ms: Millis },
+    /// `ttl_s` (one that went wrong stays in the [`TROUBLE_INDEX`] until then, as handled);
+    /// `forget`: it leaves the index instead (its units went on in parts, or it is of
+    /// [`SEVERAL`] tenants, whose partition holds live items only).
+    Done { ttl_s: i64, now_ms: Millis, forget: bool },
     /// Back to pending, visible at `at_ms`, with why; `payload` replaces the item's (a batch's
     /// remaining units); `refund` takes back the claim's attempt (only the deadline or a throttle
     /// stopped it); `throttled` counts the claim in [`THROTTLES`]; `trouble`, the one tenant of
@@ -46,17 +68,25 @@ impl Transition {
     pub(super) fn update(&self) -> crate::schema::ExprParts {
         let cut = |e: &str| av_s(e.chars().take(MAX_ERROR_CHARS).collect::<String>());
         match self {
-            Transition::Done { ttl_s, now_ms } => (
-                "SET #state = :done, #ttl = :ttl, #fin = :fin REMOVE #shard, #vis, #payload".into(),
-                vec![
+            Transition::Done { ttl_s, now_ms, forget } => {
+                let mut names = vec![
                     ("#ttl", TTL),
                     ("#fin", FINISHED_AT),
                     ("#shard", SHARD),
                     ("#vis", VISIBLE_AT),
                     ("#payload", PAYLOAD),
-                ],
-                vec![(":done", av_s(DONE)), (":ttl", av_n(ttl_s)), (":fin", av_n(now_ms))],
-            ),
+                ];
+                let mut remove = "REMOVE #shard, #vis, #payload".to_string();
+                if *forget {
+                    remove.push_str(", #trouble");
+                    names.push(("#trouble", TROUBLE));
+                }
+                (
+                    format!("SET #state = :done, #ttl = :ttl, #fin = :fin {remove}"),
+                    names,
+                    vec![(":done", av_s(DONE)), (":ttl", av_n(ttl_s)), (":fin", av_n(now_ms))],
+                )
+            }
             Transition::Retry { at_ms, error, payload, refund, throttled, trouble } => {
                 let mut set = vec!["#state = :pending", "#vis = :at", "#err = :err"];
                 let mut names = vec![("#vis", VISIBLE_AT), ("#err", LAST_ERROR)];
@@ -121,6 +151,7 @@ pub(super) fn batch_transition(
     now: Millis,
     backoff_at: Millis,
     ttl_s: i64,
+    forget: bool,
 ) -> Transition {
     // `who`: the remainder's one tenant, named in the trouble index when it went wrong (a
     // failure or a throttle; the deadline alone is no trouble).
@@ -133,7 +164,7 @@ pub(super) fn batch_transition(
         trouble: who.clone(),
     };
     match (remaining, error, throttled) {
-        (None, _, _) => Transition::Done { ttl_s, now_ms: now },
+        (None, _, _) => Transition::Done { ttl_s, now_ms: now, forget },
         (Some((rest, who)), Some(e), _) if last_attempt => {
             Transition::Dead { now_ms: now, error: e.to_string(), payload: Some(rest.to_string()), trouble: who }
         }
@@ -154,9 +185,13 @@ mod tests {
     #[test]
     fn a_batch_settles_done_retried_refunded_or_dead() {
         let t = |rest: Option<&str>, err: Option<&str>, last: bool| {
-            batch_transition(rest.map(|r| (r, Some("acme".to_string()))), err, None, last, 100, 900, 7)
+            batch_transition(rest.map(|r| (r, Some("acme".to_string()))), err, None, last, 100, 900, 7, false)
         };
-        assert_eq!(t(None, Some("x"), true), Transition::Done { ttl_s: 7, now_ms: 100 }, "every unit ran: done");
+        assert_eq!(
+            t(None, Some("x"), true),
+            Transition::Done { ttl_s: 7, now_ms: 100, forget: false },
+            "every unit ran: done"
+        );
         assert_eq!(
             t(Some("r"), Some("boom"), false),
             Transition::Retry {
@@ -195,7 +230,7 @@ mod tests {
     #[test]
     fn a_throttle_refunds_the_attempt_and_waits_but_a_failure_beside_it_spends_one() {
         let t = |err: Option<&str>, last: bool| {
-            batch_transition(Some(("r", None)), err, Some(("slow down", 5_000)), last, 100, 900, 7)
+            batch_transition(Some(("r", None)), err, Some(("slow down", 5_000)), last, 100, 900, 7, false)
         };
         assert_eq!(
             t(None, true),
@@ -218,7 +253,8 @@ mod tests {
     fn every_transition_names_and_values_what_its_expression_uses() {
         let long = "e".repeat(5000);
         for t in [
-            Transition::Done { ttl_s: 1, now_ms: 1 },
+            Transition::Done { ttl_s: 1, now_ms: 1, forget: false },
+            Transition::Done { ttl_s: 1, now_ms: 1, forget: true },
             Transition::Retry {
                 at_ms: 1,
                 error: long.clone(),

@@ -48,38 +48,57 @@ pub struct TroubleUnit {
     pub finished_at_ms: Option<Millis>,
 }
 
-/// The one tenant whose units a payload holds, else `None` (several tenants, or none known).
-/// Pure. A batch names its units' tenants; a single item names its own (`tenant`).
-pub fn sole_tenant(kind: &str, payload: &str, tenant: Option<&str>) -> Option<String> {
-    let job = crate::queue::Job::unclaimed("", kind, payload);
-    match crate::batch::Batch::of_job(&job) {
+/// What the trouble index names an item under ([`TROUBLE`]): the one tenant whose units its
+/// payload holds, [`SEVERAL`] for units of several tenants, `None` when it names no tenant (a
+/// single item without one). Pure. A batch names its units' tenants; a single item names its own
+/// (`tenant`); a batch that does not read is [`SEVERAL`] (whose units it holds is unknown).
+pub fn trouble_of(payload: &str, tenant: Option<&str>) -> Option<String> {
+    match crate::batch::Batch::of_payload("", payload) {
         Some(Ok(b)) => {
-            let mut tenants = b.sets.iter().flat_map(|s| s.tenants.iter());
+            let mut tenants = b.sets.iter().flat_map(|s| s.tenants.iter()).filter(|t| !t.is_empty());
             let first = tenants.next()?;
-            tenants.all(|t| t == first).then(|| first.clone())
+            Some(if tenants.all(|t| t == first) { first.clone() } else { SEVERAL.to_string() })
         }
-        Some(Err(_)) => None,
-        None => tenant.map(str::to_string),
+        Some(Err(_)) => Some(SEVERAL.to_string()),
+        None => tenant.filter(|t| !t.is_empty()).map(str::to_string),
     }
 }
 
+/// Items of a partition of the trouble index read at most ([`Queue::troubles`]): a tenant whose
+/// endpoint has been broken for weeks has one dead letter a fire, and explain stays one page.
+pub const TROUBLES_READ: usize = 200;
+
+/// A partition of the trouble index as read: newest first, at most [`TROUBLES_READ`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Troubles {
+    /// The items read.
+    pub units: Vec<TroubleUnit>,
+    /// More items are older than the ones read (the counts are then at least).
+    pub more: bool,
+}
+
 impl Queue {
-    /// Every item of `tenant`'s units that went wrong, newest first, following the index cursor
-    /// to exhaustion (done tombstones expire, so the partition stays small).
-    pub async fn troubles(&self, tenant: &str) -> Result<Vec<TroubleUnit>, QueueError> {
-        let mut out = Vec::new();
-        let q = self
-            .db
-            .client()
-            .query()
-            .table_name(&self.table)
-            .index_name(TROUBLE_INDEX)
-            .key_condition_expression("#t = :t")
-            .expression_attribute_names("#t", TROUBLE)
-            .expression_attribute_values(":t", av_s(tenant))
-            .scan_index_forward(false);
-        crate::pager::for_each_page(&self.db, q, None, 100, &crate::budget::Unlimited, "trouble", |page| {
-            out.extend(page.items.iter().map(|i| TroubleUnit {
+    /// The newest [`TROUBLES_READ`] items of partition `who` (a tenant, or [`SEVERAL`]), newest
+    /// first, and whether older ones are left unread (said to the caller, never dropped silently).
+    pub async fn troubles(&self, who: &str) -> Result<Troubles, QueueError> {
+        let mut out = Troubles::default();
+        let mut start: Option<crate::pager::Cursor> = None;
+        loop {
+            let q = self
+                .db
+                .client()
+                .query()
+                .table_name(&self.table)
+                .index_name(TROUBLE_INDEX)
+                .key_condition_expression("#t = :t")
+                .expression_attribute_names("#t", TROUBLE)
+                .expression_attribute_values(":t", av_s(who))
+                .scan_index_forward(false);
+            let room = (TROUBLES_READ - out.units.len()) as i32;
+            let page = crate::pager::fetch_page(&self.db, &q, start.as_ref(), room)
+                .await
+                .map_err(|e| DbError::from(crate::pager::PageError::<DbError>::widen(e)))?;
+            out.units.extend(page.items.iter().map(|i| TroubleUnit {
                 id: get_s(i, PK).unwrap_or_default().to_string(),
                 kind: get_s(i, KIND).unwrap_or_default().to_string(),
                 state: get_s(i, STATE).unwrap_or_default().to_string(),
@@ -90,11 +109,15 @@ impl Queue {
                 failed_at_ms: get_i64(i, FAILED_AT),
                 finished_at_ms: get_i64(i, FINISHED_AT),
             }));
-            std::future::ready(Ok::<(), DbError>(()))
-        })
-        .await
-        .map_err(DbError::from)?;
-        Ok(out)
+            match page.next {
+                Some(c) if out.units.len() < TROUBLES_READ => start = Some(c),
+                Some(_) => {
+                    out.more = true;
+                    return Ok(out);
+                }
+                None => return Ok(out),
+            }
+        }
     }
 
     /// When the queue's oldest ready item became ready (its `visible_at`), over every ready shard
@@ -123,21 +146,25 @@ mod tests {
     }
 
     #[test]
-    fn a_batch_of_one_tenants_units_names_it_and_of_several_names_none() {
+    fn a_batch_of_one_tenants_units_names_it_and_of_several_the_shared_partition() {
         let mut one = Batch::default();
         one.add(each("2026-12-01"), ["acme".to_string()]);
         one.add(each("2026-12-02"), ["acme".to_string()]);
-        assert_eq!(sole_tenant("pulse", &one.to_payload(), None).as_deref(), Some("acme"));
+        assert_eq!(trouble_of(&one.to_payload(), None).as_deref(), Some("acme"));
         let mut two = one.clone();
         two.add(each("2026-12-03"), ["globex".to_string()]);
-        assert_eq!(sole_tenant("pulse", &two.to_payload(), None), None);
-        assert_eq!(sole_tenant("pulse", &Batch::default().to_payload(), Some("x")), None, "a batch of no units");
+        assert_eq!(trouble_of(&two.to_payload(), None).as_deref(), Some(SEVERAL));
+        assert_eq!(trouble_of(&Batch::default().to_payload(), Some("x")), None, "a batch of no units");
+        let mut blank = Batch::default();
+        blank.add(each("2026-12-01"), [String::new()]);
+        assert_eq!(trouble_of(&blank.to_payload(), None), None, "DynamoDB refuses an empty key");
     }
 
     #[test]
-    fn a_single_item_names_its_own_tenant_and_a_broken_batch_none() {
-        assert_eq!(sole_tenant("fanout", r#"{"day":"2026-12-01"}"#, Some("acme")).as_deref(), Some("acme"));
-        assert_eq!(sole_tenant("fanout", r#"{"day":"2026-12-01"}"#, None), None);
-        assert_eq!(sole_tenant("pulse", r#"{"batch":{"sets":7}}"#, Some("acme")), None);
+    fn a_single_item_names_its_own_tenant_and_a_broken_batch_the_shared_partition() {
+        assert_eq!(trouble_of(r#"{"day":"2026-12-01"}"#, Some("acme")).as_deref(), Some("acme"));
+        assert_eq!(trouble_of(r#"{"day":"2026-12-01"}"#, None), None);
+        assert_eq!(trouble_of(r#"{"day":"2026-12-01"}"#, Some("")), None);
+        assert_eq!(trouble_of(r#"{"batch":{"sets":7}}"#, Some("acme")).as_deref(), Some(SEVERAL));
     }
 }
