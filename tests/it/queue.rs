@@ -257,3 +257,55 @@ async fn a_worker_near_its_deadline_stops_claiming_and_finishes_what_it_holds() 
     assert_eq!(count_where(q.db(), q.table(), "state", "claimed").await, 0, "nothing left claimed");
     assert_eq!(count_where(q.db(), q.table(), "state", "pending").await, 30 - claimed, "the rest untouched");
 }
+
+/// Attempts are per unit: a part a settle leaves behind carries what its units spent. A batch of
+/// three tenants' units, claimed once: x's and y's failed (x stays in the item, y leaves as a part
+/// of its own), z's did not run. y's part has spent the claim as x has, with its error and its
+/// tenant in the trouble index; z's part has spent nothing and is no trouble. (y's part started
+/// from no attempt before: a unit split off a batch got the limit again, its backoff starting
+/// over.)
+#[tokio::test]
+async fn the_parts_a_settle_leaves_carry_the_attempts_their_units_spent() {
+    use tickwork::batch::Batch;
+    use tickwork::queue::{derived_id, BatchSettle, REST, TROUBLE};
+    let local = Local::new().await;
+    let q = queue_with(&local, QueueConfig { max_attempts: 3, ..Default::default() }, local.clock()).await;
+    let part = |t: &str| {
+        let mut b = Batch::default();
+        b.add(vec![serde_json::json!({"day": "2026-12-01"}).as_object().unwrap().clone()], [t.to_string()]);
+        b
+    };
+    let mut whole = part("x");
+    for t in ["y", "z"] {
+        whole.add(vec![serde_json::json!({"day": "2026-12-01"}).as_object().unwrap().clone()], [t.to_string()]);
+    }
+    let now = local.clock.now_ms();
+    let item = NewItem { id: "b1".into(), kind: "k".into(), payload: whole.to_payload(), tenant: None, due_ms: now };
+    q.enqueue(&item).await.unwrap();
+    let Claim::Claimed(job) = q.claim("b1", "w").await.unwrap() else { panic!("claim") };
+    assert_eq!(job.attempts, 1);
+    let plan = BatchSettle {
+        remaining: vec![part("x").to_payload(), part("y").to_payload()],
+        error: Some("1 of 3 units failed: boom".into()),
+        fresh: vec![part("z").to_payload()],
+        ..Default::default()
+    };
+    assert!(matches!(q.settle_batch(&job, &plan).await.unwrap(), Settle::Retrying { .. }));
+    let read = |id: String| {
+        let q = q.clone();
+        async move { q.get(&id).await.unwrap().unwrap_or_else(|| panic!("{id}")) }
+    };
+    let n = |i: &tickwork::item::Item, a: &str| i.get(a).and_then(|v| v.as_n().ok()).map(|s| s.to_string());
+    let s = |i: &tickwork::item::Item, a: &str| i.get(a).and_then(|v| v.as_s().ok()).cloned();
+    let x = read("b1".into()).await;
+    let y = read(derived_id("b1", REST, 1, "w", 0)).await;
+    let z = read(derived_id("b1", REST, 1, "w", 1)).await;
+    assert_eq!((n(&x, "attempts"), s(&x, TROUBLE)), (Some("1".into()), Some("x".into())));
+    assert_eq!((n(&y, "attempts"), s(&y, TROUBLE)), (Some("1".into()), Some("y".into())), "y spent the claim too");
+    assert_eq!(s(&y, "last_error").as_deref(), Some("1 of 3 units failed: boom"));
+    assert_eq!((n(&z, "attempts"), s(&z, TROUBLE)), (Some("0".into()), None), "z did not run: nothing spent");
+    // y's next claim is its second, as x's is.
+    local.clock.advance(3_600_000);
+    let Claim::Claimed(y2) = q.claim(&derived_id("b1", REST, 1, "w", 0), "w2").await.unwrap() else { panic!() };
+    assert_eq!(y2.attempts, 2);
+}
