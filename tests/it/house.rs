@@ -476,6 +476,49 @@ fn no_module_imports_a_module_that_imports_it_back() {
     assert!(problems.is_empty(), "import cycles:\n{}", problems.join("\n"));
 }
 
+/// A crate's import graph between its top-level modules: each module stands for itself and every
+/// module beneath it. Pure. Why: `bill/mod.rs` imported `delivery` while `delivery` priced with
+/// `bill::prices`, a cycle between two concepts that no two files show.
+fn top_level(g: &BTreeMap<String, BTreeMap<String, usize>>) -> BTreeMap<String, BTreeMap<String, usize>> {
+    let top = |m: &str| segments(m).into_iter().next().unwrap_or_default();
+    let mut out: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+    for (a, targets) in g {
+        for (b, line) in targets {
+            let (ta, tb) = (top(a), top(b));
+            if ta != tb && !ta.is_empty() && !tb.is_empty() {
+                out.entry(ta).or_default().entry(tb).or_insert(*line);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_top_level_module_imports_one_that_imports_it_back_through_their_submodules() {
+    let mut problems = vec![];
+    for (krate, file) in crate_roots() {
+        let found = modules(&file);
+        let mods: Modules = found.iter().map(|(k, (_, c))| (k.clone(), c.clone())).collect();
+        for scc in cycles(&top_level(&edges(&mods))) {
+            problems.push(format!("{krate}: {}", scc.join(", ")));
+        }
+    }
+    assert!(problems.is_empty(), "cycles between top-level modules:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn a_cycle_through_a_submodule_is_one_between_their_parents() {
+    let m = |pairs: &[(&str, &str)]| -> Modules { pairs.iter().map(|(k, v)| (k.to_string(), code(v))).collect() };
+    let mods = m(&[
+        ("", "mod bill; mod delivery;"),
+        ("bill", "mod prices; pub fn month() { crate::delivery::predict(); }"),
+        ("bill::prices", "pub struct Prices;"),
+        ("delivery", "pub fn predict() {} pub fn usd(p: &crate::bill::prices::Prices) {}"),
+    ]);
+    assert!(cycles(&edges(&mods)).is_empty(), "no two files import each other");
+    assert_eq!(cycles(&top_level(&edges(&mods))), vec![vec!["bill".to_string(), "delivery".to_string()]]);
+}
+
 #[test]
 fn no_file_of_the_library_the_lambdas_or_tickctl_is_over_350_lines_unless_it_is_one_concept() {
     let mut over = vec![];

@@ -187,7 +187,7 @@ pub fn workers_needed(b: &BoundaryInput, target_ms: f64) -> Option<u32> {
 
 /// The burst's own bill: its write and read units, and every worker's invocations (one a tick
 /// the boundary spans) at `memory_mb` for as long as the boundary runs within them. Pure.
-pub fn burst_usd(b: &BoundaryInput, t: &BoundaryTime, memory_mb: u32, p: &crate::bill::Prices) -> f64 {
+pub fn burst_usd(b: &BoundaryInput, t: &BoundaryTime, memory_mb: u32, p: &crate::prices::Prices) -> f64 {
     let workers = f64::from(b.workers.max(1));
     let busy_s = t.total_ms.min(b.invocation_ms * t.ticks as f64) / 1000.0;
     let gb_s = workers * busy_s * f64::from(memory_mb) / 1024.0;
@@ -282,7 +282,7 @@ mod tests {
 
     #[test]
     fn a_burst_costs_its_units_and_its_invocations() {
-        let p = crate::bill::Prices::default();
+        let p = crate::prices::Prices::default();
         let b = input(8);
         let t = predict(&b);
         let usd = burst_usd(&b, &t, 256, &p);

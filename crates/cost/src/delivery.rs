@@ -227,7 +227,7 @@ pub fn deployed_worker(env: &tickwork::config::Env) -> anyhow::Result<Deployed> 
 /// counts): the drains' duration at `memory_mb` and their invocations, the claims and settles of
 /// the items given back at a deadline (each at the item's size, estimated at 16 bytes a unit), the
 /// slot writes and the polls. Pure.
-pub fn burst_usd(d: &DeliveryInput, t: &DeliveryTime, memory_mb: u32, p: &crate::bill::Prices) -> f64 {
+pub fn burst_usd(d: &DeliveryInput, t: &DeliveryTime, memory_mb: u32, p: &crate::prices::Prices) -> f64 {
     let item_kb = ((d.units_per_item * 16 + 200) as f64 / 1024.0).ceil();
     let write_units = t.refunds as f64 * 2.0 * item_kb + t.slot_writes as f64;
     let read_units = t.polls as f64 * 0.5;

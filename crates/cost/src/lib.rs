@@ -15,5 +15,6 @@ pub mod boundary;
 pub mod control;
 pub mod cost;
 pub mod delivery;
+pub mod prices;
 pub mod schedules;
 pub mod targets;

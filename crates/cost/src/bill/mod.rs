@@ -7,7 +7,9 @@
 //!
 //! Prices are [`Prices`] ([`prices`]); the stack priced is [`Stack`] ([`stack`]).
 
-pub mod prices;
+/// The prices, a module of the crate's own (what the delivery and boundary models price with too,
+/// so they need not import the bill that imports them); here under their old path.
+pub use crate::prices;
 pub mod stack;
 
 use anyhow::Result;
