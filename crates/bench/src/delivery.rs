@@ -205,6 +205,8 @@ fn model(drains: u32, concurrency: u32, handler_ms: f64, service_ms: f64) -> tic
         drains,
         window_ms: (TIMEOUT - HANDLER_TIMEOUT - MARGIN).as_millis() as f64,
         poll_keys: queue_worker::WorkerConfig { drains, ..Default::default() }.poll_keys() as u32,
+        target_concurrency: None,
+        handler_wcu: None,
     })
 }
 

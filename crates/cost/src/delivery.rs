@@ -21,9 +21,15 @@
 //! - Nothing races: candidates are spread over drains (each begins at its own place in a page),
 //!   so a lost claim is rare and not counted (the benchmark reports the races it saw).
 //!
+//! - Two ceilings bound the handlers' rate: the target's concurrency (in-flight calls across every
+//!   drain: a function's reserved concurrency; a drain halves its calls at a throttle and grows
+//!   them back, so the fleet runs at about that many), and the handlers' table (each unit one
+//!   write: a new on-demand table sustains 4,000 writes a second until its traffic has peaked
+//!   higher, then twice its previous peak; "Initial throughput and scaling properties", DynamoDB
+//!   Developer Guide, on-demand capacity mode).
+//!
 //! Assumptions, named and overridable from `tickctl cost`: the latencies, the handler's time per
-//! unit, that a handler's own writes do not slow DynamoDB (their rate is reported against the
-//! table's limit), and no retries.
+//! unit, the two ceilings, and no retries.
 
 use serde::Serialize;
 
@@ -57,7 +63,21 @@ pub struct DeliveryInput {
     pub window_ms: f64,
     /// Keys a poll reads (`TICKWORK_WORKER_BATCH`).
     pub poll_keys: u32,
+    /// Handler calls in flight the target allows across every drain (`--target-concurrency`: a
+    /// function's reserved concurrency, a new account's 10); `None`: unbounded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_concurrency: Option<u32>,
+    /// Writes a second the handlers' table takes, a unit one write (`--handler-table-wcu`);
+    /// `None`: no table of the handlers' bounds it (a queue or a bus takes the units).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handler_wcu: Option<f64>,
 }
+
+/// A new on-demand table's sustained writes a second until its traffic has peaked higher (then it
+/// serves twice its previous peak): "New on-demand tables will be able to sustain up to 4,000
+/// writes per second" (DynamoDB Developer Guide, on-demand capacity mode, "Initial throughput and
+/// scaling properties"; read 2026-12-06).
+pub const NEW_ON_DEMAND_WCU_PER_SEC: f64 = 4_000.0;
 
 /// How the delivery goes.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -97,7 +117,9 @@ struct Drain {
 /// The delivery's time and counts. Pure.
 pub fn predict(d: &DeliveryInput) -> DeliveryTime {
     let r = d.request_ms;
-    let c = f64::from(d.concurrency.max(1));
+    let c = calls_at_once(d);
+    // Units a ms one drain's share of the handlers' table takes.
+    let table_share = d.handler_wcu.map(|w| w / 1000.0 / f64::from(d.drains.max(1)));
     let per_item = d.units_per_item.max(1);
     let items = d.units.div_ceil(per_item);
     if items == 0 {
@@ -153,13 +175,17 @@ pub fn predict(d: &DeliveryInput) -> DeliveryTime {
         dr.since_poll += 1;
         dr.claimed += 1;
         let per_call = d.units_per_call.max(1);
-        let time = units.div_ceil(per_call) as f64 * d.handler_ms / c;
+        let calls_time = units.div_ceil(per_call) as f64 * d.handler_ms / c;
+        let time = table_share.map_or(calls_time, |w| calls_time.max(units as f64 / w));
         if start + time <= dr.window_end + d.handler_ms {
             dr.free = start + time;
             done = done.max(dr.free);
         } else {
             // The deadline stops it part way: the units it could start run, the rest go back.
-            let ran = ((((dr.window_end - start).max(0.0) * c / d.handler_ms).floor() as u64) * per_call).min(units);
+            let left_ms = (dr.window_end - start).max(0.0);
+            let by_calls = ((left_ms * c / d.handler_ms).floor() as u64) * per_call;
+            let by_table = table_share.map_or(u64::MAX, |w| (left_ms * w).floor() as u64);
+            let ran = by_calls.min(by_table).min(units);
             t.refunds += 1;
             dr.free = dr.window_end;
             done = done.max(dr.window_end + d.handler_ms);
@@ -171,9 +197,15 @@ pub fn predict(d: &DeliveryInput) -> DeliveryTime {
     }
     t.slot_writes += drains.len() as u64 - 1;
     t.done_ms = done;
-    t.peak_units_per_sec =
-        f64::from(d.drains.max(1)) * c * d.units_per_call.max(1) as f64 * 1000.0 / d.handler_ms.max(1e-9);
+    let by_calls = f64::from(d.drains.max(1)) * c * d.units_per_call.max(1) as f64 * 1000.0 / d.handler_ms.max(1e-9);
+    t.peak_units_per_sec = d.handler_wcu.map_or(by_calls, |w| by_calls.min(w));
     t
+}
+
+/// Handler calls at once in one drain: its concurrency, or its share of the target's. Pure.
+fn calls_at_once(d: &DeliveryInput) -> f64 {
+    let own = f64::from(d.concurrency.max(1));
+    d.target_concurrency.map_or(own, |tc| own.min(f64::from(tc.max(1)) / f64::from(d.drains.max(1))))
 }
 
 /// The worker as deployed: `template.yaml`'s settings (a test holds these to the template), unless
@@ -260,7 +292,29 @@ mod tests {
             drains,
             window_ms: 1e9,
             poll_keys: 10,
+            target_concurrency: None,
+            handler_wcu: None,
         }
+    }
+
+    #[test]
+    fn a_targets_concurrency_and_the_handlers_table_bound_the_rate() {
+        // 64,000 units, 4 drains of 16 calls of 10 ms: 6,400 units a second, 10 s.
+        let free = predict(&input(4));
+        assert!((free.done_ms - 10_000.0).abs() < 100.0, "{free:?}");
+        // A function with a reserved concurrency of 8: 2 calls a drain, 800 a second, 80 s.
+        let reserved = predict(&DeliveryInput { target_concurrency: Some(8), ..input(4) });
+        assert!((reserved.done_ms - 80_000.0).abs() < 500.0, "{reserved:?}");
+        assert!((reserved.peak_units_per_sec - 800.0).abs() < 1e-6);
+        // A new on-demand table's 4,000 writes a second: 16 s, whatever the drains.
+        let table = predict(&DeliveryInput { handler_wcu: Some(NEW_ON_DEMAND_WCU_PER_SEC), ..input(4) });
+        assert!((table.done_ms - 16_000.0).abs() < 200.0, "{table:?}");
+        assert_eq!(table.peak_units_per_sec, 4_000.0);
+        let more = predict(&DeliveryInput { handler_wcu: Some(NEW_ON_DEMAND_WCU_PER_SEC), ..input(8) });
+        assert!((more.done_ms - table.done_ms).abs() < 200.0, "more drains do not pass the table: {more:?}");
+        // The deadline stops a drain part way at the table's rate too: no unit lost.
+        let short = predict(&DeliveryInput { window_ms: 2_500.0, handler_wcu: Some(4_000.0), ..input(4) });
+        assert!(short.refunds > 0 && short.done_ms >= table.done_ms, "{short:?}");
     }
 
     #[test]

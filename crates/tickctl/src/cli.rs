@@ -193,6 +193,16 @@ pub struct CostArgs {
     /// in the same region).
     #[arg(long, default_value = "30ms")]
     pub call_latency: String,
+    /// Handler calls in flight the target allows across every drain: a function's reserved
+    /// concurrency (a new account's whole concurrency is 10); unbounded when not given.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub target_concurrency: Option<u32>,
+    /// Writes a second the handlers' table takes (each unit one write): a new on-demand table's
+    /// 4,000 until its traffic has peaked higher (it then serves twice its previous peak); give
+    /// the table's warm throughput, or twice its last boundary's peak, for a table that has seen
+    /// one. Not with a queue or a bus.
+    #[arg(long, default_value_t = 4_000, value_parser = clap::value_parser!(u32).range(1..=40_000))]
+    pub handler_table_wcu: u32,
     /// With `--schedules`: fires due in the same minute, for the burst's time (a populous zone's
     /// 08:00).
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]

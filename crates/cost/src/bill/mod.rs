@@ -173,6 +173,9 @@ pub fn delivery_day_usd(tenants: usize, zones: usize, stack: &Stack, p: &Prices)
         drains: w.drains,
         window_ms: w.window_ms,
         poll_keys: w.poll_keys,
+        // A month of boundaries: the handlers' table has peaked before and serves twice that.
+        target_concurrency: None,
+        handler_wcu: None,
     };
     let t = crate::delivery::predict(&d);
     // Only what the month's model does not count already: the drain duration is priced with the

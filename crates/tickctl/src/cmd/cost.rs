@@ -235,5 +235,10 @@ fn drains_input(
         drains: a.drains.unwrap_or(worker.drains),
         window_ms: worker.window_ms,
         poll_keys: worker.poll_keys,
+        target_concurrency: a.target_concurrency,
+        handler_wcu: match a.deliver_to {
+            TargetKind::Sqs | TargetKind::SqsFifo | TargetKind::Events => None,
+            TargetKind::Rust | TargetKind::Function => Some(f64::from(a.handler_table_wcu)),
+        },
     })
 }

@@ -217,6 +217,16 @@ pub fn print_boundary(as_json: bool, b: &Boundary) {
         tickctl::boundary::TABLE_MAX_WCU_PER_SEC,
         if b.delivery.within_limits { "within it" } else { "OVER IT: fewer drains, or a raised table limit" }
     );
+    if let Some(w) = di.handler_wcu {
+        println!(
+            "  bounded by the handlers' table at {w:.0} writes a second (--handler-table-wcu: a new on-demand table's first peak; it then serves twice its previous)"
+        );
+    }
+    if let Some(tc) = di.target_concurrency {
+        println!(
+            "  bounded by the target's concurrency: {tc} calls in flight across the drains (--target-concurrency)"
+        );
+    }
     match b.delivery.needed {
         Some(d) => println!(
             "  drains to deliver within {:.0} s: {d} (TICKWORK_WORKER_DRAINS / WorkerConcurrency, at {} handler calls each)",
