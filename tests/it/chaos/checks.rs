@@ -119,6 +119,11 @@ pub async fn check(w: &mut World, end: Millis) {
         w.report.checks += 1;
         match get_s(item, "state").unwrap_or_default() {
             "done" => {}
+            // A throttle spends no attempt: a unit dead-lettered by throttles lost its delivery to
+            // the target's rate, which these schedules never hold long enough to justify.
+            "dead" if get_s(item, "last_error").is_some_and(|e| e.contains("throttled")) => {
+                fail(w, format!("queue item {id} was dead-lettered by throttles: {:?}", get_s(item, "last_error")))
+            }
             "dead" => *w.report.events.entry("items dead-lettered (workers died)".into()).or_default() += 1,
             other => fail(w, format!("queue item {id} left `{other}` after the stack settled")),
         }

@@ -12,6 +12,9 @@
 //!   throttled items), unprocessed batch writes, S3 500/503/SlowDown, answers lost and retried;
 //! - duplicate deliveries of one event to two invocations at once, late (hours old) and
 //!   out-of-order events, a 30-hour outage;
+//! - delivery on AWS's terms: a target that answers a round's calls with 429s (a Retry-After of a
+//!   second), a drain event delivered twice (two drains at once) or aged out of Lambda's
+//!   asynchronous queue (no drain that round);
 //! - a leader stalled past its lease while another takes over, then resuming;
 //! - tenants added, suspended, resumed and re-zoned while boundaries run;
 //! - schedules put, changed, paused, resumed, removed and added as one-offs while the sweep fires
@@ -25,7 +28,7 @@
 //! exactly one object and deleted only if archived and never a newer one, every fan-out window
 //! enqueued for every tenant, every schedule's fires against an oracle of its own ([`scheds`]:
 //! each an occurrence of a live definition, none early, none queued twice, none lost), no unit
-//! isolated by mistake, no panic.
+//! isolated by mistake, no unit dead-lettered by throttles, no panic.
 //!
 //! `make chaos` runs 200 seeds (`CHAOS_SEEDS`), `make chaos SEED=n` replays one; `make test` runs
 //! a CI-sized subset.

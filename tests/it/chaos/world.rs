@@ -589,7 +589,26 @@ impl World {
         let (wf, wc) = self.process(faulty);
         let wdb = self.db(&wf);
         let queue = Queue::new(wdb.clone(), &self.queue, queue_cfg(), wc.clone());
-        let handlers = handlers(wdb, &self.summaries, wc, &self.deliveries);
+        // Delivery on AWS's terms: the target throttles a round's calls (a 429 with a Retry-After,
+        // which spends no attempt); the drain event is delivered twice (two drains at once) or
+        // ages out of Lambda's asynchronous queue (no drain this round: the next one's finds it).
+        let delivery = faulty && self.cfg.classes.throttle;
+        let throttle = (delivery && self.chance(0.3)).then(|| {
+            self.count("rounds whose target throttled");
+            Arc::new(TargetThrottle {
+                rng: std::sync::Mutex::new(fastrand::Rng::with_seed(self.rng.u64(..))),
+                n: Default::default(),
+            })
+        });
+        let twice = faulty && self.cfg.classes.duplicates && self.chance(0.2);
+        let aged_out = !twice && delivery && self.chance(0.1);
+        if twice {
+            self.count("drain events delivered twice");
+        }
+        if aged_out {
+            self.count("drain events aged out");
+        }
+        let handlers = handlers(wdb, &self.summaries, wc, &self.deliveries, throttle.clone());
         let (fb, ab, wb) = (self.budget(faulty), self.budget(faulty), self.budget(faulty));
         let tick = ev(at);
         let t1 = tokio::spawn({
@@ -607,15 +626,35 @@ impl World {
                 .map(|_| ())
                 .map_err(|e| tickwork_lambda::error_chain(&e))
         });
-        let t3 = tokio::spawn(async move {
-            queue_worker::drain(&queue, &handlers, &unique("w"), wb.as_ref(), &queue_worker::WorkerConfig::default())
+        let drain = |queue: Queue, handlers: queue_worker::registry::Registry, wb: Box<dyn Budget>| {
+            tokio::spawn(async move {
+                if aged_out {
+                    return Ok(());
+                }
+                queue_worker::drain(
+                    &queue,
+                    &handlers,
+                    &unique("w"),
+                    wb.as_ref(),
+                    &queue_worker::WorkerConfig::default(),
+                )
                 .await
                 .map(|_| ())
                 .map_err(|e| tickwork_lambda::error_chain(&e))
-        });
+            })
+        };
+        let twin = twice.then(|| drain(queue.clone(), handlers.clone(), self.budget(faulty)));
+        let t3 = drain(queue, handlers, wb);
         self.join(t1, &ff, "fan-out").await;
         self.join(t2, &af, "archiver").await;
         self.join(t3, &wf, "queue worker").await;
+        if let Some(t) = twin {
+            self.join(t, &wf, "queue worker (its event's second delivery)").await;
+        }
+        if let Some(t) = throttle {
+            *self.report.injected.entry("target throttles (429)".into()).or_default() +=
+                t.n.load(std::sync::atomic::Ordering::SeqCst);
+        }
         if self.first_window.is_none() {
             self.first_window = Some(tenant_fanout::window_of(at));
         }
@@ -644,17 +683,29 @@ fn handlers(
     summaries: &str,
     clock: SharedClock,
     deliveries: &queue_worker::registry::Deliveries,
+    throttle: Option<Arc<TargetThrottle>>,
 ) -> queue_worker::registry::Registry {
     let shipped = queue_worker::summary::registry(db.clone(), summaries, clock);
     let inner = shipped.get("pulse").expect("the pulse handler").clone();
-    shipped.with("pulse", Arc::new(Ledger { db, table: summaries.to_string(), inner })).counted_into(deliveries)
+    shipped
+        .with("pulse", Arc::new(Ledger { db, table: summaries.to_string(), inner, throttle }))
+        .counted_into(deliveries)
 }
 
-/// Records a pulse's effect (once: a conditional put), then runs the shipped handler.
+/// A target that answers half its calls with a 429 and a one-second Retry-After, for a round.
+pub(super) struct TargetThrottle {
+    rng: std::sync::Mutex<fastrand::Rng>,
+    /// Throttles answered.
+    n: std::sync::atomic::AtomicU64,
+}
+
+/// Records a pulse's effect (once: a conditional put), then runs the shipped handler; while its
+/// target throttles, answers some calls with a throttle before doing anything.
 struct Ledger {
     db: tickwork::Db,
     table: String,
     inner: Arc<dyn queue_worker::registry::Handler>,
+    throttle: Option<Arc<TargetThrottle>>,
 }
 
 impl queue_worker::registry::Handler for Ledger {
@@ -664,6 +715,15 @@ impl queue_worker::registry::Handler for Ledger {
     ) -> futures::future::BoxFuture<'a, Result<(), queue_worker::registry::HandlerError>> {
         Box::pin(async move {
             use queue_worker::registry::HandlerError;
+            if let Some(t) = &self.throttle {
+                if t.rng.lock().expect("rng").bool() {
+                    t.n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    return Err(HandlerError::Throttled {
+                        why: "429 TooManyRequestsException (injected)".into(),
+                        after_ms: Some(1_000),
+                    });
+                }
+            }
             let v: serde_json::Value =
                 serde_json::from_str(&job.payload).map_err(|e| HandlerError::Permanent(e.to_string()))?;
             let (Some(t), Some(g), Some(p)) = (v["tenant"].as_str(), v["grain"].as_str(), v["period"].as_str()) else {
