@@ -91,19 +91,10 @@ impl Transition {
                 let mut set = vec!["#state = :pending", "#vis = :at", "#err = :err"];
                 let mut names = vec![("#vis", VISIBLE_AT), ("#err", LAST_ERROR)];
                 let mut values = vec![(":pending", av_s(PENDING)), (":at", av_n(at_ms)), (":err", cut(error))];
-                if let Some(p) = payload {
-                    set.push("#payload = :p");
-                    names.push(("#payload", PAYLOAD));
-                    values.push((":p", av_s(p)));
-                }
+                replaced(&mut set, &mut names, &mut values, payload, trouble);
                 if *refund {
                     set.push("#attempts = #attempts - :one");
                     values.push((":one", av_n(1)));
-                }
-                if let Some(t) = trouble {
-                    set.push("#trouble = :who");
-                    names.push(("#trouble", TROUBLE));
-                    values.push((":who", av_s(t)));
                 }
                 if *throttled {
                     set.push("#throttles = if_not_exists(#throttles, :t0) + :t1");
@@ -122,19 +113,31 @@ impl Transition {
                     (":now", av_n(now_ms)),
                     (":err", cut(error)),
                 ];
-                if let Some(p) = payload {
-                    set.push("#payload = :p");
-                    names.push(("#payload", PAYLOAD));
-                    values.push((":p", av_s(p)));
-                }
-                if let Some(t) = trouble {
-                    set.push("#trouble = :who");
-                    names.push(("#trouble", TROUBLE));
-                    values.push((":who", av_s(t)));
-                }
+                replaced(&mut set, &mut names, &mut values, payload, trouble);
                 (format!("SET {} REMOVE #shard, #owner", set.join(", ")), names, values)
             }
         }
+    }
+}
+
+/// The SETs a retry and a dead letter share: the payload that replaces the item's (a batch's
+/// remaining units) and the name it stands under in the trouble index.
+fn replaced(
+    set: &mut Vec<&'static str>,
+    names: &mut Vec<(&'static str, &'static str)>,
+    values: &mut Vec<(&'static str, aws_sdk_dynamodb::types::AttributeValue)>,
+    payload: &Option<String>,
+    trouble: &Option<String>,
+) {
+    if let Some(p) = payload {
+        set.push("#payload = :p");
+        names.push(("#payload", PAYLOAD));
+        values.push((":p", av_s(p)));
+    }
+    if let Some(t) = trouble {
+        set.push("#trouble = :who");
+        names.push(("#trouble", TROUBLE));
+        values.push((":who", av_s(t)));
     }
 }
 
