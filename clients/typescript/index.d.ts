@@ -71,7 +71,7 @@ export interface Explanation {
       retry_at?: string; ended_at?: string;
     }[];
     last_recovered?: string; delivered_before: string; oldest_ready_age_s: number;
-    shared_retrying: number; shared_dead: number; more: boolean;
+    shared_retrying: number; more: boolean;
   };
   findings: string[];
 }

@@ -313,7 +313,7 @@ async fn a_retry_on_a_quiet_queue_runs_at_its_backoff() {
 
 /// Lambda's asynchronous queue delivers every drain event twice (its documentation: "it's
 /// possible for it to receive the same event from Lambda multiple times"): each successor a drain
-/// hands on runs as two invocations of the same slot and lease. 300 items, drains of about 1.7 s:
+/// hands on runs as two invocations of the same slot and lease. 300 items, drains of about 1 s:
 /// the backlog still finishes with every item run once (claims are conditional), and the chain
 /// converges instead of doubling at each link (of two twins ending, one takes the slot for the
 /// successor and the other finds it held).

@@ -56,10 +56,9 @@ pub fn queue_view(q: &QueueReads, now_ms: i64, findings: &mut Vec<String>) -> Qu
     }
     let live = |u: &&TroubleUnit| u.state == "pending" || u.state == "claimed";
     let shared_retrying = q.shared.units.iter().filter(live).count();
-    let shared_dead = q.shared.units.iter().filter(|u| u.state == "dead").count();
-    if shared_retrying + shared_dead > 0 {
+    if shared_retrying > 0 {
         findings.push(format!(
-            "{shared_retrying} items of several tenants' units are retrying and {shared_dead} dead (a target failing for many tenants): a unit of it may be among them (`tickctl dead-letters` lists whose)"
+            "{shared_retrying} items of several tenants' units are retrying (a target failing for many tenants): a unit of it may be among them"
         ));
     }
     // Everything made ready before the oldest ready item has left the ready queue, and before
@@ -94,7 +93,6 @@ pub fn queue_view(q: &QueueReads, now_ms: i64, findings: &mut Vec<String>) -> Qu
         delivered_before: rfc3339(waiting.map_or(now_ms, |o| o.min(now_ms))),
         oldest_ready_age_s: age_s,
         shared_retrying,
-        shared_dead,
         more: q.troubles.more || q.shared.more,
     }
 }
@@ -396,16 +394,15 @@ mod tests {
         let now = ms("2026-12-02T09:00:00Z");
         let mut retrying = unit("s1", "pending", Some("2026-12-02T09:01:00Z"), None, None);
         retrying.created_at_ms = ms("2026-12-02T08:00:00Z");
-        let dead = unit("s2", "dead", None, Some("2026-12-02T08:30:00Z"), None);
         let reads = QueueReads {
-            shared: Troubles { units: vec![retrying, dead], more: false },
+            shared: Troubles { units: vec![retrying], more: false },
             oldest_ready: Some(ms("2026-12-02T08:59:00Z")),
             ..Default::default()
         };
         let mut findings = Vec::new();
         let q = queue_view(&reads, now, &mut findings);
-        assert_eq!((q.shared_retrying, q.shared_dead), (1, 1));
+        assert_eq!(q.shared_retrying, 1);
         assert_eq!(q.delivered_before, "2026-12-02T08:00:00Z", "the retrying item's units were made before it");
-        assert!(findings[0].starts_with("1 items of several tenants' units are retrying and 1 dead"), "{findings:?}");
+        assert!(findings[0].starts_with("1 items of several tenants' units are retrying"), "{findings:?}");
     }
 }

@@ -104,10 +104,9 @@ pub struct QueueView {
     /// How long the queue's oldest ready item has waited (seconds; 0 when nothing waits).
     pub oldest_ready_age_s: i64,
     /// Items of several tenants' units waiting for a retry: the tenant's units may be among them
-    /// (a target failing for many tenants at once keeps its remainder whole).
+    /// (a target failing for many tenants at once keeps its remainder whole; such an item's dead
+    /// letter, `tickctl dead-letters` lists whose units it holds).
     pub shared_retrying: usize,
-    /// Dead letters of several tenants' units (`tickctl dead-letters` lists whose).
-    pub shared_dead: usize,
     /// More items were in the index than one explanation reads: the counts are at least.
     pub more: bool,
 }

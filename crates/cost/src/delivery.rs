@@ -98,6 +98,22 @@ pub struct DeliveryTime {
     pub drain_ms: f64,
     /// Units handled a second while every drain is busy.
     pub peak_units_per_sec: f64,
+    /// What bounds that rate.
+    pub bound: Bound,
+}
+
+/// What bounds the handlers' rate.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Bound {
+    /// The drains' own calls (more drains, or more calls a drain, go faster).
+    #[default]
+    Drains,
+    /// The target's concurrency.
+    Target,
+    /// The handlers' table: the drains ask more writes a second than it takes, and it throttles
+    /// them (each throttle a back-off that spends no attempt).
+    Table,
 }
 
 #[derive(Debug, Clone)]
@@ -117,14 +133,16 @@ struct Drain {
 /// The delivery's time and counts. Pure.
 pub fn predict(d: &DeliveryInput) -> DeliveryTime {
     let r = d.request_ms;
-    let c = calls_at_once(d);
-    // Units a ms one drain's share of the handlers' table takes.
-    let table_share = d.handler_wcu.map(|w| w / 1000.0 / f64::from(d.drains.max(1)));
     let per_item = d.units_per_item.max(1);
     let items = d.units.div_ceil(per_item);
     if items == 0 {
         return DeliveryTime::default();
     }
+    // The drains that share the ceilings: no more than there are items.
+    let busy = f64::from(d.drains.max(1)).min(items as f64);
+    let c = calls_at_once(d, busy);
+    // Units a ms one drain's share of the handlers' table takes.
+    let table_share = d.handler_wcu.map(|w| w / 1000.0 / busy);
     // Ready items: (ready at, units), in order; a refund puts its rest at the front.
     let mut ready: std::collections::VecDeque<(f64, u64)> = (0..items)
         .map(|i| {
@@ -197,15 +215,26 @@ pub fn predict(d: &DeliveryInput) -> DeliveryTime {
     }
     t.slot_writes += drains.len() as u64 - 1;
     t.done_ms = done;
-    let by_calls = f64::from(d.drains.max(1)) * c * d.units_per_call.max(1) as f64 * 1000.0 / d.handler_ms.max(1e-9);
-    t.peak_units_per_sec = d.handler_wcu.map_or(by_calls, |w| by_calls.min(w));
+    // Units a second: what the drains ask, what the target allows, what the table takes.
+    let per_call_s = d.units_per_call.max(1) as f64 * 1000.0 / d.handler_ms.max(1e-9);
+    let drains = busy * f64::from(d.concurrency.max(1)) * per_call_s;
+    let target = d.target_concurrency.map(|tc| f64::from(tc.max(1)) * per_call_s);
+    let (mut peak, mut bound) = (drains, Bound::Drains);
+    for (rate, b) in [(target, Bound::Target), (d.handler_wcu, Bound::Table)] {
+        if let Some(rate) = rate.filter(|r| *r < peak) {
+            (peak, bound) = (rate, b);
+        }
+    }
+    t.peak_units_per_sec = peak;
+    t.bound = bound;
     t
 }
 
-/// Handler calls at once in one drain: its concurrency, or its share of the target's. Pure.
-fn calls_at_once(d: &DeliveryInput) -> f64 {
+/// Handler calls at once in one of `busy` drains: its concurrency, or its share of the
+/// target's. Pure.
+fn calls_at_once(d: &DeliveryInput, busy: f64) -> f64 {
     let own = f64::from(d.concurrency.max(1));
-    d.target_concurrency.map_or(own, |tc| own.min(f64::from(tc.max(1)) / f64::from(d.drains.max(1))))
+    d.target_concurrency.map_or(own, |tc| own.min(f64::from(tc.max(1)) / busy))
 }
 
 /// The worker as deployed: `template.yaml`'s settings (a test holds these to the template), unless
@@ -306,10 +335,14 @@ mod tests {
         let reserved = predict(&DeliveryInput { target_concurrency: Some(8), ..input(4) });
         assert!((reserved.done_ms - 80_000.0).abs() < 500.0, "{reserved:?}");
         assert!((reserved.peak_units_per_sec - 800.0).abs() < 1e-6);
+        assert_eq!((free.bound, reserved.bound), (Bound::Drains, Bound::Target));
         // A new on-demand table's 4,000 writes a second: 16 s, whatever the drains.
         let table = predict(&DeliveryInput { handler_wcu: Some(NEW_ON_DEMAND_WCU_PER_SEC), ..input(4) });
         assert!((table.done_ms - 16_000.0).abs() < 200.0, "{table:?}");
-        assert_eq!(table.peak_units_per_sec, 4_000.0);
+        assert_eq!((table.peak_units_per_sec, table.bound), (4_000.0, Bound::Table));
+        // One item keeps one drain busy: it has the whole table, up to its own 1,600 a second.
+        let one = predict(&DeliveryInput { units: 1_000, handler_wcu: Some(4_000.0), ..input(4) });
+        assert!((one.done_ms - 625.0).abs() < 1.0, "{one:?}");
         let more = predict(&DeliveryInput { handler_wcu: Some(NEW_ON_DEMAND_WCU_PER_SEC), ..input(8) });
         assert!((more.done_ms - table.done_ms).abs() < 200.0, "more drains do not pass the table: {more:?}");
         // The deadline stops a drain part way at the table's rate too: no unit lost.

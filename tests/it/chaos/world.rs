@@ -608,7 +608,7 @@ impl World {
         if aged_out {
             self.count("drain events aged out");
         }
-        let handlers = handlers(wdb, &self.summaries, wc, &self.deliveries, throttle.clone());
+        let handlers = handlers_like(wdb, &self.summaries, wc, &self.deliveries, throttle.clone());
         let (fb, ab, wb) = (self.budget(faulty), self.budget(faulty), self.budget(faulty));
         let tick = ev(at);
         let t1 = tokio::spawn({
@@ -625,6 +625,14 @@ impl World {
                 .await
                 .map(|_| ())
                 .map_err(|e| tickwork_lambda::error_chain(&e))
+        });
+        // The second delivery of the drain event is an invocation of its own: its own process
+        // (faults, clock, clients), so a crash in one is not the other's.
+        let twin = twice.then(|| {
+            let (tf, tc) = self.process(faulty);
+            let tdb = self.db(&tf);
+            let q = Queue::new(tdb.clone(), &self.queue, queue_cfg(), tc.clone());
+            (tf, q, handlers_like(tdb, &self.summaries, tc, &self.deliveries, throttle.clone()), self.budget(faulty))
         });
         let drain = |queue: Queue, handlers: queue_worker::registry::Registry, wb: Box<dyn Budget>| {
             tokio::spawn(async move {
@@ -643,13 +651,13 @@ impl World {
                 .map_err(|e| tickwork_lambda::error_chain(&e))
             })
         };
-        let twin = twice.then(|| drain(queue.clone(), handlers.clone(), self.budget(faulty)));
+        let twin = twin.map(|(tf, q, h, b)| (tf, drain(q, h, b)));
         let t3 = drain(queue, handlers, wb);
         self.join(t1, &ff, "fan-out").await;
         self.join(t2, &af, "archiver").await;
         self.join(t3, &wf, "queue worker").await;
-        if let Some(t) = twin {
-            self.join(t, &wf, "queue worker (its event's second delivery)").await;
+        if let Some((tf, t)) = twin {
+            self.join(t, &tf, "queue worker (its event's second delivery)").await;
         }
         if let Some(t) = throttle {
             *self.report.injected.entry("target throttles (429)".into()).or_default() +=
@@ -678,7 +686,7 @@ impl World {
 /// (`ledger#<grain>#<period>`, a conditional put: the effect the checks hold to exactly once),
 /// and every completion counted into [`World::deliveries`] (a unit run again after a crash counts
 /// twice there, never in the ledger).
-fn handlers(
+fn handlers_like(
     db: tickwork::Db,
     summaries: &str,
     clock: SharedClock,

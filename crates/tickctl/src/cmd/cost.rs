@@ -140,7 +140,9 @@ fn delivery(
     Ok(render::Delivery {
         needed: drains_needed(&d, target_ms, 100),
         handler_wcu_per_sec,
-        within_limits: handler_wcu_per_sec <= tickctl::boundary::TABLE_MAX_WCU_PER_SEC,
+        // The drains ask no more than the handlers' table takes (when it bounds them, it
+        // throttles them: each throttle a back-off, no attempt spent).
+        within_limits: time.bound != tickctl::delivery::Bound::Table,
         target: (a.deliver_to != TargetKind::Rust).then(|| {
             tickctl::targets::month(a.deliver_to, units_a_month, tickctl::targets::PULSE_UNIT_BYTES, batch, prices)
         }),

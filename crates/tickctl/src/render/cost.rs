@@ -211,22 +211,22 @@ pub fn print_boundary(as_json: bool, b: &Boundary) {
         dt.claims,
         dt.refunds
     );
+    use tickctl::delivery::Bound;
     println!(
-        "  the handlers write about {:.0} units a second at the peak (the table's limit {:.0}): {}",
-        b.delivery.handler_wcu_per_sec,
-        tickctl::boundary::TABLE_MAX_WCU_PER_SEC,
-        if b.delivery.within_limits { "within it" } else { "OVER IT: fewer drains, or a raised table limit" }
+        "  the handlers take about {:.0} units a second at the peak, bound by {}",
+        dt.peak_units_per_sec,
+        match dt.bound {
+            Bound::Drains => "the drains' calls".to_string(),
+            Bound::Target => format!(
+                "the target's concurrency ({} calls in flight across the drains, --target-concurrency)",
+                di.target_concurrency.unwrap_or_default()
+            ),
+            Bound::Table => format!(
+                "the handlers' table ({:.0} writes a second, --handler-table-wcu: a new on-demand table's until it has peaked higher, then twice its last peak; the drains ask more and it throttles them)",
+                di.handler_wcu.unwrap_or_default()
+            ),
+        }
     );
-    if let Some(w) = di.handler_wcu {
-        println!(
-            "  bounded by the handlers' table at {w:.0} writes a second (--handler-table-wcu: a new on-demand table's first peak; it then serves twice its previous)"
-        );
-    }
-    if let Some(tc) = di.target_concurrency {
-        println!(
-            "  bounded by the target's concurrency: {tc} calls in flight across the drains (--target-concurrency)"
-        );
-    }
     match b.delivery.needed {
         Some(d) => println!(
             "  drains to deliver within {:.0} s: {d} (TICKWORK_WORKER_DRAINS / WorkerConcurrency, at {} handler calls each)",
@@ -234,8 +234,13 @@ pub fn print_boundary(as_json: bool, b: &Boundary) {
             di.concurrency
         ),
         None => println!(
-            "  no count of drains up to 100 delivers within {:.0} s: more handler calls a drain, or a faster handler",
-            b.target_ms / 1000.0
+            "  no count of drains up to 100 delivers within {:.0} s: {}",
+            b.target_ms / 1000.0,
+            match dt.bound {
+                Bound::Drains => "more handler calls a drain, or a faster handler",
+                Bound::Target => "a higher reserved concurrency for the target",
+                Bound::Table => "warm throughput for the handlers' table",
+            }
         ),
     }
     println!("  the delivery itself: ${:.4} (drain time, hand-ons, refunds, slot writes)", b.delivery.burst_usd);

@@ -63,8 +63,8 @@ pub fn explanation(e: &Explanation) -> String {
             String::new()
         },
     );
-    if q.shared_retrying + q.shared_dead > 0 {
-        let _ = writeln!(s, "  and items of several tenants: {} retrying, {} dead", q.shared_retrying, q.shared_dead);
+    if q.shared_retrying > 0 {
+        let _ = writeln!(s, "  and {} items of several tenants' units retrying", q.shared_retrying);
     }
     for u in &q.troubles {
         let when = u.retry_at.as_deref().or(u.ended_at.as_deref()).unwrap_or("-");
@@ -136,7 +136,6 @@ mod tests {
                 delivered_before: "B".into(),
                 oldest_ready_age_s: 12,
                 shared_retrying: 2,
-                shared_dead: 0,
                 more: false,
             },
             findings: vec!["suspended: nothing is pulsed".into()],
@@ -152,7 +151,7 @@ mod tests {
             "  payload {\"plan\":\"pro\"}",
             "  next O (due D)",
             "queue: 1 retrying, 0 dead, 2 recovered (last L); delivered before B (oldest ready waited 12 s)",
-            "  and items of several tenants: 2 retrying, 0 dead",
+            "  and 2 items of several tenants' units retrying",
             "  retrying  sched sched#x#rest#1#w#0 R after 1 attempts: boom",
             "! suspended: nothing is pulsed",
         ] {

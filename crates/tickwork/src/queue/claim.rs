@@ -186,7 +186,10 @@ impl Queue {
     async fn bury(&self, id: &str, attempts: u32, stood: &Item) -> Result<Claim, QueueError> {
         let now = self.clock.now_ms();
         let msg = format!("claimed {attempts} times and never settled: its handler died with its worker each time (a panic, a timeout or out of memory)");
-        let who = crate::queue::trouble_of(get_s(stood, PAYLOAD).unwrap_or_default(), get_s(stood, TENANT));
+        // A dead letter of several tenants' units stays out of the shared partition (live items
+        // only).
+        let who = crate::queue::trouble_of(get_s(stood, PAYLOAD).unwrap_or_default(), get_s(stood, TENANT))
+            .filter(|t| t != SEVERAL);
         let set_who = if who.is_some() { ", #trouble = :who" } else { "" };
         let mut req = self
             .db

@@ -37,7 +37,8 @@ pub const CREATED_AT: &str = "created_at";
 /// (a failure to retry, a throttle, a death, a dead letter) and kept on its done tombstone until
 /// that expires: the partition of [`TROUBLE_INDEX`], so `tenants.explain` finds a tenant's units
 /// that went wrong, and when they were handled after all, by key condition. Absent on the happy
-/// path (no index write there) and on an item of several tenants' units.
+/// path (no index write there); an item of several tenants' units stands under [`SEVERAL`] while
+/// it is live.
 pub const TROUBLE: &str = "trouble";
 /// The [`TROUBLE`] of an item of several tenants' units that went wrong (no tenant id holds `#`):
 /// kept while the item is live and removed when it is done, so its partition holds what is still

@@ -213,7 +213,8 @@ impl Queue {
             now,
             now + self.cfg.backoff(job.attempts).as_millis() as i64,
             self.done_ttl_s(),
-            shared(job),
+            // Dead parts carry the trouble on: an item whose other units ran is no unit recovered.
+            shared(job) || !s.dead.is_empty(),
         );
         let outcome = t.outcome();
         // Units that did not run in this claim spent the claims before it.
@@ -239,9 +240,11 @@ impl Queue {
             left.push((REST, p, rest.clone()));
         }
         for p in &s.fresh {
-            // Units a throttle stopped wait for it as the item does.
+            // Units a throttle stopped wait for it as the item does (and went wrong: the trouble
+            // index names them while they wait).
             let due_ms = s.throttled.as_ref().map(|t| t.1);
-            let part = Left::Pending { suspect: job.suspect, due_ms, trouble: false, attempts: unrun, error: None };
+            let trouble = s.throttled.is_some();
+            let part = Left::Pending { suspect: job.suspect, due_ms, trouble, attempts: unrun, error: None };
             left.push((REST, p, part));
         }
         for p in &s.dead {
@@ -336,7 +339,12 @@ impl Queue {
                     item
                 }
             };
-            if let Some(t) = trouble_of(payload, job.tenant.as_deref()).filter(|_| trouble) {
+            // A dead letter of several tenants' units stays out of the shared partition, which
+            // holds live items only (dead letters have no expiry; `tickctl dead-letters` lists
+            // whose units they hold).
+            let who = trouble_of(payload, job.tenant.as_deref())
+                .filter(|t| trouble && !(t == SEVERAL && matches!(what, Left::Dead { .. })));
+            if let Some(t) = who {
                 item.insert(TROUBLE.to_string(), av_s(t));
             }
             items.push(crate::schema::put_new_item(&self.table, item));

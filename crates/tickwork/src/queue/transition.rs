@@ -113,8 +113,17 @@ impl Transition {
                     (":now", av_n(now_ms)),
                     (":err", cut(error)),
                 ];
-                replaced(&mut set, &mut names, &mut values, payload, trouble);
-                (format!("SET {} REMOVE #shard, #owner", set.join(", ")), names, values)
+                // The shared partition holds live items only: a dead letter of several tenants'
+                // units leaves it (dead letters have no expiry).
+                let shared = trouble.as_deref() == Some(SEVERAL);
+                replaced(&mut set, &mut names, &mut values, payload, if shared { &None } else { trouble });
+                let remove = if shared {
+                    names.push(("#trouble", TROUBLE));
+                    "REMOVE #shard, #owner, #trouble"
+                } else {
+                    "REMOVE #shard, #owner"
+                };
+                (format!("SET {} {remove}", set.join(", ")), names, values)
             }
         }
     }
@@ -231,6 +240,18 @@ mod tests {
     }
 
     #[test]
+    fn a_dead_letter_of_several_tenants_leaves_the_shared_partition_and_of_one_names_it() {
+        let dead = |who: &str| {
+            Transition::Dead { now_ms: 1, error: "e".into(), payload: None, trouble: Some(who.into()) }.update()
+        };
+        let (expr, _, values) = dead(SEVERAL);
+        assert!(expr.ends_with("REMOVE #shard, #owner, #trouble") && !expr.contains(":who"), "{expr}");
+        assert!(values.iter().all(|(k, _)| *k != ":who"));
+        let (expr, _, _) = dead("acme");
+        assert!(expr.contains("#trouble = :who") && expr.ends_with("REMOVE #shard, #owner"), "{expr}");
+    }
+
+    #[test]
     fn a_throttle_refunds_the_attempt_and_waits_but_a_failure_beside_it_spends_one() {
         let t = |err: Option<&str>, last: bool| {
             batch_transition(Some(("r", None)), err, Some(("slow down", 5_000)), last, 100, 900, 7, false)
@@ -284,6 +305,7 @@ mod tests {
             },
             Transition::Dead { now_ms: 1, error: long.clone(), payload: None, trouble: None },
             Transition::Dead { now_ms: 1, error: "e".into(), payload: Some("p".into()), trouble: Some("t".into()) },
+            Transition::Dead { now_ms: 1, error: "e".into(), payload: None, trouble: Some(SEVERAL.into()) },
         ] {
             let (expr, names, values) = t.update();
             // DynamoDB refuses a name or value given and unused, and one used and not given; the
