@@ -1035,3 +1035,54 @@ async fn an_unreadable_record_is_set_aside_named_and_repaired_and_its_occurrence
     tick(&local, &deps, "2026-12-03T07:00:00Z").await;
     assert_eq!(fires(&local, &queue).await.iter().filter(|f| f.2.starts_with("2026-12-03")).count(), 2);
 }
+
+/// A duplicate tick that read its due groups before another invocation ran a zone's whole run,
+/// and took the lease after that one let it go (a tick that fires schedules does), finds every
+/// shard done: it met nobody, but the zone has tenants. It must leave the zone registered, or its
+/// tenants are never pulsed again, with no error (chaos seed 47: three Los Angeles tenants owed a
+/// day and a week, never pulsed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_duplicate_tick_that_finds_a_run_done_by_another_keeps_the_zone() {
+    let local = Local::new().await;
+    let p = unique("dup");
+    ok(&tickctl(&local, &p, &["provision"]));
+    let (deps, _) = sweep(&local, &p, None);
+    local.clock.set(ms("2026-11-28T10:00:00Z"));
+    let ids = ["t1", "t2", "t3"];
+    pulse_sweep::add_tenants(&deps, &ids.map(|id| Tenant::new(id, "Asia/Tokyo"))).await.unwrap();
+    tick(&local, &deps, "2026-11-28T10:00:00Z").await;
+    tick(&local, &deps, "2026-11-28T10:15:00Z").await;
+    // A timer due at Tokyo's midnight: the tick that fires it lets its lease go as it ends.
+    schedules(&deps).put("t1", "Asia/Tokyo", def("call", "at 2026-11-29T00:00"), &POLICY).await.unwrap();
+    // The duplicate reads the state item (its due groups) and stops before its lease: a paused
+    // process.
+    let midnight = ms("2026-11-28T15:00:00Z");
+    local.clock.set(midnight);
+    let event = Tick::parse(&Tick::envelope(midnight, false)).unwrap();
+    let stall = Faults::new();
+    stall.plan(Planned { op: None, nth: 2, fault: Fault::Stall });
+    let (dup, _) = sweep(&local, &p, Some(&stall));
+    let dup = tokio::spawn({
+        let event = event.clone();
+        async move { pulse_sweep::run(&dup, &event, &Unlimited, "dup").await.unwrap() }
+    });
+    while !stall.is_stalled() && !dup.is_finished() {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert!(stall.is_stalled(), "the duplicate pauses at its second call, its lease");
+    // Meanwhile the run: stopped by its budget, then finished by a second invocation of the same
+    // tick, which checkpoints each shard as it ends and fires the timer.
+    let first = pulse_sweep::run(&deps, &event, &tickwork::budget::Steps::new(2), "a").await.unwrap();
+    assert_eq!(first.outcome, tickwork_lambda::Outcome::Partial, "{first:?}");
+    let second = pulse_sweep::run(&deps, &event, &Unlimited, "b").await.unwrap();
+    assert_eq!((second.groups_completed, second.fires), (1, 1), "{second:?}");
+    stall.release();
+    let r = dup.await.unwrap();
+    assert_eq!(r.groups_due, 1, "it planned from the state it read: {r:?}");
+    assert_eq!(r.groups_removed, 0, "it met nobody, and the zone has three tenants: {r:?}");
+    let state = deps.marks.read_strong("pulse-sweep").await.unwrap();
+    assert!(state.groups.contains("Asia/Tokyo"), "{state:?}");
+    // The next midnight pulses all three for the 29th.
+    let r = tick(&local, &deps, "2026-11-29T15:00:00Z").await;
+    assert_eq!(r.pulses.get("day").copied(), Some(3), "{r:?}");
+}

@@ -141,9 +141,12 @@ pub(crate) async fn run_group(
     // so that an invocation that keeps dying at the same point still moves the run on.
     let eager = g.started_ms.is_some();
     let mut done = true;
+    // Every shard paged from its start by this invocation: only then can "found nobody" be told.
+    let mut paged_whole = true;
     // Every shard any writer used: this process's count, or a larger one recorded since it started.
     for k in 0..g.shards(deps.tenants.shards()) {
         let state = Checkpoints::state_of(&states, &k.to_string()).clone();
+        paged_whole &= state == ShardState::Start;
         let mut shard = Shard { k, pending: &mut pending, follower: &mut follower, eager };
         match page_shard(deps, mode, g, &run, &target, &mut shard, state, budget, report).await? {
             ShardEnd::Done => {}
@@ -168,7 +171,7 @@ pub(crate) async fn run_group(
             // A run begun and finished at this tick that found nobody: the zone leaves the
             // registry, and stops costing its daily run (a dozen requests a day). Unless a zone
             // was registered within the hour: an add may still be writing its tenant.
-            if g.started_ms.is_none() && report.tenants == seen_before {
+            if found_empty(g.started_ms.is_none(), paged_whole, report.tenants - seen_before) {
                 let cutoff = deps.clock.now_ms() - REGISTRATION_QUIET_MS;
                 if deps.marks.deregister(&deps.cfg.job, &g.group, &g.local, cutoff).await? {
                     tracing::info!(group = %g.group, "no tenant: the zone leaves the registry");
@@ -179,6 +182,16 @@ pub(crate) async fn run_group(
         }
         Flushed::Written => Ok(GroupEnd::Partial),
     }
+}
+
+/// Whether a finished run found its zone empty, so that the zone may leave the registry: only a
+/// run this invocation began, that paged every shard from its start and met no tenant. A run that
+/// found shards already done (another invocation ran them after this one read its due groups, a
+/// duplicate delivery or a leader's takeover) met none of the tenants it did not page; taking the
+/// zone out then would stop its tenants' pulses for good, with no error (chaos seed 47: three Los
+/// Angeles tenants never pulsed again after a duplicate tick finished a run another had done).
+pub(crate) fn found_empty(begun_here: bool, paged_whole: bool, tenants_met: u64) -> bool {
+    begun_here && paged_whole && tenants_met == 0
 }
 
 /// One shard of a run being paged: where its writes gather, and how eagerly they are flushed.
@@ -357,4 +370,19 @@ async fn wake_chunk(
     let Mode::Live(fence) = mode else { return Ok(true) };
     pending.woken = woken.to_vec();
     Ok(matches!(flush(deps, fence, &run, &mut pending, None).await?, Flushed::Written))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::found_empty;
+
+    /// Only a run begun here, read whole and empty, finds its zone empty: a run that found its
+    /// shards done by another invocation met nobody, and its zone still has tenants.
+    #[test]
+    fn a_zone_is_found_empty_only_by_a_run_that_read_it_whole() {
+        assert!(found_empty(true, true, 0));
+        assert!(!found_empty(true, true, 1), "a tenant met");
+        assert!(!found_empty(true, false, 0), "shards found done or resumed: their tenants unseen");
+        assert!(!found_empty(false, true, 0), "a run begun at an earlier tick");
+    }
 }

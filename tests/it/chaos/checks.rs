@@ -24,6 +24,16 @@ pub async fn check(w: &mut World, end: Millis) {
     let summaries = scan(w, &w.summaries.clone()).await;
     let tenant_items = scan(w, &w.tenants_table.clone()).await;
     let deliveries = w.deliveries.lock().expect("deliveries").clone();
+    if let Ok(z) = std::env::var("CHAOS_DUMP") {
+        for (name, items) in [("control", &control), ("queue", &queue), ("tenants", &tenant_items)] {
+            for i in items.iter() {
+                let s = format!("{i:?}");
+                if s.contains(&z) {
+                    eprintln!("DUMP {name}: {}", s.chars().take(1500).collect::<String>());
+                }
+            }
+        }
+    }
 
     // 1. Every owed (tenant, grain, period) has its effect, once (the ledger's conditional put),
     //    and nothing else has one.

@@ -31,7 +31,9 @@
 //! isolated by mistake, no unit dead-lettered by throttles, no panic.
 //!
 //! `make chaos` runs 200 seeds (`CHAOS_SEEDS`), `make chaos SEED=n` replays one; `make test` runs
-//! a CI-sized subset.
+//! a CI-sized subset. To diagnose a replay: `CHAOS_TRACE=1` prints each round and each invocation's
+//! end, `CHAOS_DUMP=<text>` prints every control, queue and tenants item holding that text once the
+//! seed has settled (how seed 47's zone missing from the registry was found).
 
 mod checks;
 pub(crate) mod expect;
