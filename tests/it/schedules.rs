@@ -1086,3 +1086,93 @@ async fn a_duplicate_tick_that_finds_a_run_done_by_another_keeps_the_zone() {
     let r = tick(&local, &deps, "2026-11-29T15:00:00Z").await;
     assert_eq!(r.pulses.get("day").copied(), Some(3), "{r:?}");
 }
+
+/// A large fire while writers keep changing schedules in its shards: near-term adds (each counted
+/// on its shard's cursor, which refuses a sweep's move made from an older count), pauses, spec
+/// changes, removes and a tenant moved between zones, one every 20 ms, for as long as the fire
+/// runs. Each refused move of a chunk reads the cursor again and the range it passes: the writers'
+/// records lie past it (due later), so the move goes again at once. Every due occurrence is handed
+/// over once, in one invocation. Before, each refused move read the shard again, three times at
+/// most, and left the rest to the next tick, which the writers refused again: the fire stalled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_fire_finishes_while_writers_change_schedules_in_its_shards() {
+    const TIMERS: usize = 1_000;
+    let local = Local::new().await;
+    let p = unique("schedbusy");
+    ok(&tickctl(&local, &p, &["provision"]));
+    let (deps, queue) = sweep(&local, &p, None);
+    local.clock.set(ms("2026-12-01T10:00:00Z"));
+    let mut tenants: Vec<Tenant> = (0..10).map(|i| Tenant::new(format!("t{i}"), "Europe/Berlin")).collect();
+    tenants.push(Tenant::new("w", "Europe/Berlin"));
+    tenants.push(Tenant::new("mover", "Europe/Berlin"));
+    pulse_sweep::add_tenants(&deps, &tenants).await.unwrap();
+    let s = schedules(&deps);
+    // A thousand distinct timers (a group and a due record each) at 08:00 Berlin on the 2nd.
+    for i in 0..TIMERS {
+        s.put(&format!("t{}", i % 10), "Europe/Berlin", def(&format!("n{i}"), "at 2026-12-02T08:00"), &POLICY)
+            .await
+            .unwrap();
+    }
+    s.put("mover", "Europe/Berlin", def("later", "daily 08:30"), &POLICY).await.unwrap();
+    for at in ["2026-12-01T10:15:00Z", "2026-12-01T23:15:00Z", "2026-12-02T06:45:00Z"] {
+        tick(&local, &deps, at).await;
+    }
+    local.clock.set(ms("2026-12-02T07:00:01Z"));
+    // The writers: schedules of `w` and `mover`, none due at the fire's instant.
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers = tokio::spawn({
+        let (deps, done) = (deps.clone(), done.clone());
+        async move {
+            let s = schedules(&deps);
+            let mut n = 0u32;
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                let name = format!("w{}", n / 4);
+                match n % 4 {
+                    // Near-term: 08:20-08:59 Berlin, within the hour, counted on its shard's cursor.
+                    0 => {
+                        let d = def(&name, &format!("at 2026-12-02T08:{:02}", 20 + n / 4 % 40));
+                        s.put("w", "Europe/Berlin", d, &POLICY).await.unwrap();
+                    }
+                    1 => {
+                        s.set_paused("w", &name, true, "Europe/Berlin").await.unwrap();
+                    }
+                    2 => {
+                        let d = def(&name, &format!("at 2026-12-02T09:{:02}", n / 4 % 60));
+                        s.put("w", "Europe/Berlin", d, &POLICY).await.unwrap();
+                        s.remove("w", &name).await.unwrap();
+                    }
+                    _ => {
+                        let zone = if n / 4 % 2 == 0 { "Europe/Paris" } else { "Europe/Berlin" };
+                        assert!(deps.tenants.move_zone("mover", zone).await.unwrap());
+                        s.retarget("mover", zone).await.unwrap();
+                    }
+                }
+                n += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            n
+        }
+    });
+    let event = Tick::parse(&Tick::envelope(ms("2026-12-02T07:00:00Z"), false)).unwrap();
+    let mut invocations = 0;
+    let mut fired = 0;
+    while fired < TIMERS as u64 && invocations < 4 {
+        invocations += 1;
+        // Each invocation a new owner, its lease let go at the end (a tick that fired does).
+        let r = pulse_sweep::run(&deps, &event, &Unlimited, &format!("i{invocations}")).await.unwrap();
+        fired += r.fires;
+    }
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let ops = writers.await.unwrap();
+    let got = fires(&local, &queue).await;
+    let at_eight: BTreeSet<_> = got
+        .iter()
+        .filter(|(_, _, occ)| occ == "2026-12-02T08:00:00+01:00")
+        .map(|(t, n, _)| (t.clone(), n.clone()))
+        .collect();
+    let want: BTreeSet<_> = (0..TIMERS).map(|i| (format!("t{}", i % 10), format!("n{i}"))).collect();
+    assert_eq!(at_eight, want, "every timer handed over (each once: `fires` checks)");
+    assert!(ops >= 8, "the writers ran during the fire: {ops} changes");
+    println!("{TIMERS} timers fired in {invocations} invocation(s) beside {ops} schedule changes");
+    assert_eq!(invocations, 1, "the fire finished in one invocation");
+}

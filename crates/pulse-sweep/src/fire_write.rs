@@ -72,7 +72,8 @@ pub(crate) async fn write_chunk(
 ) -> Result<Wrote, PulseError> {
     let mut to = to.to_string();
     let mut set_aside = false;
-    for _ in 0..=chunk.len() {
+    let mut recounts = 0;
+    for _ in 0..=chunk.len() + RECOUNTS {
         let ChunkPlan { batch, ends, before, fired, skipped, dropped, isolated, ready_ms, failures, moved } =
             chunk_plan(&chunk, tenants, now_ms);
         let mut queued = Vec::new();
@@ -175,6 +176,16 @@ pub(crate) async fn write_chunk(
                 }
             }
         }
+        // Only the cursor's move refused: when writers counted records past the move's end
+        // alone, the move goes again at once from the cursor read again.
+        if failed.is_some_and(|i| i + 1 == moves.len()) && !to.is_empty() && recounts < RECOUNTS {
+            recounts += 1;
+            let known = known_keys(deps, &chunk, &bad, &before, &ends);
+            if let Some(fresh) = Box::pin(deps.schedules.recount(k, cursor, &to, &known)).await? {
+                *cursor = fresh;
+                continue;
+            }
+        }
         match refusal(failed, &owner, last_try) {
             Refusal::Reread => return Ok(Wrote::Reread),
             Refusal::SetAside(i) => {
@@ -197,6 +208,34 @@ pub(crate) async fn write_chunk(
         }
     }
     Ok(Wrote::Halted)
+}
+
+/// Times a chunk's refused cursor move goes again at once, the cursor read again, before its
+/// shard is read again ([`tickwork::schedules::Schedules::recount`]).
+const RECOUNTS: usize = 3;
+
+/// The sort keys of every record a chunk's transaction handles: its records, those set aside, and
+/// their successors (put before it, or in it).
+fn known_keys(
+    deps: &Deps,
+    chunk: &[Segment],
+    bad: &[Quarantined],
+    before: &[DueRecord],
+    ends: &[crate::fire_plan::End],
+) -> std::collections::BTreeSet<String> {
+    let successors = ends.iter().filter_map(|(_, e, _)| match e {
+        RecordEnd::Done(Some(n)) => Some(n),
+        RecordEnd::Retire { successor: Some(n), .. } => Some(n),
+        _ => None,
+    });
+    chunk
+        .iter()
+        .map(|s| &s.rec)
+        .chain(before)
+        .chain(successors)
+        .map(|r| sk_of(deps, r))
+        .chain(bad.iter().map(|q| q.from.1.clone()))
+        .collect()
 }
 
 /// The keys of the records the chunk's transaction moves the cursor past and keeps (done, passed

@@ -29,8 +29,12 @@
 //! the same transaction and counted as a failed unit; a member whose item or tenant does not read
 //! is counted and logged, and the rest of the group fired; a record that does not read at all is
 //! set aside whole ([`tickwork::schedules::quarantine`]) in the transaction that passes it, counted
-//! and logged with its group, for `tickctl schedules doctor` to show and repair. A chunk that another writer changed under the sweep stops its shard until
-//! the next tick (the cursor cannot pass it). When every due record is done, `sched_next` becomes
+//! and logged with its group, for `tickctl schedules doctor` to show and repair. A chunk whose
+//! cursor move a writer's count refused goes again at once when the cursor, read again, has not
+//! moved and the range the move passes holds only the chunk's records (the writer's record is due
+//! later: [`tickwork::schedules::Schedules::recount`]); else the shard is read again, and a chunk
+//! that keeps being changed under the sweep stops its shard until the next tick (the cursor cannot
+//! pass it). When every due record is done, `sched_next` becomes
 //! the earliest record after the cursors, unless a schedule was added since the state item was
 //! read.
 

@@ -193,6 +193,59 @@ impl Schedules {
         cursor_move_item(&self.table, &self.job, k, seen, to)
     }
 
+    /// Shard `k`'s cursor read again after the sweep's move of it from `seen` to `to` was refused,
+    /// when the move may go again at once ([`super::writes::move_clear`]: no other sweep moved
+    /// it, and writers counted only records past `to`; `known` are the records the move's
+    /// transaction handles); `None` when the shard must be read again. The cursor is read before
+    /// the range (strongly consistent, paged to its end): a writer that commits after the
+    /// cursor's read counts on it, and the next move is refused again.
+    pub async fn recount(
+        &self,
+        k: u32,
+        seen: &ShardCursor,
+        to: &str,
+        known: &std::collections::BTreeSet<String>,
+    ) -> Result<Option<ShardCursor>, DbError> {
+        let fresh = self.shard_cursor(k).await?;
+        if fresh.cur != seen.cur {
+            return Ok(None);
+        }
+        let q = self
+            .db
+            .client()
+            .query()
+            .table_name(&self.table)
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_names("#sk", SK)
+            .expression_attribute_values(":pk", av_s(due_pk(&self.job, k)))
+            .expression_attribute_values(":to", av_s(to))
+            .projection_expression("#sk")
+            .consistent_read(true);
+        let q = match &seen.cur {
+            Some(c) => q
+                .key_condition_expression("#pk = :pk AND #sk BETWEEN :from AND :to")
+                .expression_attribute_values(":from", av_s(c)),
+            None => q.key_condition_expression("#pk = :pk AND #sk <= :to"),
+        };
+        let mut in_range = Vec::new();
+        let mut start = None;
+        loop {
+            let page = fetch_page(&self.db, &q, start.as_ref(), 1000)
+                .await
+                .map_err(|e| DbError::from(PageError::<DbError>::widen(e)))?;
+            in_range.extend(page.items.iter().filter_map(|i| crate::schema::get_s(i, SK)).map(str::to_string));
+            // More than the transaction handles, and the cursor's own: a writer's, whatever they are.
+            if in_range.len() > known.len() + 1 {
+                return Ok(None);
+            }
+            match page.next {
+                Some(n) => start = Some(n),
+                None => break,
+            }
+        }
+        Ok(super::writes::move_clear(seen, &fresh, &in_range, known).then_some(fresh))
+    }
+
     /// Whether the record at `key` is there (strongly consistent).
     pub async fn record_exists(&self, key: Item) -> Result<bool, DbError> {
         Ok(self.db.get_strong(&self.table, key).await?.is_some())
