@@ -180,10 +180,14 @@ pub(crate) async fn write_chunk(
         // alone, the move goes again at once from the cursor read again.
         if failed.is_some_and(|i| i + 1 == moves.len()) && !to.is_empty() && recounts < RECOUNTS {
             recounts += 1;
-            let known = known_keys(deps, &chunk, &bad, &before, &ends);
-            if let Some(fresh) = Box::pin(deps.schedules.recount(k, cursor, &to, &known)).await? {
-                *cursor = fresh;
-                continue;
+            let known = known_keys(deps, &before, &ends);
+            match Box::pin(deps.schedules.recount(k, cursor, &to, &known)).await {
+                Ok(Some(fresh)) => {
+                    *cursor = fresh;
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(shard = k, error = %e, "a refused cursor move not read again: the shard is"),
             }
         }
         match refusal(failed, &owner, last_try) {
@@ -214,28 +218,22 @@ pub(crate) async fn write_chunk(
 /// shard is read again ([`tickwork::schedules::Schedules::recount`]).
 const RECOUNTS: usize = 3;
 
-/// The sort keys of every record a chunk's transaction handles: its records, those set aside, and
-/// their successors (put before it, or in it).
-fn known_keys(
-    deps: &Deps,
-    chunk: &[Segment],
-    bad: &[Quarantined],
-    before: &[DueRecord],
-    ends: &[crate::fire_plan::End],
-) -> std::collections::BTreeSet<String> {
-    let successors = ends.iter().filter_map(|(_, e, _)| match e {
-        RecordEnd::Done(Some(n)) => Some(n),
-        RecordEnd::Retire { successor: Some(n), .. } => Some(n),
-        _ => None,
+/// The sort keys a chunk's transaction holds by a condition of its own or writes itself: its
+/// records that end with a write (a group that has a head: a writer only counts a join on it, and
+/// never puts a record at its key) and their successors (put before it, or in it). A record it
+/// passes with no write of its own (a group without a head, `Pass`; one set aside) is left out: a
+/// writer re-creating that group, or a repair, may have put a record at its very key since, which
+/// a move clear by key alone would pass, and the delete after it remove. The shard is read again
+/// for those.
+fn known_keys(deps: &Deps, before: &[DueRecord], ends: &[crate::fire_plan::End]) -> std::collections::BTreeSet<String> {
+    let written = ends.iter().filter(|(_, e, _)| !matches!(e, RecordEnd::Pass)).flat_map(|(r, e, _)| {
+        let successor = match e {
+            RecordEnd::Done(Some(n)) | RecordEnd::Retire { successor: Some(n), .. } => Some(n),
+            _ => None,
+        };
+        std::iter::once(r).chain(successor)
     });
-    chunk
-        .iter()
-        .map(|s| &s.rec)
-        .chain(before)
-        .chain(successors)
-        .map(|r| sk_of(deps, r))
-        .chain(bad.iter().map(|q| q.from.1.clone()))
-        .collect()
+    written.chain(before).map(|r| sk_of(deps, r)).collect()
 }
 
 /// The keys of the records the chunk's transaction moves the cursor past and keeps (done, passed
