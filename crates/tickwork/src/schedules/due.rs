@@ -211,16 +211,10 @@ impl Schedules {
             return Ok(None);
         }
         let q = self
-            .db
-            .client()
-            .query()
-            .table_name(&self.table)
-            .expression_attribute_names("#pk", PK)
+            .partition_query(due_pk(&self.job, k))
             .expression_attribute_names("#sk", SK)
-            .expression_attribute_values(":pk", av_s(due_pk(&self.job, k)))
             .expression_attribute_values(":to", av_s(to))
-            .projection_expression("#sk")
-            .consistent_read(true);
+            .projection_expression("#sk");
         let q = match &seen.cur {
             Some(c) => q
                 .key_condition_expression("#pk = :pk AND #sk BETWEEN :from AND :to")

@@ -59,14 +59,7 @@ impl Schedules {
     /// A strongly consistent Query of partition `pk` (sort keys below `below` when given): the
     /// one read of the control table's schedule partitions, paged by [`crate::pager`].
     pub(super) fn partition(&self, pk: String, below: Option<String>) -> QueryFluentBuilder {
-        let q = self
-            .db
-            .client()
-            .query()
-            .table_name(&self.table)
-            .expression_attribute_names("#pk", PK)
-            .expression_attribute_values(":pk", av_s(pk))
-            .consistent_read(true);
+        let q = self.partition_query(pk);
         match below {
             Some(b) => q
                 .key_condition_expression("#pk = :pk AND #sk < :to")
@@ -74,6 +67,17 @@ impl Schedules {
                 .expression_attribute_values(":to", av_s(b)),
             None => q.key_condition_expression("#pk = :pk"),
         }
+    }
+
+    /// A strongly consistent Query of partition `pk`, its key condition's sort key part to add.
+    pub(super) fn partition_query(&self, pk: String) -> QueryFluentBuilder {
+        self.db
+            .client()
+            .query()
+            .table_name(&self.table)
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_values(":pk", av_s(pk))
+            .consistent_read(true)
     }
 
     /// One schedule, read strongly consistently.
