@@ -131,7 +131,13 @@ impl DrainEvent {
 
     /// The slot's lease, as held for this drain.
     fn lease(&self) -> Lease {
-        Lease { job: slot_job(self.slot), owner: self.owner.clone(), token: self.token, expires_at_ms: 0 }
+        Lease {
+            job: slot_job(self.slot),
+            owner: self.owner.clone(),
+            token: self.token,
+            expires_at_ms: 0,
+            held_until_ms: None,
+        }
     }
 }
 

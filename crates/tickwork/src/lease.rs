@@ -6,8 +6,9 @@
 //! make it harmless for effects.
 //!
 //! ## Item (control table)
-//! `pk = lease#<job>`, `sk = lease`; `owner` (S), `token` (N), `expires_at` (N, ms), `acquired_at`.
-//! The item is never deleted, so `token` increases across every acquisition for the job's life.
+//! `pk = lease#<job>`, `sk = lease`; `owner` (S), `token` (N), `expires_at` (N, ms), `acquired_at`,
+//! `released_at` (the last release). The item is never deleted, so `token` increases across every
+//! acquisition for the job's life.
 //!
 //! ## Protocol
 //! 1. **Acquire**: one UpdateItem, `SET owner, expires_at = now + ttl ADD token 1`, conditional on
@@ -23,7 +24,12 @@
 //! 3. **Progress writes** carry the fence ([`Lease::fence`]): a ConditionCheck `owner = me AND
 //!    token = mine` in the same transaction. A stale leader's write fails as [`Fenced::Stale`].
 //! 4. **Release**: on failure only, by default (`release_on_success` opts in for one-shot work):
-//!    `SET expires_at = 0` conditional on owner and token. A non-owner's release changes nothing.
+//!    `SET expires_at = 0, released_at = now` conditional on owner and token. A non-owner's
+//!    release changes nothing.
+//! 5. **The holder before**: an acquisition reads the item as it was (`ALL_OLD`), so the new holder
+//!    knows until when the one before it could have written ([`Lease::held_until_ms`]): its release,
+//!    else its expiry. A job that planned from a read taken before then plans again
+//!    ([`Lease::held_since`]): a duplicate delivery, or a tick that took a lease another let go.
 //!
 //! ## Clock assumptions
 //! Nodes' clocks differ by at most `clock_skew`. The TTL must be below the schedule interval (a
@@ -49,6 +55,8 @@ pub const TOKEN: &str = "token";
 pub const EXPIRES_AT: &str = "expires_at";
 /// Attribute: when the current holder acquired it.
 pub const ACQUIRED_AT: &str = "acquired_at";
+/// Attribute: when the lease was last released.
+pub const RELEASED_AT: &str = "released_at";
 
 /// Acquire: absent or strictly expired.
 const ACQUIRE_COND: &str = "attribute_not_exists(#pk) OR #exp < :now";
@@ -124,6 +132,19 @@ impl LeaseConfig {
     }
 }
 
+/// Until when the holder in a lease item `old` (as it was before an acquisition) could have
+/// written: its release (`expires_at` 0), else its expiry (past it, a fenced write fails and no
+/// step starts); [`Millis::MAX`] for a release that did not say when (written before
+/// `released_at` was). `None` for an item no one held. Pure.
+pub fn held_until(old: &Item) -> Option<Millis> {
+    get_s(old, OWNER)?;
+    Some(match get_i64(old, EXPIRES_AT) {
+        Some(0) => get_i64(old, RELEASED_AT).unwrap_or(Millis::MAX),
+        Some(e) => e,
+        None => Millis::MAX,
+    })
+}
+
 /// A held lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
@@ -135,9 +156,18 @@ pub struct Lease {
     pub token: u64,
     /// Expiry, ms.
     pub expires_at_ms: Millis,
+    /// Until when the holder before this one could have written under the lease (its release,
+    /// else its expiry); `None` when there was none, [`Millis::MAX`] when that is not known.
+    pub held_until_ms: Option<Millis>,
 }
 
 impl Lease {
+    /// Whether another holder could have written since `at_ms` (less the skew bound): a plan made
+    /// from a read at `at_ms` may not show its work.
+    pub fn held_since(&self, at_ms: Millis, skew: Duration) -> bool {
+        self.held_until_ms.is_some_and(|u| u >= at_ms - skew.as_millis() as i64)
+    }
+
     /// The last instant at which this holder may start a step, given the clock-skew bound.
     pub fn safe_until_ms(&self, skew: Duration) -> Millis {
         self.expires_at_ms - skew.as_millis() as i64
@@ -237,7 +267,7 @@ impl LeaseStore {
             .expression_attribute_values(":exp", av_n(exp))
             .expression_attribute_values(":now", av_n(now))
             .expression_attribute_values(":one", av_n(1))
-            .return_values(ReturnValue::AllNew)
+            .return_values(ReturnValue::AllOld)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
         let req = match cfg.retention {
             None => req,
@@ -247,15 +277,15 @@ impl LeaseStore {
         };
         match self.db.update(req).await {
             Ok(out) => {
-                let token = out
-                    .attributes()
-                    .and_then(|a| get_u64(a, TOKEN))
-                    .ok_or_else(|| DbError::Unexpected(format!("lease `{}`: acquire returned no token", cfg.job)))?;
+                // The item as it was: the token this acquisition added one to (none: a first
+                // acquisition, or a run's lease its TTL removed), and the holder before.
+                let old = out.attributes().filter(|a| !a.is_empty());
                 Ok(Acquire::Acquired(Lease {
                     job: cfg.job.clone(),
                     owner: owner.to_string(),
-                    token,
+                    token: old.and_then(|a| get_u64(a, TOKEN)).unwrap_or(0) + 1,
                     expires_at_ms: exp,
+                    held_until_ms: old.and_then(held_until),
                 }))
             }
             Err(DbError::ConditionFailed { item, .. }) => {
@@ -269,6 +299,8 @@ impl LeaseStore {
                         owner: owner.to_string(),
                         token: get_u64(&item, TOKEN).unwrap_or(0),
                         expires_at_ms: get_i64(&item, EXPIRES_AT).unwrap_or(exp),
+                        // The answer that said who held it before was lost.
+                        held_until_ms: Some(Millis::MAX),
                     }));
                 }
                 Ok(Acquire::Held {
@@ -299,10 +331,12 @@ impl LeaseStore {
             .update_item()
             .table_name(&self.table)
             .set_key(Some(lease_key(&lease.job)))
-            .update_expression("SET #exp = :zero")
+            .update_expression("SET #exp = :zero, #rel = :now")
             .condition_expression(MINE_COND)
             .expression_attribute_names("#exp", EXPIRES_AT)
-            .expression_attribute_values(":zero", av_n(0));
+            .expression_attribute_names("#rel", RELEASED_AT)
+            .expression_attribute_values(":zero", av_n(0))
+            .expression_attribute_values(":now", av_n(self.clock.now_ms()));
         Ok(if condition_held(self.db.update(Self::mine(req, lease)).await)? {
             Release::Released
         } else {
@@ -485,7 +519,34 @@ mod tests {
 
     #[test]
     fn safe_until_subtracts_skew() {
-        let l = Lease { job: "j".into(), owner: "o".into(), token: 1, expires_at_ms: 10_000 };
+        let l = Lease { job: "j".into(), owner: "o".into(), token: 1, expires_at_ms: 10_000, held_until_ms: None };
         assert_eq!(l.safe_until_ms(Duration::from_millis(1500)), 8_500);
+    }
+
+    /// The holder before: until its release, else its expiry; a release that did not say when is
+    /// taken as just now; an item no one held, as no one.
+    #[test]
+    fn the_holder_before_could_write_until_its_release_else_its_expiry() {
+        let item = |pairs: &[(&str, &str)]| -> Item {
+            pairs
+                .iter()
+                .map(|(k, v)| {
+                    let v =
+                        if *k == OWNER { av_s(*v) } else { aws_sdk_dynamodb::types::AttributeValue::N(v.to_string()) };
+                    (k.to_string(), v)
+                })
+                .collect()
+        };
+        assert_eq!(held_until(&item(&[(OWNER, "a"), (EXPIRES_AT, "9000"), (RELEASED_AT, "100")])), Some(9_000));
+        assert_eq!(held_until(&item(&[(OWNER, "a"), (EXPIRES_AT, "0"), (RELEASED_AT, "4000")])), Some(4_000));
+        assert_eq!(held_until(&item(&[(OWNER, "a"), (EXPIRES_AT, "0")])), Some(Millis::MAX));
+        assert_eq!(held_until(&item(&[(TOKEN, "3")])), None);
+        let lease =
+            |held| Lease { job: "j".into(), owner: "o".into(), token: 2, expires_at_ms: 0, held_until_ms: held };
+        let skew = Duration::from_millis(500);
+        assert!(lease(Some(4_000)).held_since(4_200, skew), "within the skew of the read");
+        assert!(!lease(Some(4_000)).held_since(4_600, skew), "released before the read");
+        assert!(!lease(None).held_since(0, skew));
+        assert!(lease(Some(Millis::MAX)).held_since(i64::MAX / 2, skew), "not known: taken as since");
     }
 }
