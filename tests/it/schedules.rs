@@ -1087,6 +1087,11 @@ async fn a_duplicate_tick_that_finds_a_run_done_by_another_keeps_the_zone() {
     let state = deps.marks.read_strong("pulse-sweep").await.unwrap();
     assert!(state.groups.contains("Asia/Tokyo"), "{state:?}");
     assert!(!state.runs.contains_key("Asia/Tokyo"), "no run started again: {state:?}");
+    // Nor could a stale plan start it (a helper's advance, which no lease records): the start is
+    // refused once the mark is at the run's date.
+    deps.marks.start_run("pulse-sweep", "Asia/Tokyo", "2026-11-29", midnight).await.unwrap();
+    let state = deps.marks.read_strong("pulse-sweep").await.unwrap();
+    assert!(!state.runs.contains_key("Asia/Tokyo"), "a done run is not started again: {state:?}");
     // The next midnight pulses all three for the 29th.
     let r = tick(&local, &deps, "2026-11-29T15:00:00Z").await;
     assert_eq!(r.pulses.get("day").copied(), Some(3), "{r:?}");

@@ -246,7 +246,7 @@ async fn run_inner<J: LeasedJob>(job: &J, tick: &Tick, budget: &dyn Budget, owne
     let result = core
         .leases
         .run_if_leader(&core.lease, owner, |lease| async move {
-            let (report, plan) = if lease.held_since(read_at, core.lease.clock_skew) {
+            let (report, plan) = if lease.held_since(read_at - READ_LAG_MS, core.lease.clock_skew) {
                 match replan(job, tick, &lease).await? {
                     (report, Some(plan)) => (report, plan),
                     (report, None) => return Ok(report),
@@ -271,6 +271,10 @@ async fn run_inner<J: LeasedJob>(job: &J, tick: &Tick, budget: &dyn Budget, owne
     };
     Ran { result, known }
 }
+
+/// How long the state item's first read (eventually consistent) may lag a write before it, beside
+/// the clock skew: a release just before the read may not show in it.
+const READ_LAG_MS: Millis = 2_000;
 
 /// Step 3 again, under `lease`, when the holder before it could have written after the state item
 /// was read (a duplicate delivery of the event, or a tick that took a lease another let go): a

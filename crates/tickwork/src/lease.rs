@@ -133,8 +133,9 @@ impl LeaseConfig {
 }
 
 /// Until when the holder in a lease item `old` (as it was before an acquisition) could have
-/// written: its release (`expires_at` 0), else its expiry (past it, a fenced write fails and no
-/// step starts); [`Millis::MAX`] for a release that did not say when (written before
+/// written: its release (`expires_at` 0), else its expiry (it starts no step past its safe end,
+/// before the expiry, and a write of one started before, still in flight, is refused by the fence
+/// once another holder has acquired); [`Millis::MAX`] for a release that did not say when (written before
 /// `released_at` was). `None` for an item no one held. Pure.
 pub fn held_until(old: &Item) -> Option<Millis> {
     get_s(old, OWNER)?;

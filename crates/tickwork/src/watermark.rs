@@ -266,13 +266,18 @@ impl Watermarks {
     }
 
     /// Records that `group`'s run for `window` started at `at_ms`, unless it already has (the
-    /// first tick of a run wins; a repeat changes nothing). Not fenced: whoever writes it first
-    /// saw the run start.
+    /// first tick of a run wins; a repeat changes nothing), or the group's mark is at `window`
+    /// already (the run is done: a plan read before it finished starts nothing again). Not
+    /// fenced: whoever writes it first saw the run start.
     pub async fn start_run(&self, job: &str, group: &str, window: &str, at_ms: i64) -> Result<(), DbError> {
         let req = self
             .update_of(job)
             .update_expression("SET #r = :v")
-            .condition_expression("attribute_not_exists(#r) OR NOT begins_with(#r, :w)")
+            .condition_expression(
+                "(attribute_not_exists(#r) OR NOT begins_with(#r, :w)) AND (attribute_not_exists(#m) OR #m < :d)",
+            )
+            .expression_attribute_names("#m", format!("{MARK_PREFIX}{group}"))
+            .expression_attribute_values(":d", av_s(window))
             .expression_attribute_names("#r", format!("{RUN_PREFIX}{group}"))
             .expression_attribute_values(":v", av_s(format!("{window}@{at_ms}")))
             .expression_attribute_values(":w", av_s(format!("{window}@")));
