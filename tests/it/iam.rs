@@ -758,11 +758,12 @@ async fn every_call_the_suite_made_is_allowed_and_every_grant_used() {
         println!("{function}: {} distinct accesses, actions {actions:?}", accesses.len());
         mutations.extend(check(function, &statements(&t, function), accesses));
     }
-    assert_eq!(seen.len(), 5, "every function's code ran: {:?}", seen.keys());
     if allowed_only {
+        // `make chaos`: the four jobs under faults; the control function is not among them.
         println!("{} distinct calls logged ({skipped} left out), every one allowed", logged.len());
         return;
     }
+    assert_eq!(seen.len(), 5, "every function's code ran: {:?}", seen.keys());
     // The paths that once broke on AWS alone are among those recorded.
     let worker = &seen["QueueWorkerFunction"];
     assert!(
