@@ -34,8 +34,7 @@ impl LeasedJob for Deps {
         }
         // A wake set already for before the next tick (by this tick's first plan, when it plans
         // again under its lease): the lease is let go as the tick ends, or the wake finds it held.
-        due.wake_set |=
-            state.sched_wake.is_some_and(|w| w > tick.time_ms && w < tick.time_ms + self.cfg.policy.interval_ms);
+        due.wake_set |= wake::wake_pending(state.sched_wake, tick.time_ms, self.cfg.policy.interval_ms);
         let report =
             Report { groups_due: due.groups.len() as u32, unknown_zones: due.unknown.clone(), ..Default::default() };
         Ok((report, (!due.is_empty()).then_some(due)))

@@ -70,6 +70,14 @@ pub fn wake_at(next: Option<Millis>, armed: Option<Millis>, now_ms: Millis, inte
     (next > now_ms && next < next_tick && armed != Some(next)).then_some(next)
 }
 
+/// Whether the wake set already (`armed`) falls after `now` and before the next regular tick: the
+/// tick lets its lease go as it ends, or that wake finds it held (a tick that plans again under
+/// its lease sees the wake its first plan armed, and does not arm it again). Pure.
+pub fn wake_pending(armed: Option<Millis>, now_ms: Millis, interval_ms: Millis) -> bool {
+    let next_tick = (now_ms.div_euclid(interval_ms.max(1)) + 1) * interval_ms.max(1);
+    armed.is_some_and(|a| a > now_ms && a < next_tick)
+}
+
 /// The schedule expression for a wake at `at_ms`: the whole minute at or after it, in UTC.
 /// Scheduler invokes "with 60 second precision" (a schedule for 1:00 runs between 1:00:00 and
 /// 1:00:59; EventBridge Scheduler User Guide, "Schedule types"): a wake for a second within a
@@ -170,6 +178,15 @@ pub fn scheduler_accesses(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wake_armed_before_the_next_tick_is_pending() {
+        let q = 900_000;
+        assert!(wake_pending(Some(300_000), 0, q), "07:05 at the 07:00 tick");
+        assert!(!wake_pending(Some(900_000), 0, q), "at the next tick: the tick fires it");
+        assert!(!wake_pending(Some(0), 0, q), "now: not after");
+        assert!(!wake_pending(None, 0, q));
+    }
 
     const Q: Millis = 900_000;
 

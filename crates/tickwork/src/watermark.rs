@@ -342,3 +342,37 @@ impl Watermarks {
         self.db.update(req).await.map(|_| ())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The state item's bytes a zone, behind `docs/schedules.md`'s writers' ceilings: every
+    /// schedule write updates this item in a transaction, 2 write units a KB of it (DynamoDB
+    /// Developer Guide, "DynamoDB read and write operations"), and one item takes 1,000 write
+    /// units a second. With 100 of the tz database's zones (their names as they are) marked and
+    /// registered, the item is about 5 KB: 10 units a write, 100 writes a second; up to about 20
+    /// zones it stays within 1 KB: 500 a second.
+    #[test]
+    fn the_state_items_size_a_zone_bounds_the_schedule_writes_a_second() {
+        let zones: Vec<String> =
+            jiff::tz::db().available().map(|n| n.to_string()).filter(|n| n.contains('/')).take(100).collect();
+        let item_of = |n: usize| -> crate::item::Item {
+            let mut item = crate::schema::key("wm#pulse-sweep", "wm");
+            for z in &zones[..n] {
+                item.insert(format!("{MARK_PREFIX}{z}"), av_s("2026-12-06"));
+            }
+            item.insert(GROUPS.into(), aws_sdk_dynamodb::types::AttributeValue::Ss(zones[..n].to_vec()));
+            for a in [SCHED_NEXT, SCHED_ADDS, REGISTERED_AT, "updated_at"] {
+                item.insert(a.into(), av_n(1_796_000_000_000i64));
+            }
+            item
+        };
+        let size = |n| crate::capacity::item_size(&item_of(n));
+        let per_zone = (size(100) - size(0)) as f64 / 100.0;
+        let writes_a_second = |n| 1_000 / (2 * size(n).div_ceil(1024));
+        println!("{per_zone:.1} bytes a zone; 20 zones {} B, 100 zones {} B", size(20), size(100));
+        assert!((40.0..=50.0).contains(&per_zone), "about 45 bytes a zone: {per_zone}");
+        assert_eq!((writes_a_second(20), writes_a_second(100)), (500, 100), "{} B, {} B", size(20), size(100));
+    }
+}

@@ -222,20 +222,17 @@ impl Schedules {
             None => q.key_condition_expression("#pk = :pk AND #sk <= :to"),
         };
         let mut in_range = Vec::new();
-        let mut start = None;
-        loop {
-            let page = fetch_page(&self.db, &q, start.as_ref(), 1000)
-                .await
-                .map_err(|e| DbError::from(PageError::<DbError>::widen(e)))?;
+        let read = crate::pager::for_each_page(&self.db, q, None, 1000, &crate::budget::Unlimited, "recount", |page| {
             in_range.extend(page.items.iter().filter_map(|i| crate::schema::get_s(i, SK)).map(str::to_string));
             // More than the transaction handles, and the cursor's own: a writer's, whatever they are.
-            if in_range.len() > known.len() + 1 {
-                return Ok(None);
-            }
-            match page.next {
-                Some(n) => start = Some(n),
-                None => break,
-            }
+            std::future::ready(if in_range.len() > known.len() + 1 { Err(()) } else { Ok(()) })
+        })
+        .await;
+        match read {
+            Ok(_) => {}
+            Err(PageError::Handler(())) => return Ok(None),
+            Err(PageError::Db(d)) => return Err(d),
+            Err(PageError::Cursor(c)) => return Err(DbError::Cursor(c)),
         }
         Ok(super::writes::move_clear(seen, &fresh, &in_range, known).then_some(fresh))
     }
