@@ -12,8 +12,10 @@ cannot stall the others while it is not being served.
 A second change: moto's TransactWriteItems deep-copies every table a transaction touches so that
 it can roll back, which costs time proportional to the tables' size (a 2-item transaction on a
 table of 5,000 items took tens of milliseconds, and the suite minutes). Here a transaction instead
-snapshots only the items it names and restores just those when it is cancelled. The atomicity
-tests (cancelled transactions leave nothing behind) run against this.
+snapshots only the items it names and restores just those when it is cancelled, and takes back
+the stream records its applied part appended (DynamoDB streams nothing of a cancelled
+transaction; moto's own rollback swapped the whole table, stream included). The atomicity tests
+(cancelled transactions leave nothing behind) run against this.
 
 Usage: moto_locked.py --port-file FILE [--host 127.0.0.1] [--port 0] [--unlocked]
 The chosen port is written to FILE once the socket is listening.
@@ -62,11 +64,14 @@ _original_transact = DynamoDBBackend.transact_write_items
 
 def _transact_with_item_snapshots(self, transact_items):
     snapshots = []
+    streams = {}
     for entry in transact_items:
         _, op = next(iter(entry.items()))
         table = self.tables.get(op.get("TableName"))
         if table is None:
             continue
+        if table.stream_shard is not None and id(table) not in streams:
+            streams[id(table)] = (table.stream_shard, len(table.stream_shard.items))
         source = op.get("Key") or op.get("Item") or {}
         try:
             hash_key = DynamoType(source[table.hash_key_attr])
@@ -88,6 +93,8 @@ def _transact_with_item_snapshots(self, transact_items):
                 table.items.pop(hash_key, None)
             else:
                 table.items[hash_key] = item
+        for shard, length in streams.values():
+            del shard.items[length:]
         raise
 
 

@@ -34,8 +34,8 @@ async fn pair() -> Pair {
     let def = schema::control_table();
     let t_est = unique("est");
     let t_srv = unique("srv");
-    // dynalite has no TTL API; create without it.
-    let def = schema::TableDef { ttl: None, ..def };
+    // dynalite has no TTL API and no stream; create without them.
+    let def = schema::TableDef { ttl: None, stream: None, ..def };
     schema::create_table(est.client(), &def, &t_est).await.unwrap();
     schema::create_table(srv.client(), &def, &t_srv).await.unwrap();
     Pair { est, srv, t_est, t_srv }

@@ -13,6 +13,7 @@ use tickwork::tenants::Tenant;
 use tickwork_lambda::Tick;
 use tickwork_sim::queued_units;
 use tickwork_tests::faults::{Fault, Faults, Planned};
+use tickwork_tests::streams::settle;
 use tickwork_tests::{ms, unique, Local};
 
 use crate::binary::{ok, tickctl};
@@ -24,9 +25,14 @@ fn sweep(local: &Local, prefix: &str, faults: Option<&Faults>) -> (pulse_sweep::
     (local.stack_sweep(prefix, &[], faults), format!("{prefix}-queue"))
 }
 
+/// A tick at `at`, the writers' records handed to the sweep first (the stream's mapping runs
+/// within a second or so of a write).
 async fn tick(local: &Local, deps: &pulse_sweep::Deps, at: &str) -> pulse_sweep::Report {
     local.clock.set(ms(at));
-    pulse_sweep::run(deps, &Tick::parse(&Tick::envelope(ms(at), false)).unwrap(), &Unlimited, "w").await.unwrap()
+    settle(local, deps).await;
+    // Boxed: the tick's future held in each test's outgrew a test thread's stack.
+    let t = Tick::parse(&Tick::envelope(ms(at), false)).unwrap();
+    Box::pin(pulse_sweep::run(deps, &t, &Unlimited, "w")).await.unwrap()
 }
 
 fn def(name: &str, spec: &str) -> ScheduleDef {
@@ -581,6 +587,7 @@ async fn many_schedules_none_due_today_cost_one_read_a_tick_all_day() {
     let r = schedules(&deps).put_many(rows, &POLICY).await.unwrap();
     assert_eq!(r.added, n as u64);
     eprintln!("{n} schedules imported in {:.1} s", started.elapsed().as_secs_f64());
+    settle(&local, &deps).await;
     let state = deps.marks.read_strong(&deps.cfg.job).await.unwrap();
     // The earliest: Chatham's 08:00 on the 15th (+13:45).
     assert_eq!(state.sched_next, Some(ms("2026-12-14T18:15:00Z")));
@@ -617,6 +624,8 @@ async fn an_import_adds_the_good_rows_reports_the_bad_ones_and_a_one_off_can_be_
         "{text}"
     );
     // `status` says when the sweep's next schedule is due (and that no wake is set yet).
+    // The stream's mapping hands the imported records to the sweep (`sched_next` lowered).
+    settle(&local, &sweep(&local, &p, None).0).await;
     let st = ok(&tickctl(&local, &p, &["status"]));
     assert!(st.contains("schedules: next due") && st.contains("wake set for -"), "{st}");
     let again = tickctl(&local, &p, &["schedules", "import", file.to_str().unwrap()]);
@@ -830,6 +839,7 @@ async fn a_fire_stopped_by_its_budget_goes_on_within_a_minute_and_starves_no_sha
         let at = ms("2026-12-02T07:00:00Z") + i64::from(m) * 60_000;
         local.clock.set(at - 60_000);
         s.put("acme", "Europe/Berlin", timer(0, m), &POLICY).await.unwrap();
+        settle(&local, &deps).await;
         local.clock.set(at + 1_000);
         let event = Tick::envelope(at, false);
         // One shard's page a invocation: a page read and its chunk written.
@@ -868,6 +878,7 @@ async fn the_sweep_wakes_at_a_schedules_instant_between_ticks() {
     assert_eq!((t.arn(), t.role_arn()), (cfg.target_arn.as_str(), cfg.role_arn.as_str()));
     // The wake's invocation, as Scheduler sends it: the lease was let go, and 08:05 fires.
     local.clock.set(ms("2026-12-02T07:05:01Z"));
+    settle(&local, &deps).await;
     let event = serde_json::json!({"scheduled-time": "2026-12-02T07:05:00Z", "execution-id": "wake-1"});
     // Another invocation (its own owner): it takes the lease only if the tick let it go.
     let r = pulse_sweep::run(&deps, &Tick::parse(&event).unwrap(), &Unlimited, "wake-invocation").await.unwrap();
@@ -892,46 +903,55 @@ async fn the_sweep_wakes_at_a_schedules_instant_between_ticks() {
     assert_eq!((last.0 - after.0, last.1 - after.1), (1, 0), "set once");
 }
 
-/// The `sched_next` protocol under an interleaving the local server never makes on its own: a
+/// The `sched_next` protocol under interleavings the local server never makes on its own: a
 /// schedule added while a firing tick is between its read of the earliest record and its write of
-/// `sched_next`. The add is counted in its own transaction, so the tick's write is refused and
-/// the add's lowering stands: the new schedule fires on time, not a day late.
+/// `sched_next`, its record handed over by the stream's mapping before that write (the batch is
+/// counted, so the tick's write is refused and `sched_next` stays where it was) or after it (the
+/// batch lowers what the tick set). Either way the new schedule fires on time, not a day late.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schedule_added_while_a_tick_sets_sched_next_is_not_passed_over() {
     let local = Local::new().await;
-    let p = unique("schedrace");
-    ok(&tickctl(&local, &p, &["provision"]));
-    let (admin, queue) = sweep(&local, &p, None);
-    local.clock.set(ms("2026-12-01T10:00:00Z"));
-    pulse_sweep::add_tenants(&admin, &[Tenant::new("acme", "Europe/Berlin")]).await.unwrap();
-    admin.schedules.put("acme", "Europe/Berlin", def("early", "daily 08:00"), &POLICY).await.unwrap();
-    for at in ["2026-12-01T10:15:00Z", "2026-12-01T10:30:00Z", "2026-12-01T23:00:00Z"] {
-        tick(&local, &admin, at).await;
+    for handed_before_the_write in [true, false] {
+        let p = unique("schedrace");
+        ok(&tickctl(&local, &p, &["provision"]));
+        let (admin, queue) = sweep(&local, &p, None);
+        local.clock.set(ms("2026-12-01T10:00:00Z"));
+        pulse_sweep::add_tenants(&admin, &[Tenant::new("acme", "Europe/Berlin")]).await.unwrap();
+        admin.schedules.put("acme", "Europe/Berlin", def("early", "daily 08:00"), &POLICY).await.unwrap();
+        for at in ["2026-12-01T10:15:00Z", "2026-12-01T10:30:00Z", "2026-12-01T23:00:00Z"] {
+            tick(&local, &admin, at).await;
+        }
+        // The firing tick's UpdateItems: the lease, then `sched_next`; the second stalls.
+        let stall = Faults::new();
+        stall.plan(Planned { op: Some("UpdateItem"), nth: 2, fault: Fault::Stall });
+        let (racing, _) = sweep(&local, &p, Some(&stall));
+        local.clock.set(ms("2026-12-02T07:00:00Z"));
+        let t = Tick::parse(&Tick::envelope(ms("2026-12-02T07:00:00Z"), false)).unwrap();
+        let run = tokio::spawn(async move { pulse_sweep::run(&racing, &t, &Unlimited, "racing").await });
+        while !stall.is_stalled() {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        // The tick found tomorrow's 08:00 the earliest; meanwhile 08:30 today is added.
+        admin.schedules.put("acme", "Europe/Berlin", def("later", "daily 08:30"), &POLICY).await.unwrap();
+        if handed_before_the_write {
+            assert_eq!(settle(&local, &admin).await, 1);
+        }
+        stall.release();
+        assert_eq!(run.await.unwrap().unwrap().fires, 1);
+        if !handed_before_the_write {
+            assert_eq!(settle(&local, &admin).await, 1);
+        }
+        let state = admin.marks.read_strong(&admin.cfg.job).await.unwrap();
+        assert!(
+            state.sched_next.is_some_and(|n| n <= ms("2026-12-02T07:30:00Z")),
+            "handed over before the write {handed_before_the_write}: sched_next {:?} passes over the schedule added meanwhile",
+            state.sched_next
+        );
+        for at in ["2026-12-02T07:15:00Z", "2026-12-02T07:30:00Z"] {
+            tick(&local, &admin, at).await;
+        }
+        assert!(fires(&local, &queue).await.contains(&fire("acme", "later", "2026-12-02T08:30:00+01:00")));
     }
-    // The firing tick's UpdateItems: the lease, then `sched_next`; the second stalls.
-    let stall = Faults::new();
-    stall.plan(Planned { op: Some("UpdateItem"), nth: 2, fault: Fault::Stall });
-    let (racing, _) = sweep(&local, &p, Some(&stall));
-    local.clock.set(ms("2026-12-02T07:00:00Z"));
-    let t = Tick::parse(&Tick::envelope(ms("2026-12-02T07:00:00Z"), false)).unwrap();
-    let run = tokio::spawn(async move { pulse_sweep::run(&racing, &t, &Unlimited, "racing").await });
-    while !stall.is_stalled() {
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
-    // The tick found tomorrow's 08:00 the earliest; meanwhile 08:30 today is added.
-    admin.schedules.put("acme", "Europe/Berlin", def("later", "daily 08:30"), &POLICY).await.unwrap();
-    stall.release();
-    assert_eq!(run.await.unwrap().unwrap().fires, 1);
-    let state = admin.marks.read_strong(&admin.cfg.job).await.unwrap();
-    assert!(
-        state.sched_next.is_some_and(|n| n <= ms("2026-12-02T07:30:00Z")),
-        "sched_next {:?} passes over the schedule added meanwhile",
-        state.sched_next
-    );
-    for at in ["2026-12-02T07:15:00Z", "2026-12-02T07:30:00Z"] {
-        tick(&local, &admin, at).await;
-    }
-    assert!(fires(&local, &queue).await.contains(&fire("acme", "later", "2026-12-02T08:30:00+01:00")));
 }
 
 /// A fire is ready in the queue since its instant, not since the sweep got to it: after two hours
@@ -1055,6 +1075,7 @@ async fn a_duplicate_tick_that_finds_a_run_done_by_another_keeps_the_zone() {
     tick(&local, &deps, "2026-11-28T10:15:00Z").await;
     // A timer due at Tokyo's midnight: the tick that fires it lets its lease go as it ends.
     schedules(&deps).put("t1", "Asia/Tokyo", def("call", "at 2026-11-29T00:00"), &POLICY).await.unwrap();
+    settle(&local, &deps).await;
     // The duplicate reads the state item (its due groups) and stops before its lease: a paused
     // process.
     let midnight = ms("2026-11-28T15:00:00Z");

@@ -6,6 +6,7 @@
 
 pub mod eventbridge;
 pub mod faults;
+pub mod streams;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -114,7 +114,7 @@ impl LeasedJob for Deps {
 impl Deps {
     /// Sets the wake for `at` and records it; `false` (logged) when there is no waker or it
     /// could not be set: the next tick fires what the wake would have.
-    async fn wake(&self, at: tickwork::clock::Millis) -> bool {
+    pub(crate) async fn wake(&self, at: tickwork::clock::Millis) -> bool {
         let Some(w) = &self.waker else { return false };
         match w.arm(at).await {
             Ok(()) => {

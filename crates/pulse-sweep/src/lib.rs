@@ -37,6 +37,7 @@
 //!   one-time schedule that wakes the sweep at a schedule's instant;
 //! - `shared` a boundary shared by shard workers (the lease per shard, the watermark last);
 //!   [`helpers`] how the leader starts them;
+//! - [`lowering`] the control table's stream: writers' records lower `sched_next`;
 //! - this file: the entry points.
 
 pub mod config;
@@ -49,6 +50,7 @@ mod fires;
 mod flush;
 pub mod helpers;
 mod job;
+pub mod lowering;
 pub mod pulse;
 pub mod report;
 mod shared;
@@ -71,8 +73,28 @@ pub use pulse::{pulse_id, PULSE_KIND};
 pub use report::{Outcome, PulseError, Report};
 
 /// The Lambda entry: parse, guard, run inside the deadline, emit the bill ([`tickwork_lambda::job::handle`]).
+/// A batch from the control table's stream lowers `sched_next` ([`lowering`]) instead.
 pub async fn handle(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Report, PulseError> {
-    tickwork::iam::acting_as(ROLE, tickwork_lambda::job::handle(deps, event, deadline_ms)).await
+    match lowering::inserted_of(&event, &deps.tables.control, &deps.cfg.job) {
+        // Boxed, each path: the tick's future held inline with the batch's outgrew a test thread's
+        // stack.
+        Some(batch) => Box::pin(stream_batch(deps, batch)).await,
+        None => Box::pin(tickwork::iam::acting_as(ROLE, tickwork_lambda::job::handle(deps, event, deadline_ms))).await,
+    }
+}
+
+async fn stream_batch(
+    deps: &Deps,
+    batch: Result<lowering::Inserted, tickwork_lambda::BadEvent>,
+) -> Result<Report, PulseError> {
+    let r = match batch {
+        Ok(b) => tickwork::iam::acting_as(ROLE, lowering::lower(deps, b)).await,
+        Err(e) => Err(e.into()),
+    };
+    if let Err(e) = &r {
+        tracing::error!(error = %tickwork_lambda::error_chain(e), "stream batch failed: handed over again");
+    }
+    r
 }
 
 /// One tick at `tick.time_ms`, within `budget` ([`tickwork_lambda::job::run`]).

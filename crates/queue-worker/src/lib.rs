@@ -220,33 +220,7 @@ async fn handle_as(deps: &Deps, event: Value, deadline_ms: Millis) -> Result<Rep
 /// stream event; an error naming the field when it claims to be one and is not (no record, another
 /// source, another table's stream wired in by mistake).
 pub fn signal_of(event: &Value, queue_table: &str) -> Option<Result<usize, BadEvent>> {
-    let records = event.as_object()?.get("Records")?;
-    let Some(records) = records.as_array() else {
-        return Some(Err(BadEvent("`Records` must be an array of stream records".into())));
-    };
-    if records.is_empty() {
-        return Some(Err(BadEvent("`Records` is empty: a stream event carries at least one record".into())));
-    }
-    let ours = format!(":table/{queue_table}/stream/");
-    for (i, r) in records.iter().enumerate() {
-        match r.get("eventSource").and_then(Value::as_str) {
-            Some("aws:dynamodb") => {}
-            Some(other) => {
-                return Some(Err(BadEvent(format!(
-                    "`Records[{i}].eventSource` is `{other}`; the worker is signalled by its queue table's stream (`aws:dynamodb`)"
-                ))))
-            }
-            None => return Some(Err(BadEvent(format!("`Records[{i}].eventSource` is missing")))),
-        }
-        if let Some(arn) = r.get("eventSourceARN").and_then(Value::as_str) {
-            if !arn.contains(&ours) {
-                return Some(Err(BadEvent(format!(
-                    "`Records[{i}].eventSourceARN` is `{arn}`, not the stream of the queue table `{queue_table}`"
-                ))));
-            }
-        }
-    }
-    Some(Ok(records.len()))
+    tickwork_lambda::stream::records_of(event, queue_table).map(|r| r.map(<[Value]>::len))
 }
 
 async fn run(deps: &Deps, event: &Value, deadline_ms: Millis) -> Result<Report, WorkerError> {

@@ -27,7 +27,7 @@ use crate::registry::{Handler, HandlerError, Registry};
 
 /// The summaries table.
 pub fn summaries_table() -> TableDef {
-    TableDef { logical: "summaries", pk: s(PK), sk: Some(s(SK)), gsis: vec![], ttl: None }
+    TableDef { logical: "summaries", pk: s(PK), sk: Some(s(SK)), gsis: vec![], ttl: None, stream: None }
 }
 
 /// The fan-out's default job kind.

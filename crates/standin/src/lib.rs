@@ -9,11 +9,13 @@
 //! stdout as Lambda's log-level filter does and feed the metrics to the template's alarms.
 //!
 //! [`invoke`] is the other side: Lambda's Invoke API, for code that invokes functions; [`runtime`]
-//! runs a function in another language's runtime behind it.
+//! runs a function in another language's runtime behind it; [`streams`] is an event source
+//! mapping of a DynamoDB stream.
 
 pub mod asynchronous;
 pub mod invoke;
 pub mod runtime;
+pub mod streams;
 
 use std::path::Path;
 use std::process::Stdio;

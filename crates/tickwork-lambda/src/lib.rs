@@ -10,6 +10,7 @@
 //! - [`invocation`]: the invocation's deadline and owner id.
 //! - [`errors`]: what a handler's error becomes in Lambda's report.
 //! - [`lambda`]: the client a function invokes itself with, and its calls as IAM sees them.
+//! - [`stream`]: a DynamoDB Streams event, checked to come from the table's stream.
 //!
 //! This file only names the modules and re-exports what the functions use most.
 
@@ -20,6 +21,7 @@ pub mod invocation;
 pub mod job;
 pub mod lambda;
 pub mod settings;
+pub mod stream;
 pub mod telemetry;
 
 pub use base::Base;

@@ -38,6 +38,7 @@ pub fn changes_table() -> TableDef {
         sk: None,
         gsis: vec![GsiDef { name: BY_SHARD, pk: s(SHARD), sk: Some(s(TSID)), projection: Projection::All }],
         ttl: None,
+        stream: None,
     }
 }
 

@@ -92,6 +92,9 @@ pub struct TableDef {
     pub gsis: Vec<GsiDef>,
     /// TTL attribute, when records expire.
     pub ttl: Option<&'static str>,
+    /// The stream's view type (`NEW_IMAGE`), where a function reads the table's stream for more
+    /// than a signal: created locally too, so the tests read what the mapping would hand over.
+    pub stream: Option<&'static str>,
 }
 
 impl TableDef {
@@ -114,7 +117,8 @@ impl TableDef {
 
 /// The control table: leases, slots, watermarks, idempotency records, checkpoints.
 pub fn control_table() -> TableDef {
-    TableDef { logical: "control", pk: s(PK), sk: Some(s(SK)), gsis: vec![], ttl: Some(TTL) }
+    // The stream: writers' due records lower the sweep's `sched_next` (`schedules::lowering`).
+    TableDef { logical: "control", pk: s(PK), sk: Some(s(SK)), gsis: vec![], ttl: Some(TTL), stream: Some("NEW_IMAGE") }
 }
 
 fn key_schema(pk: &KeyAttr, sk: Option<&KeyAttr>) -> Vec<KeySchemaElement> {
@@ -150,6 +154,15 @@ pub async fn create_table(client: &Client, def: &TableDef, name: &str) -> Result
         .billing_mode(BillingMode::PayPerRequest)
         .set_key_schema(Some(key_schema(&def.pk, def.sk.as_ref())))
         .set_attribute_definitions(Some(attrs.iter().map(attr_def).collect()));
+    if let Some(view) = def.stream {
+        req = req.stream_specification(
+            aws_sdk_dynamodb::types::StreamSpecification::builder()
+                .stream_enabled(true)
+                .stream_view_type(view.into())
+                .build()
+                .expect("stream"),
+        );
+    }
     for g in &def.gsis {
         let projection = match &g.projection {
             Projection::All => SdkProjection::builder().projection_type(ProjectionType::All).build(),

@@ -78,8 +78,9 @@ pub struct WatermarkState {
     /// No schedule's due record is due before this instant ([`crate::schedules`]); `None`: no
     /// schedule was ever added. An idle tick reads it here instead of querying the due index.
     pub sched_next: Option<i64>,
-    /// Schedules added or changed, counted: the sweep lowers [`WatermarkState::sched_next`] only
-    /// if no add came between its read and its write.
+    /// Batches of writers' due records counted as the stream hands them over
+    /// ([`crate::schedules::lowering`]): the sweep sets [`WatermarkState::sched_next`] only if no
+    /// batch was counted between its read and its write.
     pub sched_adds: i64,
     /// The instant the sweep last set its wake for (`pulse_sweep::wake`).
     pub sched_wake: Option<i64>,

@@ -104,6 +104,8 @@ pub fn queue_table() -> TableDef {
             },
         ],
         ttl: Some(TTL),
+        // Its stream (`KEYS_ONLY` in the template) only signals the worker: the tests invoke it.
+        stream: None,
     }
 }
 

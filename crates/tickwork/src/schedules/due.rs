@@ -306,8 +306,9 @@ impl Schedules {
         self.db.update(req).await.map(|_| ())
     }
 
-    /// Sets `sched_next` to `next` (removes it when no record is left), unless an add came since
-    /// the state item was read (`adds_seen`): that add's own lowering stands, and the next tick
+    /// Sets `sched_next` to `next` (removes it when no record is left), unless a batch of writers'
+    /// records was counted since the state item was read (`adds_seen`, [`super::lowering`]): one of
+    /// them may be in a shard after this sweep read it, so its lowering stands, and the next tick
     /// looks again.
     pub async fn set_next(&self, next: Option<Millis>, adds_seen: i64) -> Result<bool, DbError> {
         let req = self

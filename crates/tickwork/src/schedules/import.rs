@@ -1,9 +1,8 @@
 //! Many schedules at once (`tickctl schedules import`, an application's migration): each new
 //! schedule's definition and membership written together, up to 49 schedules a transaction with
-//! their groups' heads (counted, or put with the group's first record) and the state item's
-//! `sched_next` lowered to the earliest new record ([`super::commit`]). A million schedules
-//! sharing a few groups are about 41,000 requests (a read of the state item, of the chunk's heads,
-//! and a transaction a chunk), not the four a schedule [`Schedules::put`] makes.
+//! their groups' heads (counted, or put with the group's first record: its insert lowers
+//! `sched_next` through the stream, [`super::lowering`]). A million schedules sharing a few
+//! groups are about 20,000 requests (a read of the chunk's heads, and a transaction a chunk), not the four a schedule [`Schedules::put`] makes.
 //!
 //! A schedule that already exists is not overwritten here: its chunk's transaction is cancelled
 //! by it, and that chunk is written one schedule at a time through [`Schedules::put`] (same
@@ -18,12 +17,13 @@ use super::fire::member_of;
 use super::record::{Group, Member, Schedule};
 use super::spec::ScheduleDef;
 use super::store::{next_ver, Changed, Schedules};
-use super::writes::{member_put, record_put};
+use super::writes::{member_put, written_record_put};
 use crate::calendar::Policy;
 use crate::error::DbError;
 use crate::schema::put_new_item;
 
-/// A transaction's writes at most: DynamoDB's 100, less the state item's.
+/// A transaction's writes at most: DynamoDB's 100, less one (the state item's, when writers wrote it:
+/// kept so that chunks stay the size they were).
 const MAX_WRITES: usize = 99;
 
 /// Attempts of a chunk whose heads change between their read and its transaction.
@@ -117,7 +117,6 @@ impl Schedules {
                 writes.push(member_put(&self.table, &self.job, &g.id(), m));
             }
             let defs = writes.len();
-            let mut due: Option<i64> = None;
             let mut cursors = super::writes::Cursors::new();
             for (g, m, n) in by_group.values() {
                 // The group's first record owed after the earliest member's instant: every member
@@ -127,12 +126,11 @@ impl Schedules {
                 let (head, record) = self.join_items(g, &m, *n, &mut cursors).await?;
                 writes.push(head);
                 if let Some(r) = record {
-                    due = Some(due.map_or(r.pos_ms, |d: i64| d.min(r.pos_ms)));
-                    writes.push(record_put(&self.table, &self.job, &r));
+                    writes.push(written_record_put(&self.table, &self.job, &r));
                 }
             }
             writes.extend(self.cursor_bumps(&cursors));
-            match commit(&self.db, &self.table, &self.job, writes, due).await? {
+            match commit(&self.db, writes).await? {
                 Committed::Written => return Ok(true),
                 Committed::ConditionFailed(i) if i < defs => return Ok(false),
                 Committed::ConditionFailed(_) => continue,

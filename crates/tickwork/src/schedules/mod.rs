@@ -20,6 +20,7 @@ mod due;
 pub mod error;
 pub mod fire;
 pub mod import;
+pub mod lowering;
 mod membership;
 pub mod occurrence;
 pub mod quarantine;
@@ -39,6 +40,7 @@ pub use fire::{
     upcoming, FirePlan, MemberFires, Successor, TenantNow,
 };
 pub use import::Imported;
+pub use lowering::{inserted_position, Lowered};
 pub use occurrence::{between, catch_up, next_after, occurrence_key, resolve, spread_ms, Occurrence};
 pub use quarantine::{quarantine_pk, Quarantined, Repair};
 pub use record::{due_shard, DueRecord, Group, Member, Schedule, DUE_SHARDS, SCHED_KIND};

@@ -16,7 +16,7 @@
 //! the partition cannot be a shard's (shards are numbered).
 //!
 //! Repair ([`Schedules::repair`]) writes the group's record again, after its shard's cursor, and
-//! removes the copy, in one transaction with the state item's `sched_next`: the copy itself when
+//! removes the copy, in one transaction (its insert lowers `sched_next` through the stream): the copy itself when
 //! it reads now (a newer sweep deployed, an attribute fixed), otherwise one rebuilt from the
 //! group's head (what the members share) owed after the copy's `after` (or its due instant), so
 //! what came due while it was set aside is fired under the catch-up policy, and nothing twice.
@@ -28,7 +28,7 @@ use super::error::{ScheduleError, SpecError};
 use super::fire::first_record;
 use super::record::{head_key, pos_of, DueRecord, Group, CURSOR, PLAN_AT};
 use super::store::Schedules;
-use super::writes::{record_put, Cursors};
+use super::writes::{written_record_put, Cursors};
 use crate::clock::Millis;
 use crate::item::Item;
 use crate::pager::{fetch_page, Cursor, PageError};
@@ -229,9 +229,9 @@ impl Schedules {
                 .build()
                 .expect("delete has table and key");
             let mut writes =
-                vec![TransactWriteItem::builder().delete(del).build(), record_put(&self.table, &self.job, &rec)];
+                vec![TransactWriteItem::builder().delete(del).build(), written_record_put(&self.table, &self.job, &rec)];
             writes.extend(self.cursor_bumps(&cursors));
-            match commit(&self.db, &self.table, &self.job, writes, Some(rec.pos_ms)).await? {
+            match commit(&self.db, writes).await? {
                 Committed::Written => return Ok((rec, how)),
                 Committed::ConditionFailed(0) => return Err(ScheduleError::NotQuarantined(gid.to_string())),
                 Committed::ConditionFailed(_) => continue,

@@ -1,9 +1,9 @@
 //! Schedules in the control table ([`super::record`] says which items): add, change, pause,
 //! resume, remove, retarget to a tenant's new zone. Every change writes the definition, its
 //! membership (out of its old group, into its new) and, for a group that has no head yet, the head
-//! and the group's first due record, in one transaction with the state item's `sched_next`
-//! ([`super::commit`]), so no sweep can move `sched_next` past a record it has not seen, whatever
-//! crashes between. A join to a group that has a head counts itself on the head (`joins`): a sweep
+//! and the group's first due record, in one transaction of those items alone ([`super::commit`]);
+//! the record's insert lowers `sched_next` through the table's stream ([`super::lowering`]),
+//! whatever crashes after the commit. A join to a group that has a head counts itself on the head (`joins`): a sweep
 //! that read the head before the join and found the group empty cannot delete it under the join.
 
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
@@ -14,7 +14,7 @@ use super::error::{ScheduleError, SpecError};
 use super::fire::{member_of, member_resumed, never_fires};
 use super::record::{def_pk, member_pk, Schedule};
 use super::spec::ScheduleDef;
-use super::writes::{member_delete, member_put, record_put, Cursors};
+use super::writes::{member_delete, member_put, written_record_put, Cursors};
 use crate::calendar::Policy;
 use crate::clock::{Millis, SharedClock};
 use crate::db::Db;
@@ -281,7 +281,6 @@ impl Schedules {
             if let Some(og) = old.and_then(|o| o.group.as_deref()).filter(|og| Some(*og) != s.group.as_deref()) {
                 items.push(member_delete(&self.table, &self.job, og, &s.tenant));
             }
-            let mut due = None;
             let mut head_at = usize::MAX;
             if let Some((g, m)) = &joined {
                 let mut cursors = Cursors::new();
@@ -290,12 +289,11 @@ impl Schedules {
                 items.push(member_put(&self.table, &self.job, &g.id(), m));
                 items.push(joins);
                 if let Some(r) = record {
-                    due = Some(r.pos_ms);
-                    items.push(record_put(&self.table, &self.job, &r));
+                    items.push(written_record_put(&self.table, &self.job, &r));
                 }
                 items.extend(self.cursor_bumps(&cursors));
             }
-            match commit(&self.db, &self.table, &self.job, items, due).await? {
+            match commit(&self.db, items).await? {
                 Committed::Written => return Ok(()),
                 // The head, or a shard's cursor, moved since it was read.
                 Committed::ConditionFailed(i) if i >= head_at => continue,

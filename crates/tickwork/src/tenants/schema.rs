@@ -43,5 +43,6 @@ pub fn tenants_table() -> TableDef {
             GsiDef { name: BY_ZONE, pk: s(ZSHARD), sk: Some(s(PK)), projection: include },
         ],
         ttl: None,
+        stream: None,
     }
 }
