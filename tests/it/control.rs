@@ -157,6 +157,7 @@ async fn lifecycle(client: Client) {
     let sweep_at = t1 + 2 * 86_400_000;
     let deps = local.stack_sweep(&p, &[], None);
     local.clock.set(sweep_at);
+    tickwork_tests::streams::settle(&local, &deps).await;
     pulse_sweep::run(&deps, &Tick::parse(&Tick::envelope(sweep_at, false)).unwrap(), &Unlimited, "w").await.unwrap();
 
     let mut want = BTreeSet::new();

@@ -73,6 +73,7 @@ async fn explain_names_a_tenants_retrying_dead_and_recovered_units_and_when_the_
     // The 08:00 fires: one batch item of the three tenants' units, due at 08:00.
     let fire = at("2026-12-02T08:00:00Z");
     local.clock.set(fire + 60_000);
+    tickwork_tests::streams::settle(&local, &sweep).await;
     pulse_sweep::run(&sweep, &Tick::parse(&Tick::envelope(fire + 60_000, false)).unwrap(), &Unlimited, "w")
         .await
         .unwrap();

@@ -100,6 +100,7 @@ async fn every_occurrence_across_dst_changes_in_odd_zones_is_handed_over_once_de
             let def = ScheduleDef::new(&name, spec.parse().unwrap(), 0, dst).unwrap();
             live.schedules.put("t", w.zone, def, &POLICY).await.unwrap();
         }
+        tickwork_tests::streams::settle(&local, &live).await;
         let mut rng = fastrand::Rng::with_seed(w.seed);
         // An outage of three hours somewhere in the window: no tick at all.
         let outage_at = start + rng.i64(12..w.hours - 12) * 3_600_000;
@@ -239,6 +240,7 @@ async fn a_wildcard_cron_fires_in_both_passes_of_an_autumn_fold_and_a_fixed_time
             let def = ScheduleDef::new(name, spec.clone(), 0, Dst::for_spec(&spec)).unwrap();
             live.schedules.put("t", zone, def, &POLICY).await.unwrap();
         }
+        tickwork_tests::streams::settle(&local, &live).await;
         let mut t = start + QUARTER;
         while t <= end {
             local.clock.set(t);

@@ -26,6 +26,7 @@ fn s(v: &Value) -> String {
         .map(str::to_string)
         .or_else(|| v.as_bool().map(|b| b.to_string()))
         .or_else(|| v.as_u64().map(|n| n.to_string()))
+        .or_else(|| v.as_i64().map(|n| n.to_string()))
         .unwrap_or_default()
 }
 
@@ -622,4 +623,29 @@ fn the_deploy_output_names_the_concurrency_a_function_target_needs() {
         text.contains("${WorkerConcurrency} drains x ") && text.contains(&format!(" {calls} handler calls")),
         "{text}"
     );
+}
+
+/// The sweep's `ScheduleWrites` mapping is what keeps schedule writers off the state item
+/// (`tickwork::schedules::lowering`): the control table streams new images (the filter reads the
+/// record's mark), the mapping passes writers' inserts alone with the filter the code and the
+/// stand-in use, reads from the stream's start, and never drops a batch (a dropped one could
+/// leave a record unfired while `sched_next` stays later: Lambda's defaults for a stream are to
+/// retry until the records expire, stated here so no edit turns them off unseen).
+#[test]
+fn the_schedule_writes_mapping_loses_no_insert() {
+    let t = template();
+    let res = t["Resources"].as_mapping().unwrap();
+    let control = find(res, "control");
+    assert_eq!(s(&control["Properties"]["StreamSpecification"]["StreamViewType"]), "NEW_IMAGE");
+    assert_eq!(tickwork::schema::control_table().stream, Some("NEW_IMAGE"), "the local tables have the same stream");
+    let sweep = &res[&Value::from("PulseSweepFunction")];
+    let m = &sweep["Properties"]["Events"]["ScheduleWrites"];
+    assert_eq!(s(&m["Type"]), "DynamoDB");
+    let p = &m["Properties"];
+    assert!(serde_yaml_ng::to_string(&p["Stream"]).unwrap().contains("ControlTable.StreamArn"), "{:?}", p["Stream"]);
+    assert_eq!(s(&p["StartingPosition"]), "TRIM_HORIZON");
+    assert_eq!((s(&p["MaximumRetryAttempts"]), s(&p["MaximumRecordAgeInSeconds"])), ("-1".into(), "-1".into()));
+    let filters = p["FilterCriteria"]["Filters"].as_sequence().unwrap();
+    assert_eq!(filters.len(), 1);
+    assert_eq!(s(&filters[0]["Pattern"]), pulse_sweep::lowering::FILTER);
 }

@@ -33,8 +33,10 @@ pub async fn pump(sdk: &aws_config::SdkConfig, deps: &pulse_sweep::Deps) -> anyh
         }
     };
     // Boxed: the SDK's futures and the sweep's handler held inline outgrow a test thread's stack.
-    Box::pin(mapping.pump(|event| async move { Box::pin(pulse_sweep::handle(deps, event, i64::MAX)).await.map(|_| ()) }))
-        .await
+    Box::pin(
+        mapping.pump(|event| async move { Box::pin(pulse_sweep::handle(deps, event, i64::MAX)).await.map(|_| ()) }),
+    )
+    .await
 }
 
 /// [`pump`], which must succeed. Run as a task of its own: polled from the runtime, not from
@@ -42,8 +44,6 @@ pub async fn pump(sdk: &aws_config::SdkConfig, deps: &pulse_sweep::Deps) -> anyh
 /// test thread's stack (debug builds).
 pub async fn settle(local: &Local, deps: &pulse_sweep::Deps) -> usize {
     let (sdk, deps) = (local.sdk.clone(), deps.clone());
-    let task = tokio::spawn(async move {
-        pump(&sdk, &deps).await.map_err(|e| e.to_string())
-    });
+    let task = tokio::spawn(async move { pump(&sdk, &deps).await.map_err(|e| e.to_string()) });
     task.await.expect("the mapping's task").expect("the control table's stream handed to the sweep")
 }

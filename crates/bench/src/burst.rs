@@ -48,6 +48,13 @@ pub async fn run(sdk: &SdkConfig) -> Result<()> {
     let rows = tenants.iter().map(|t| (t.id.clone(), t.zone.clone(), def.clone())).collect();
     let added = schedules.put_many(rows, &cfg.policy).await?;
     ensure!(added.added == FIRES, "{} of {FIRES} schedules added", added.added);
+    // The sweep's `ScheduleWrites` mapping hands the new records over (`sched_next` lowered).
+    let writes =
+        lambda_standin::streams::StreamMapping::new(sdk, &tables.control, &[pulse_sweep::lowering::FILTER], 1000)?;
+    let setup_ref = &setup;
+    writes
+        .pump(|event| async move { Box::pin(pulse_sweep::handle(setup_ref, event, i64::MAX)).await.map(|_| ()) })
+        .await?;
     // The tick of 06:45Z visits the new tenants (their first sight), so that 07:00Z's is the burst's.
     for at in ["2026-12-01T06:45:00Z"] {
         clock.set(ms(at)?);

@@ -145,7 +145,7 @@ async fn effects_table(db: &tickwork::Db, name: &str) -> Result<()> {
 
 /// The stack's tables, each unless it is there already (a second loop against the same servers
 /// keeps the first's tenants).
-async fn provision(env: &Env) -> Result<tickwork::Db> {
+async fn provision(env: &Env) -> Result<tickwork_lambda::Base> {
     let base = tickwork_lambda_base(env).await?;
     for def in tickctl::all_tables() {
         let name = base.core.table(def.logical);
@@ -155,7 +155,7 @@ async fn provision(env: &Env) -> Result<tickwork::Db> {
                 .with_context(|| format!("creating {name}"))?;
         }
     }
-    Ok(base.db)
+    Ok(base)
 }
 
 async fn tickwork_lambda_base(env: &Env) -> Result<tickwork_lambda::Base> {
@@ -171,6 +171,8 @@ pub struct Dev {
     /// The environment to reach it with.
     pub env: Vec<(String, String)>,
     sweep: Arc<pulse_sweep::Deps>,
+    /// The sweep's `ScheduleWrites` event source mapping (the control table's stream).
+    writes: Arc<lambda_standin::streams::StreamMapping>,
     fanout: Arc<tenant_fanout::Deps>,
     worker: Arc<queue_worker::Deps>,
 }
@@ -239,7 +241,8 @@ impl Dev {
             .context("AWS_ENDPOINT_URL_DYNAMODB is not set: run through `make dev`, which starts the local servers")?;
         let env_pairs = environment(&o.prefix, &dynamodb, o.port);
         let env = Env::from_pairs(env_pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        let db = provision(&env).await?;
+        let base = provision(&env).await?;
+        let db = base.db.clone();
         effects_table(&db, &format!("{}-effects", o.prefix)).await?;
         let (program, args) = handler_command(o)?;
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -274,13 +277,30 @@ impl Dev {
             })
         });
         let api = InvokeApi::start_on(&format!("127.0.0.1:{}", o.port), route_to).await?;
-        Ok(Dev { api, handler, env: env_pairs, sweep, fanout, worker })
+        let writes = Arc::new(lambda_standin::streams::StreamMapping::new(
+            &base.sdk,
+            &sweep.tables.control,
+            &[pulse_sweep::lowering::FILTER],
+            1000,
+        )?);
+        Ok(Dev { api, handler, env: env_pairs, sweep, writes, fanout, worker })
     }
 
     /// One tick of the sweep, the fan-out and the worker at the wall clock; a failure is printed
     /// and the next tick tries again (as the schedule's next tick would).
     pub async fn tick(&self) {
         let now = jiff::Timestamp::now().as_millisecond();
+        // The schedules written since the last tick lower `sched_next` (the mapping's batches).
+        let sweep = &self.sweep;
+        let handed = self
+            .writes
+            .pump(
+                |event| async move { pulse_sweep::handle(sweep, event, now + DEADLINE_SECS * 1_000).await.map(|_| ()) },
+            )
+            .await;
+        if let Err(e) = handed {
+            eprintln!("dev: the control table's stream: {e:#}");
+        }
         if let Err(e) = pulse_sweep::handle(&self.sweep, tick_event(now), now + SWEEP_DEADLINE_SECS * 1_000).await {
             eprintln!("dev: sweep tick: {e}");
         }

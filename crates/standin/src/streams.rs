@@ -32,8 +32,10 @@ impl StreamMapping {
     /// A mapping of `table`'s stream with the filter `patterns` (JSON text, as in the template's
     /// `FilterCriteria`; none: every record) and at most `batch` records an invocation.
     pub fn new(sdk: &aws_config::SdkConfig, table: &str, patterns: &[&str], batch: usize) -> Result<Self> {
-        let filters =
-            patterns.iter().map(|p| serde_json::from_str(p).with_context(|| format!("filter `{p}`"))).collect::<Result<_>>()?;
+        let filters = patterns
+            .iter()
+            .map(|p| serde_json::from_str(p).with_context(|| format!("filter `{p}`")))
+            .collect::<Result<_>>()?;
         Ok(Self {
             client: aws_sdk_dynamodbstreams::Client::new(sdk),
             table: table.to_string(),
@@ -155,7 +157,9 @@ fn attr_json(v: &AttributeValue) -> Value {
         AttributeValue::Ss(v) => json!({ "SS": v }),
         AttributeValue::Ns(v) => json!({ "NS": v }),
         AttributeValue::L(v) => json!({ "L": v.iter().map(attr_json).collect::<Vec<_>>() }),
-        AttributeValue::M(m) => json!({ "M": m.iter().map(|(k, v)| (k.clone(), attr_json(v))).collect::<serde_json::Map<_, _>>() }),
+        AttributeValue::M(m) => {
+            json!({ "M": m.iter().map(|(k, v)| (k.clone(), attr_json(v))).collect::<serde_json::Map<_, _>>() })
+        }
         other => json!({ "unsupported": format!("{other:?}") }),
     }
 }
@@ -180,7 +184,8 @@ mod tests {
         assert!(!matches(&p, &rec("MODIFY", Some("writer"))), "an update");
         assert!(!matches(&p, &rec("INSERT", None)), "unmarked");
         assert!(!matches(&p, &rec("INSERT", Some("sweep"))));
-        let prefix: Value = serde_json::from_str(r#"{"dynamodb": {"NewImage": {"pk": {"S": [{"prefix": "sdue#"}]}}}}"#).unwrap();
+        let prefix: Value =
+            serde_json::from_str(r#"{"dynamodb": {"NewImage": {"pk": {"S": [{"prefix": "sdue#"}]}}}}"#).unwrap();
         assert!(matches(&prefix, &rec("INSERT", None)));
         assert!(!matches(&prefix, &json!({"dynamodb": {"NewImage": {"pk": {"S": "wm#j"}}}})));
     }

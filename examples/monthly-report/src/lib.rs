@@ -32,7 +32,7 @@ pub const REPORTS_TABLE_VAR: &str = "MONTHLY_REPORT_TABLE";
 
 /// The reports table: `pk` = tenant, `sk` = `report#<YYYY-MM>`.
 pub fn reports_table() -> TableDef {
-    TableDef { logical: "reports", pk: s(PK), sk: Some(s(SK)), gsis: vec![], ttl: None }
+    TableDef { logical: "reports", pk: s(PK), sk: Some(s(SK)), gsis: vec![], ttl: None, stream: None }
 }
 
 /// A pulse unit's payload, as the pulse sweep writes it.

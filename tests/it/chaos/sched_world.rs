@@ -54,6 +54,39 @@ impl World {
         }
     }
 
+    /// The stream's mapping: the writers' records since the last hand-over, to a sweep process
+    /// with the round's faults. A batch that fails is handed over again, as the mapping retries
+    /// until it succeeds (within seconds on AWS: here up to eight processes in a row); a failure no
+    /// injected fault explains is a finding.
+    pub(super) async fn hand_over_stream(&mut self, faulty: bool) {
+        for attempt in 0..8 {
+            let (f, clock) = self.process(faulty && attempt < 7);
+            let deps = self.sweep_deps(&f, clock);
+            match tickwork_tests::streams::pump(&self.local.sdk, &deps).await {
+                Ok(n) => {
+                    if n > 0 {
+                        self.count("stream records handed over");
+                    }
+                    return;
+                }
+                Err(e) => {
+                    self.count("stream batches failed and handed over again");
+                    let e = format!("{e:#}");
+                    if !f.crashed()
+                        && !e.contains("throttled")
+                        && !e.contains("injected")
+                        && !e.contains("after retries")
+                    {
+                        self.report
+                            .violations
+                            .push(format!("the stream's batch failed with no fault to explain it: {e}"));
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
     /// One schedule write through the library while the sweep may be firing: a change, a pause,
     /// a resume, a removal, or a one-off a few hours on.
     pub(super) async fn sched_churn(&mut self) {

@@ -243,7 +243,7 @@ impl World {
     }
 
     /// A process: its fault interceptor and its clock.
-    fn process(&mut self, faulty: bool) -> (Faults, SharedClock) {
+    pub(super) fn process(&mut self, faulty: bool) -> (Faults, SharedClock) {
         let f = Faults::new();
         let c = self.cfg.classes;
         if faulty {
@@ -285,7 +285,7 @@ impl World {
         }
     }
 
-    fn sweep_deps(&self, f: &Faults, clock: SharedClock) -> pulse_sweep::Deps {
+    pub(super) fn sweep_deps(&self, f: &Faults, clock: SharedClock) -> pulse_sweep::Deps {
         let env = Env::from_pairs([("TICKWORK_PULSE_PAGE_SIZE", "4"), ("TICKWORK_PULSE_TENANT_CONCURRENCY", "4")]);
         let cfg = pulse_sweep::PulseConfig::from_env(&env, Duration::from_secs(1)).expect("sweep settings");
         let t = pulse_sweep::Tables {
@@ -352,6 +352,9 @@ impl World {
     /// One sweep delivery of the event at `at`, with the schedule's extras.
     async fn sweep_round(&mut self, at: Millis, stall: bool) {
         let c = self.cfg.classes;
+        // The writers' records since the last round, handed over before the tick (the mapping
+        // runs within a second of a write).
+        self.hand_over_stream(true).await;
         let mut tasks = Vec::new();
         let stall_at = stall.then(|| self.rng.u64(2..8));
         let (main, main_faults) = self.spawn_sweep(at, true, stall_at);
@@ -369,6 +372,11 @@ impl World {
         }
         if c.churn && self.chance(0.25) {
             self.sched_churn().await;
+            // Sometimes handed over while the tick runs (it may be between its read of the
+            // shards and its set of `sched_next`).
+            if self.chance(0.5) {
+                self.hand_over_stream(true).await;
+            }
         }
         if stall_at.is_some() {
             // Wait for the stall (or for the invocation to finish without reaching it).
@@ -843,6 +851,7 @@ pub async fn run(cfg: Config) -> Report {
     for (i, extra) in [0, 5, 10].iter().enumerate() {
         let t = end + extra * MIN;
         w.clock.set(t);
+        w.hand_over_stream(false).await;
         let (task, f) = w.spawn_sweep(t, false, None);
         w.join(task, &f, "sweep (settling)").await;
         w.sched_scan(t).await;

@@ -28,13 +28,8 @@ use crate::schema::{av_n, get_i64};
 use crate::watermark::{SCHED_ADDS, SCHED_NEXT, SCHED_WAKE};
 
 use super::record::{pos_of, CURSOR_SK};
+pub use super::record::{BY, BY_WRITER};
 use super::store::Schedules;
-
-/// The attribute that marks a due record a writer (not the sweep) inserted: the stream's filter
-/// passes only records that carry it.
-pub const BY: &str = "by";
-/// [`BY`]'s value on a writer's record.
-pub const BY_WRITER: &str = "writer";
 
 /// The state item after a batch was counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

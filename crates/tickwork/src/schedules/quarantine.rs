@@ -228,8 +228,10 @@ impl Schedules {
                 .expression_attribute_values(":at", av_n(q.at_ms))
                 .build()
                 .expect("delete has table and key");
-            let mut writes =
-                vec![TransactWriteItem::builder().delete(del).build(), written_record_put(&self.table, &self.job, &rec)];
+            let mut writes = vec![
+                TransactWriteItem::builder().delete(del).build(),
+                written_record_put(&self.table, &self.job, &rec),
+            ];
             writes.extend(self.cursor_bumps(&cursors));
             match commit(&self.db, writes).await? {
                 Committed::Written => return Ok((rec, how)),

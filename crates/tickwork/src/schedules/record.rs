@@ -205,6 +205,11 @@ pub const CUR: &str = "cur";
 /// conditional on it: a record written while the sweep read its page is read before the cursor
 /// passes it).
 pub const WRITES: &str = "w";
+/// The attribute that marks a due record a writer (not the sweep) inserted: the stream's filter
+/// passes only records that carry it ([`super::lowering`]).
+pub const BY: &str = "by";
+/// [`BY`]'s value on a writer's record.
+pub const BY_WRITER: &str = "writer";
 /// The record's planned-at attribute.
 pub const PLAN_AT: &str = "at";
 const POS: &str = "pos";

@@ -30,10 +30,10 @@ pub(super) fn record_put(table: &str, job: &str, r: &DueRecord) -> aws_sdk_dynam
 }
 
 /// A due record a writer inserts (an add, a change, an import, a repair), for a transaction:
-/// marked, so the stream hands its insert to the lowering of `sched_next` ([`super::lowering`]).
+/// marked, so the stream hands its insert to the lowering of `sched_next` (`schedules::lowering`).
 pub(super) fn written_record_put(table: &str, job: &str, r: &DueRecord) -> TransactWriteItem {
     let mut item = r.to_item(job);
-    item.insert(super::lowering::BY.to_string(), av_s(super::lowering::BY_WRITER));
+    item.insert(super::record::BY.to_string(), av_s(super::record::BY_WRITER));
     let put = aws_sdk_dynamodb::types::Put::builder().table_name(table).set_item(Some(item)).build();
     TransactWriteItem::builder().put(put.expect("put has table and item")).build()
 }
