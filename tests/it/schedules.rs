@@ -807,6 +807,48 @@ async fn waking_stack(
     (local, deps, queue, scheduler, cfg)
 }
 
+/// A timer added minutes before its instant is handed over at it: the stream's batch that lowers
+/// `sched_next` sets the wake (before, it waited for the next quarter-hour tick). When a tick with
+/// calendar work holds the lease (kept after its run), the wake is set for when the lease lapses:
+/// a wake that found it held would fire nothing, and the timer would wait for the next tick.
+#[tokio::test]
+async fn a_timer_added_minutes_before_its_instant_is_woken_for_by_its_batch() {
+    let local = Local::new().await;
+    for lease_held in [false, true] {
+        let p = unique("schedsoon");
+        ok(&tickctl(&local, &p, &["provision"]));
+        let env = [("TICKWORK_PULSE_INTERVAL_SECS", "900"), ("TICKWORK_PULSE_LEASE_SECS", "600")];
+        let mut deps = local.stack_sweep(&p, &env, None);
+        let queue = format!("{p}-queue");
+        let (scheduler, cfg) = with_waker(&local, &p, &mut deps).await;
+        local.clock.set(ms("2026-12-01T10:00:00Z"));
+        // Denver's midnight is 07:00Z: that tick runs its day and keeps the lease until 07:10.
+        let mut tenants = vec![Tenant::new("acme", "Europe/Berlin")];
+        if lease_held {
+            tenants.push(Tenant::new("den", "America/Denver"));
+        }
+        pulse_sweep::add_tenants(&deps, &tenants).await.unwrap();
+        // Berlin's midnight at 23:00Z; at 07:00Z only Denver's, when it has a tenant.
+        for at in ["2026-12-01T10:15:00Z", "2026-12-01T10:30:00Z", "2026-12-01T23:00:00Z", "2026-12-02T07:00:00Z"] {
+            tick(&local, &deps, at).await;
+        }
+        // 07:01Z: a timer for 08:04 Berlin (07:04Z).
+        local.clock.set(ms("2026-12-02T07:01:00Z"));
+        schedules(&deps).put("acme", "Europe/Berlin", def("call", "at 2026-12-02T08:04"), &POLICY).await.unwrap();
+        assert_eq!(settle(&local, &deps).await, 1);
+        let wake = scheduler.get_schedule().name(&cfg.schedule).send().await.unwrap();
+        let want = if lease_held { "at(2026-12-02T07:11:00)" } else { "at(2026-12-02T07:04:00)" };
+        assert_eq!(wake.schedule_expression(), Some(want), "lease held {lease_held}");
+        // The wake's invocation, at that minute: it takes the lease and fires the timer.
+        let at = if lease_held { "2026-12-02T07:11:00Z" } else { "2026-12-02T07:04:00Z" };
+        local.clock.set(ms(at) + 1_000);
+        let event = serde_json::json!({"scheduled-time": at, "execution-id": "wake-1"});
+        let r = Box::pin(pulse_sweep::run(&deps, &Tick::parse(&event).unwrap(), &Unlimited, "wake")).await.unwrap();
+        assert_eq!(r.fires, 1, "lease held {lease_held}: {r:?}");
+        assert!(fires(&local, &queue).await.contains(&fire("acme", "call", "2026-12-02T08:04:00+01:00")));
+    }
+}
+
 /// A fire its invocation's budget stops goes on a minute later (a wake), not at the next
 /// quarter-hour tick; and the later due shards are not starved by an earlier one that keeps
 /// getting work: here shard 0 gains a timer due every minute and each invocation's budget fires
@@ -895,7 +937,11 @@ async fn the_sweep_wakes_at_a_schedules_instant_between_ticks() {
     let before = deps.db.meter().read_write_requests();
     tick(&local, &deps, "2026-12-02T07:30:00Z").await;
     let after = deps.db.meter().read_write_requests();
-    assert_eq!((after.0 - before.0, after.1 - before.1), (1, 1), "07:30: the state read, the wake recorded");
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1),
+        (2, 1),
+        "07:30: the state read, the wake claimed and its claim read back"
+    );
     let got = scheduler.get_schedule().name(&cfg.schedule).send().await.unwrap();
     assert_eq!(got.schedule_expression(), Some("at(2026-12-02T07:40:00)"));
     tick(&local, &deps, "2026-12-02T07:30:00Z").await;

@@ -26,8 +26,8 @@ use tickwork::Db;
 
 /// The sections `make bench BENCH=<section>` runs (all of them without one); the docs name no
 /// other (`tests/it/docs.rs` reads this list).
-pub const SECTIONS: [&str; 9] =
-    ["bill", "pulse", "archive", "queue", "startup", "scale", "delivery", "burst", "control"];
+pub const SECTIONS: [&str; 10] =
+    ["bill", "pulse", "archive", "queue", "startup", "scale", "delivery", "burst", "control", "writes"];
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 4)]
 async fn main() -> Result<()> {
@@ -71,6 +71,9 @@ async fn main() -> Result<()> {
     if all || args.iter().any(|a| a == "control") {
         control::run(&sdk).await?;
     }
+    if all || args.iter().any(|a| a == "writes") {
+        writes::run(&sdk).await?;
+    }
     Ok(())
 }
 
@@ -80,6 +83,7 @@ mod control;
 mod delivery;
 mod scale;
 mod startup;
+mod writes;
 
 /// Start-up time and peak memory of each Lambda binary (release build), 5 cold starts each.
 async fn startup(sdk: &SdkConfig) -> Result<()> {

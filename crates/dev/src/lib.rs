@@ -76,6 +76,8 @@ pub fn environment(prefix: &str, dynamodb: &str, port: u16) -> Vec<(String, Stri
     let p = |k: &str, v: String| (k.to_string(), v);
     vec![
         p("AWS_ENDPOINT_URL_DYNAMODB", dynamodb.to_string()),
+        // The control table's stream, read by the sweep's mapping stand-in (the same server).
+        p("AWS_ENDPOINT_URL_DYNAMODB_STREAMS", dynamodb.to_string()),
         p("AWS_ENDPOINT_URL_LAMBDA", format!("http://127.0.0.1:{port}")),
         p("AWS_ACCESS_KEY_ID", "test".into()),
         p("AWS_SECRET_ACCESS_KEY", "test".into()),

@@ -35,8 +35,8 @@
 //! later: [`tickwork::schedules::Schedules::recount`]); else the shard is read again, and a chunk
 //! that keeps being changed under the sweep stops its shard until the next tick (the cursor cannot
 //! pass it). When every due record is done, `sched_next` becomes
-//! the earliest record after the cursors, unless a schedule was added since the state item was
-//! read.
+//! the earliest record after the cursors, unless a batch of writers' records was counted since
+//! the state item was read (`tickwork::schedules::lowering`).
 
 use std::collections::HashMap;
 

@@ -112,22 +112,37 @@ impl LeasedJob for Deps {
 }
 
 impl Deps {
-    /// Sets the wake for `at` and records it; `false` (logged) when there is no waker or it
-    /// could not be set: the next tick fires what the wake would have.
+    /// Sets the wake for `at`: claimed on the state item first (refused when a wake at or before
+    /// it is pending: that one runs first, and sets the next as it ends), armed, then the claim
+    /// read back: one earlier than `at`, claimed by another meanwhile (a stream batch, a tick),
+    /// is armed again, so the Scheduler's one wake is the earliest claimed whoever armed last.
+    /// `true` when a wake before the next tick is set or pending; `false` (logged) when there is
+    /// no waker or it could not be set: the next tick fires what the wake would have.
     pub(crate) async fn wake(&self, at: tickwork::clock::Millis) -> bool {
         let Some(w) = &self.waker else { return false };
-        match w.arm(at).await {
-            Ok(()) => {
-                if let Err(e) = self.schedules.note_wake(at).await {
-                    tracing::warn!(error = %e, "wake set, not recorded: the next tick sets it again");
-                }
-                tracing::info!(at, "wake set for a schedule due before the next tick");
-                true
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "wake not set: the schedule fires at the next tick");
-                false
-            }
+        let now = self.clock.now_ms();
+        match self.schedules.claim_wake(at, now).await {
+            Ok(true) => {}
+            Ok(false) => return true,
+            Err(e) => tracing::warn!(error = %e, "wake not claimed: armed all the same"),
         }
+        if let Err(e) = w.arm(at).await {
+            tracing::warn!(error = %e, "wake not set: the schedule fires at the next tick");
+            if let Err(e) = self.schedules.unclaim_wake(at).await {
+                tracing::warn!(error = %e, "a wake not set is still claimed: later ones wait until it passes");
+            }
+            return false;
+        }
+        tracing::info!(at, "wake set for a schedule due before the next tick");
+        match self.schedules.wake_claimed().await {
+            Ok(Some(c)) if c < at && c > now => {
+                if let Err(e) = w.arm(c).await {
+                    tracing::warn!(error = %e, at = c, "an earlier wake claimed meanwhile not set again: the next tick fires it");
+                }
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "the wake's claim not read back"),
+        }
+        true
     }
 }

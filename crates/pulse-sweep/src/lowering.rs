@@ -55,8 +55,9 @@ pub fn inserted_of(event: &Value, control: &str, job: &str) -> Option<Result<Ins
     Some(Ok(out))
 }
 
-/// Lowers `sched_next` to a batch's earliest record, and sets the wake when it falls before the
-/// next tick (and none is set for it already).
+/// Lowers `sched_next` to a batch's earliest record, and sets the wake for it when it falls
+/// before the next tick ([`wake::stream_wake_at`]: decided from the record, not from `sched_next`,
+/// which a fire in progress leaves in the past; after the lease a tick may be holding).
 pub(crate) async fn lower(deps: &Deps, batch: Inserted) -> Result<Report, PulseError> {
     let report = Report { outcome: Outcome::Completed, ..Default::default() };
     let Some(pos) = batch.earliest else {
@@ -65,9 +66,16 @@ pub(crate) async fn lower(deps: &Deps, batch: Inserted) -> Result<Report, PulseE
     };
     let lowered = deps.schedules.lower_next(pos).await?;
     let now = deps.clock.now_ms();
+    let interval = deps.cfg.policy.interval_ms;
     let mut woke = None;
-    if !lowered.paused {
-        if let Some(at) = wake::wake_at(Some(lowered.next), lowered.wake, now, deps.cfg.policy.interval_ms) {
+    if deps.waker.is_some()
+        && !lowered.paused
+        && wake::stream_wake_at(pos, lowered.wake, None, now, interval, 0).is_some()
+    {
+        // Only when a wake may be set: the lease's holder, read once.
+        let held = deps.leases.read(&deps.cfg.job).await?.map(|l| l.expires_at_ms);
+        let skew = deps.core.lease.clock_skew.as_millis() as i64;
+        if let Some(at) = wake::stream_wake_at(pos, lowered.wake, held, now, interval, skew) {
             woke = deps.wake(at).await.then_some(at);
         }
     }

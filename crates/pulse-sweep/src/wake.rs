@@ -70,6 +70,31 @@ pub fn wake_at(next: Option<Millis>, armed: Option<Millis>, now_ms: Millis, inte
     (next > now_ms && next < next_tick && armed != Some(next)).then_some(next)
 }
 
+/// When a stream batch of writers' records whose earliest is `pos` wakes the sweep: before the
+/// next regular tick, unless a wake at or before `pos` is pending (`armed`: it runs first, and
+/// sets the next as it ends); not before 5 s from now (a record already due is fired at the next
+/// minute, not at the next tick); and not before the lease another invocation holds lapses
+/// (`held_until`, plus the clock `skew`): a tick that had only calendar work keeps its lease, and
+/// a wake that found it held would fire nothing. Pure.
+pub fn stream_wake_at(
+    pos: Millis,
+    armed: Option<Millis>,
+    held_until: Option<Millis>,
+    now_ms: Millis,
+    interval_ms: Millis,
+    skew_ms: Millis,
+) -> Option<Millis> {
+    let next_tick = (now_ms.div_euclid(interval_ms.max(1)) + 1) * interval_ms.max(1);
+    if armed.is_some_and(|a| a > now_ms && a <= pos) {
+        return None;
+    }
+    let mut at = pos.max(now_ms + 5_000);
+    if let Some(h) = held_until.filter(|h| *h > now_ms) {
+        at = at.max(h + skew_ms);
+    }
+    (pos < next_tick && at < next_tick).then_some(at)
+}
+
 /// Whether the wake set already (`armed`) falls after `now` and before the next regular tick: the
 /// tick lets its lease go as it ends, or that wake finds it held (a tick that plans again under
 /// its lease sees the wake its first plan armed, and does not arm it again). Pure.
@@ -198,6 +223,23 @@ mod tests {
         assert_eq!(wake_at(Some(now + 840_000), None, now, Q), None, "the next tick is as early");
         assert_eq!(wake_at(Some(now - 1), None, now, Q), None, "due now: this tick fires it");
         assert_eq!(wake_at(None, None, now, Q), None);
+    }
+
+    #[test]
+    fn a_batch_wakes_the_sweep_at_its_record_unless_an_earlier_wake_or_a_held_lease_comes_first() {
+        let now = 1_800_000_000_000 - 1_800_000_000_000 % Q + 60_000; // a minute past a tick
+        let at = |pos, armed, held| stream_wake_at(pos, armed, held, now, Q, 1_000);
+        assert_eq!(at(now + 300_000, None, None), Some(now + 300_000));
+        // Whatever `sched_next` says (a fire between its read and its set leaves it in the past).
+        assert_eq!(at(now + 300_000, Some(now - 60_000), None), Some(now + 300_000), "an old wake passed");
+        assert_eq!(at(now + 300_000, Some(now + 120_000), None), None, "an earlier wake runs first");
+        assert_eq!(at(now + 300_000, Some(now + 300_000), None), None, "set already");
+        assert_eq!(at(now + 300_000, Some(now + 600_000), None), Some(now + 300_000), "a later one is replaced");
+        assert_eq!(at(now - 30_000, None, None), Some(now + 5_000), "due already: in a moment, not at the tick");
+        assert_eq!(at(now + 300_000, None, Some(now + 400_000)), Some(now + 401_000), "after the lease held lapses");
+        assert_eq!(at(now + 300_000, None, Some(now - 1)), Some(now + 300_000), "a lease let go");
+        assert_eq!(at(now + 300_000, None, Some(now + 900_000)), None, "held past the next tick: the tick fires it");
+        assert_eq!(at(now + 840_000, None, None), None, "the next tick is as early");
     }
 
     #[test]

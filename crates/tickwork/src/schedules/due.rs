@@ -296,14 +296,36 @@ impl Schedules {
         self.db.client().update_item().table_name(&self.table).set_key(Some(watermark_key(&self.job)))
     }
 
-    /// Records the instant the sweep set its wake for (unconditional: the last one set stands).
-    pub async fn note_wake(&self, at_ms: Millis) -> Result<(), DbError> {
+    /// Claims the wake for `at_ms` before it is armed: refused (`false`) when a wake at or before
+    /// it is pending (after `now_ms`), so of two arming at once (a tick and a stream batch, two
+    /// batches) the earlier wins, whichever arms last ([`Schedules::wake_claimed`] says which).
+    pub async fn claim_wake(&self, at_ms: Millis, now_ms: Millis) -> Result<bool, DbError> {
         let req = self
             .state_update()
             .update_expression("SET #w = :w")
+            .condition_expression("attribute_not_exists(#w) OR #w > :w OR #w <= :now")
+            .expression_attribute_names("#w", SCHED_WAKE)
+            .expression_attribute_values(":w", av_n(at_ms))
+            .expression_attribute_values(":now", av_n(now_ms));
+        crate::error::condition_held(self.db.update(req).await)
+    }
+
+    /// Gives a claim back when its wake could not be armed (only if it is still this claim).
+    pub async fn unclaim_wake(&self, at_ms: Millis) -> Result<(), DbError> {
+        let req = self
+            .state_update()
+            .update_expression("REMOVE #w")
+            .condition_expression("#w = :w")
             .expression_attribute_names("#w", SCHED_WAKE)
             .expression_attribute_values(":w", av_n(at_ms));
-        self.db.update(req).await.map(|_| ())
+        crate::error::condition_held(self.db.update(req).await).map(|_| ())
+    }
+
+    /// The wake claimed now (strongly consistent): read after arming, so that the last to arm
+    /// arms the earliest claim again if it was not its own.
+    pub async fn wake_claimed(&self) -> Result<Option<Millis>, DbError> {
+        let item = self.db.get_strong(&self.table, watermark_key(&self.job)).await?;
+        Ok(item.as_ref().and_then(|i| get_i64(i, SCHED_WAKE)))
     }
 
     /// Sets `sched_next` to `next` (removes it when no record is left), unless a batch of writers'

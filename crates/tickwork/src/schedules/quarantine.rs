@@ -205,7 +205,8 @@ impl Schedules {
     }
 
     /// Writes group `gid`'s quarantined record again (see the module) and removes its copy, in
-    /// one transaction with the state item: the record after its shard's cursor, the copy's
+    /// one transaction (the record's insert lowers `sched_next` through the stream): the record
+    /// after its shard's cursor, the copy's
     /// delete conditional on the copy read (a repair run twice writes one record).
     pub async fn repair(&self, gid: &str) -> Result<(DueRecord, Repair), ScheduleError> {
         // A shard cursor moved between its read and the transaction (a sweep firing): again.

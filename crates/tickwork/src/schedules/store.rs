@@ -238,7 +238,7 @@ impl Schedules {
     }
 
     /// The definition (conditional on the version read), its membership, and the group's head
-    /// and first record when it has no head, committed with the state item ([`super::commit`]).
+    /// and first record when it has no head, committed together ([`super::commit`]).
     /// A head that appeared or went between its read and the commit: read again and retried.
     /// `resumed`: a resume or a retarget (owed strictly after now, [`member_resumed`]). A one-off
     /// that its group could never fire is refused: written, it would be an active definition whose
