@@ -183,7 +183,7 @@ async fn one(sdk: &SdkConfig, writers: usize, near: bool) -> Result<Run> {
     let db = tallied_db(sdk, &tally);
     let prefix = format!("writes{}-{writers}-{:x}", std::process::id(), fastrand::u32(..));
     let tables = crate::scale::sweep_tables(&db, &prefix).await?;
-    let clock = Arc::new(ManualClock::at(1_796_198_400_000)); // 2026-12-01T08:00Z
+    let clock = Arc::new(ManualClock::at(1_796_112_000_000)); // 2026-12-01T08:00Z
     let shared: SharedClock = clock.clone();
     let cfg = pulse_sweep::PulseConfig::from_env(&tickwork::config::Env::from_pairs([]), Duration::from_secs(1))?;
     let policy = Policy { catch_up: CatchUp::All, max_lateness_ms: 86_400_000, interval_ms: 900_000 };
