@@ -139,12 +139,26 @@ pub(crate) async fn fire_due(
         cursors[k as usize] = Some(cursor);
     }
     let cursors: Vec<ShardCursor> = cursors.into_iter().map(Option::unwrap_or_default).collect();
-    let earliest = s.earliest(&cursors).await?;
     // Records isolated as failed are set an hour ahead: the earliest may be one of them, and the
     // tick an hour on reads them again (and reports them again).
-    s.set_next(earliest, adds_seen).await?;
+    let mut adds = adds_seen;
+    let mut earliest = s.earliest(&cursors).await?;
+    for attempt in 1..=SET_ATTEMPTS {
+        if s.set_next(earliest, adds).await? || attempt == SET_ATTEMPTS {
+            break;
+        }
+        // A batch of writers' records was counted since `adds` was read: read the count again
+        // (strongly), then the shards, and set again. Left refused, `sched_next` stays where it
+        // was, in the past, and every tick reads the shards until one sets it: under steady
+        // writes that was every tick.
+        adds = deps.marks.read_strong(&deps.cfg.job).await?.sched_adds;
+        earliest = s.earliest(&cursors).await?;
+    }
     Ok(FireEnd::Done(earliest))
 }
+
+/// Times `sched_next` is set again in a tick when batches of writers' records keep being counted.
+const SET_ATTEMPTS: u32 = 3;
 
 /// One due record read, or one that does not read, to be set aside as the cursor passes it.
 enum Step {

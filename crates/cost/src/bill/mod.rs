@@ -381,7 +381,7 @@ mod tests {
     /// The bar, from the model with `tickctl cost`'s defaults (1,000 tenants in 8 zones, 30
     /// days, the template's schedules and the prices above): the work itself (DynamoDB and Lambda)
     /// costs under a twentieth of the `000_*` design's DynamoDB, monitoring at most $5 (at 1,000
-    /// tenants it is nearly the whole bill: five metrics and fourteen alarms, $2.90, about the
+    /// tenants it is nearly the whole bill: five metrics and fifteen alarms, $3.00, about the
     /// before design's DynamoDB alone), and tickwork's own writes (the summaries, the user's effect,
     /// not counted) at most 0.5 WCU a tenant-day.
     #[test]

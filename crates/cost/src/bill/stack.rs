@@ -24,7 +24,7 @@ impl Default for Stack {
     fn default() -> Self {
         Stack {
             memory_mb: 256,
-            single_metric_alarms: 14,
+            single_metric_alarms: 15,
             math_alarms: (0, 2),
             dashboard: false,
             log_retention_days: 30,

@@ -12,9 +12,10 @@
 //! Why the count, in every batch: the sweep sets `sched_next` to the earliest record it read only
 //! if `sched_adds` is as it was before that read ([`Schedules::set_next`]). A record inserted
 //! after the sweep read its shard is counted when its batch is handled: before the sweep's set
-//! (which is then refused, and the next tick looks again) or after it (when `sched_next` is as the
-//! sweep set it, and lowered if the record is earlier). A record counted before the sweep's read
-//! of the state item was in the table before the sweep read its shards, and was seen there.
+//! (which is then refused, and made again from the count and the shards read after it) or after
+//! it (when `sched_next` is as the sweep set it, and lowered if the record is earlier). A record
+//! counted before the sweep's read of the state item was in the table before the sweep read its
+//! shards, and was seen there.
 //!
 //! Why nothing is lost on a crash: a record's insert is in the stream whatever happens to its
 //! writer after the commit, and the mapping hands a batch again until the function returns
