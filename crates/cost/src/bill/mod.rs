@@ -408,8 +408,8 @@ mod tests {
     fn monitoring_stays_under_five_dollars_and_the_scheduler_gets_its_free_tier() {
         let r = CostReport { days: 30.0, jobs: vec![], before: JobCost::default(), pulses: Default::default() };
         let b = bill(&r, 1000, 8, &Stack::default(), &Prices::default());
-        // 5 metrics at $0.30, 14 single-metric alarms at $0.10.
-        assert!((b.monitoring() - (5.0 * 0.30 + 14.0 * 0.10)).abs() < 1e-9, "{}", b.monitoring());
+        // 5 metrics at $0.30, 15 single-metric alarms at $0.10.
+        assert!((b.monitoring() - (5.0 * 0.30 + 15.0 * 0.10)).abs() < 1e-9, "{}", b.monitoring());
         assert!(b.monitoring() <= 5.0);
         let with_dash = bill(&r, 1000, 8, &Stack { dashboard: true, ..Stack::default() }, &Prices::default());
         assert!((with_dash.monitoring() - b.monitoring() - 3.0).abs() < 1e-9);
