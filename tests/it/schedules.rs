@@ -794,16 +794,25 @@ async fn with_waker(
 async fn waking_stack(
     prefix: &str,
 ) -> (Local, pulse_sweep::Deps, String, aws_sdk_scheduler::Client, pulse_sweep::wake::WakeConfig) {
+    waking_stack_with(prefix, "840", &[Tenant::new("acme", "Europe/Berlin")]).await
+}
+
+/// [`waking_stack`] with a lease of `lease_secs` and `tenants`.
+async fn waking_stack_with(
+    prefix: &str,
+    lease_secs: &str,
+    tenants: &[Tenant],
+) -> (Local, pulse_sweep::Deps, String, aws_sdk_scheduler::Client, pulse_sweep::wake::WakeConfig) {
     let local = Local::new().await;
     let p = unique(prefix);
     ok(&tickctl(&local, &p, &["provision"]));
     // The template's quarter-hour schedule (the code's default interval is a minute).
-    let env = [("TICKWORK_PULSE_INTERVAL_SECS", "900"), ("TICKWORK_PULSE_LEASE_SECS", "840")];
+    let env = [("TICKWORK_PULSE_INTERVAL_SECS", "900"), ("TICKWORK_PULSE_LEASE_SECS", lease_secs)];
     let mut deps = local.stack_sweep(&p, &env, None);
     let queue = format!("{p}-queue");
     let (scheduler, cfg) = with_waker(&local, &p, &mut deps).await;
     local.clock.set(ms("2026-12-01T10:00:00Z"));
-    pulse_sweep::add_tenants(&deps, &[Tenant::new("acme", "Europe/Berlin")]).await.unwrap();
+    pulse_sweep::add_tenants(&deps, tenants).await.unwrap();
     (local, deps, queue, scheduler, cfg)
 }
 
@@ -813,21 +822,13 @@ async fn waking_stack(
 /// a wake that found it held would fire nothing, and the timer would wait for the next tick.
 #[tokio::test]
 async fn a_timer_added_minutes_before_its_instant_is_woken_for_by_its_batch() {
-    let local = Local::new().await;
     for lease_held in [false, true] {
-        let p = unique("schedsoon");
-        ok(&tickctl(&local, &p, &["provision"]));
-        let env = [("TICKWORK_PULSE_INTERVAL_SECS", "900"), ("TICKWORK_PULSE_LEASE_SECS", "600")];
-        let mut deps = local.stack_sweep(&p, &env, None);
-        let queue = format!("{p}-queue");
-        let (scheduler, cfg) = with_waker(&local, &p, &mut deps).await;
-        local.clock.set(ms("2026-12-01T10:00:00Z"));
         // Denver's midnight is 07:00Z: that tick runs its day and keeps the lease until 07:10.
         let mut tenants = vec![Tenant::new("acme", "Europe/Berlin")];
         if lease_held {
             tenants.push(Tenant::new("den", "America/Denver"));
         }
-        pulse_sweep::add_tenants(&deps, &tenants).await.unwrap();
+        let (local, deps, queue, scheduler, cfg) = waking_stack_with("schedsoon", "600", &tenants).await;
         // Berlin's midnight at 23:00Z; at 07:00Z only Denver's, when it has a tenant.
         for at in ["2026-12-01T10:15:00Z", "2026-12-01T10:30:00Z", "2026-12-01T23:00:00Z", "2026-12-02T07:00:00Z"] {
             tick(&local, &deps, at).await;

@@ -134,8 +134,8 @@ impl Deps {
             return false;
         }
         tracing::info!(at, "wake set for a schedule due before the next tick");
-        match self.schedules.wake_claimed().await {
-            Ok(Some(c)) if c < at && c > now => {
+        match self.schedules.wake_claimed().await.map(|c| wake::rearm_at(c, at, now)) {
+            Ok(Some(c)) => {
                 if let Err(e) = w.arm(c).await {
                     tracing::warn!(error = %e, at = c, "an earlier wake claimed meanwhile not set again: the next tick fires it");
                 }

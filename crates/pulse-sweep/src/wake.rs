@@ -95,6 +95,13 @@ pub fn stream_wake_at(
     (pos < next_tick && at < next_tick).then_some(at)
 }
 
+/// After arming `at`: the wake to arm again when the claim read back (`claimed`) is another's,
+/// earlier and still ahead (it claimed after this one, and may have armed before it: the one
+/// Scheduler schedule holds whichever armed last). Pure.
+pub fn rearm_at(claimed: Option<Millis>, at: Millis, now_ms: Millis) -> Option<Millis> {
+    claimed.filter(|c| *c < at && *c > now_ms)
+}
+
 /// Whether the wake set already (`armed`) falls after `now` and before the next regular tick: the
 /// tick lets its lease go as it ends, or that wake finds it held (a tick that plans again under
 /// its lease sees the wake its first plan armed, and does not arm it again). Pure.
@@ -240,6 +247,15 @@ mod tests {
         assert_eq!(at(now + 300_000, None, Some(now - 1)), Some(now + 300_000), "a lease let go");
         assert_eq!(at(now + 300_000, None, Some(now + 900_000)), None, "held past the next tick: the tick fires it");
         assert_eq!(at(now + 840_000, None, None), None, "the next tick is as early");
+    }
+
+    #[test]
+    fn the_earlier_claim_of_another_is_armed_again_and_no_other() {
+        assert_eq!(rearm_at(Some(500), 800, 100), Some(500), "an earlier claim, ahead");
+        assert_eq!(rearm_at(Some(800), 800, 100), None, "its own");
+        assert_eq!(rearm_at(Some(900), 800, 100), None, "a later one cannot have won the claim");
+        assert_eq!(rearm_at(Some(50), 800, 100), None, "passed already");
+        assert_eq!(rearm_at(None, 800, 100), None, "given back");
     }
 
     #[test]

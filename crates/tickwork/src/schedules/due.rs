@@ -292,7 +292,7 @@ impl Schedules {
     }
 
     /// An UpdateItem of the job's state item, to complete.
-    fn state_update(&self) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+    pub(super) fn state_update(&self) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
         self.db.client().update_item().table_name(&self.table).set_key(Some(watermark_key(&self.job)))
     }
 

@@ -59,11 +59,7 @@ impl Schedules {
     /// conditional, when `sched_next` was later than `pos`.
     pub async fn lower_next(&self, pos: Millis) -> Result<Lowered, DbError> {
         let req = self
-            .db
-            .client()
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(crate::watermark::watermark_key(&self.job)))
+            .state_update()
             .update_expression("SET #n = if_not_exists(#n, :p) ADD #a :one")
             .expression_attribute_names("#n", SCHED_NEXT)
             .expression_attribute_names("#a", SCHED_ADDS)
@@ -79,11 +75,7 @@ impl Schedules {
             return Ok(Lowered { next, wake, paused });
         }
         let req = self
-            .db
-            .client()
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(crate::watermark::watermark_key(&self.job)))
+            .state_update()
             .update_expression("SET #n = :p")
             .condition_expression("#n > :p")
             .expression_attribute_names("#n", SCHED_NEXT)
