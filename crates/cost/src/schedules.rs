@@ -100,6 +100,11 @@ pub fn fire_tick(due: &[Due], job: &str, queue: &QueueConfig, now_ms: i64) -> Re
     let mut moved = vec![false; tickwork::schedules::DUE_SHARDS as usize];
     for k in 0..tickwork::schedules::DUE_SHARDS {
         let shard: Vec<&GroupDue> = by_shard.get(&k).map(|m| m.values().collect()).unwrap_or_default();
+        // A shard with a record due is fired under its own lease: taken after its first page is
+        // read, let go when it is done (a conditional UpdateItem each).
+        if !shard.is_empty() {
+            v.push(Calls { table: table::CONTROL, op: "UpdateItem", n: 2, units: WRITE });
+        }
         let mut pages: Vec<&[&GroupDue]> = shard.chunks(page).collect();
         if shard.len() % page == 0 {
             pages.push(&[]);
@@ -306,8 +311,8 @@ pub struct BurstTime {
     pub invocations: u64,
     /// The least time the due partitions' write limit allows, ms: every group's fire puts its
     /// successor, deletes its record and moves its shard's cursor ([`DUE_WCU_PER_GROUP`]) in its due shard's
-    /// partition, of at most 1,000 write units a second, and the sweep fires one shard after
-    /// another: one partition takes the writes at a time.
+    /// partition, of at most 1,000 write units a second; the shards fire at once, so the busiest
+    /// partition sets it.
     pub partition_floor_ms: f64,
 }
 
@@ -322,8 +327,9 @@ pub const DUE_WCU_PER_GROUP: f64 = 2.0 + 2.0 / pulse_sweep::FIRE_CHUNK as f64;
 /// BatchGetItem (`tenant_concurrency` at once), a transaction per [`pulse_sweep::FIRE_CHUNK`]
 /// records, its successors put and its fired records deleted 25 a request; then each group larger than a page alone, a Query, its BatchGetItems and a
 /// transaction a page; each request
-/// `latency_ms`, one after another over [`tickwork::schedules::DUE_SHARDS`] shards; then the
-/// earliest record left and `sched_next`. Not modelled: the calendar groups the same invocation
+/// `latency_ms`, one after another within a shard, the [`tickwork::schedules::DUE_SHARDS`] shards
+/// at once (each under its own lease, taken and let go: 2 requests more); then the earliest
+/// record left and `sched_next`. Not modelled: the calendar groups the same invocation
 /// sweeps first (at a local hour that is not midnight, a tick with no boundary: a read).
 pub fn burst(b: &BurstInput) -> BurstTime {
     let page = pulse_sweep::FIRE_PAGE as u64;
@@ -333,12 +339,19 @@ pub fn burst(b: &BurstInput) -> BurstTime {
     // Groups as even as the fires allow: `big` of them one member more.
     let (small, big) = (b.fires / groups, b.fires % groups);
     let mut t = BurstTime::default();
-    let mut work_ms = 0.0;
-    let mut rounds = 0u64;
+    // The due shards fire at once, each under its own lease: the burst takes as long as its
+    // longest shard's requests, one after another within it.
+    let mut longest = 0u64;
     let mut seen = 0u64;
     let c = u64::from(b.tenant_concurrency.max(1));
     for k in 0..shards {
         let n = groups / shards + u64::from(k < groups % shards);
+        let mut rounds = 0u64;
+        if n > 0 {
+            // Its lease taken after its first page, let go at its end.
+            t.requests += 2;
+            rounds += 2;
+        }
         let sizes: Vec<u64> = std::iter::repeat_n(page, (n / page) as usize).chain(std::iter::once(n % page)).collect();
         for r in sizes {
             t.pages += 1;
@@ -375,14 +388,18 @@ pub fn burst(b: &BurstInput) -> BurstTime {
                 }
             }
         }
+        longest = longest.max(rounds);
     }
     // The shards' cursors read first; then the earliest record left (a Query a shard) and
     // `sched_next` set.
     t.requests += 2 * shards + 1;
-    rounds += 2 * shards + 1;
-    work_ms += rounds as f64 * b.latency_ms + t.requests as f64 * b.serial_ms;
+    let rounds = longest + 2 * shards + 1;
+    // A server that serves one request at a time (the local one) serves every shard's in turn.
+    let work_ms = rounds as f64 * b.latency_ms + t.requests as f64 * b.serial_ms;
     t.requests_ms = work_ms;
-    t.partition_floor_ms = groups as f64 * DUE_WCU_PER_GROUP / crate::boundary::PARTITION_MAX_WCU_PER_SEC * 1000.0;
+    // Every shard's partition takes its own groups' writes, the shards at once.
+    let busiest = groups.div_ceil(shards);
+    t.partition_floor_ms = busiest as f64 * DUE_WCU_PER_GROUP / crate::boundary::PARTITION_MAX_WCU_PER_SEC * 1000.0;
     // Requests faster than the partitions take their writes are throttled down to them.
     let work_ms = work_ms.max(t.partition_floor_ms);
     let window = b.invocation_ms.max(1.0);
@@ -498,28 +515,30 @@ mod tests {
         // 800 groups of one: 200 a shard, a full page and an empty one each; a full page is a
         // Query, 200 member Queries in 25 rounds of 8, 2 BatchGets of tenants at once, and 5 chunks
         // of 40: 2 BatchWriteItems of successors, a transaction and 2 BatchWriteItems deleting the
-        // fired records each.
+        // fired records each; the shard's lease taken and let go.
         let t = burst(&burst_of(800, 800));
         // The 4 shards' cursors first; then 4 Queries for the earliest record and `sched_next`.
-        assert_eq!((t.pages, t.member_pages, t.requests, t.invocations), (8, 800, 4 * (228 + 1) + 9, 1));
-        assert_eq!(t.requests_ms, (4.0 * (52.0 + 1.0) + 9.0) * 10.0);
-        // 1,640 write units for one partition at a time: 1.64 s, below the requests' 2.21 s.
-        assert!((t.partition_floor_ms - 1_640.0).abs() < 1e-6, "{t:?}");
+        assert_eq!((t.pages, t.member_pages, t.requests, t.invocations), (8, 800, 4 * (228 + 1 + 2) + 9, 1));
+        // The shards at once: one shard's 55 rounds, and the 9 before and after.
+        assert_eq!(t.requests_ms, (52.0 + 1.0 + 2.0 + 9.0) * 10.0);
+        // 410 write units in each partition, at once: 0.41 s, below the requests' 0.64 s.
+        assert!((t.partition_floor_ms - 410.0).abs() < 1e-6, "{t:?}");
         assert_eq!(t.handover_ms, t.requests_ms);
         let slow = burst(&BurstInput { latency_ms: 30.0, ..burst_of(800, 800) });
-        assert_eq!(slow.handover_ms, 221.0 * 30.0, "the requests, when they take longer");
-        // A server that serves one request at a time adds its own time to every request.
+        assert_eq!(slow.handover_ms, 64.0 * 30.0, "the requests, when they take longer");
+        // A server that serves one request at a time adds its own time to every request, every
+        // shard's in turn.
         let serial = burst(&BurstInput { serial_ms: 1.0, ..burst_of(800, 800) });
         assert_eq!(serial.requests_ms, t.requests_ms + serial.requests as f64);
-        // A million distinct schedules: 5,000 pages of 228 requests in 52 rounds: 2,600 s, in
-        // windows of 255 s, the rest waiting a minute for a wake each time; their 2.05 million
-        // write units take one due partition at a time 2,050 s.
+        // A million distinct schedules: 250,000 a shard, 1,250 pages of 228 requests in 52 rounds
+        // each: 650 s, in windows of 255 s, the rest waiting a minute for a wake each time; their
+        // 512,500 write units a partition take 512.5 s, the partitions at once.
         let m = burst(&burst_of(1_000_000, 1_000_000));
-        assert!((m.partition_floor_ms - 2_050_000.0).abs() < 1e-3, "{m:?}");
-        assert_eq!(m.requests_ms, (5_000.0 * 52.0 + 4.0 + 9.0) * 10.0);
-        assert_eq!(m.invocations, 11);
-        // 10 waits of at most a minute (a wake), not of a quarter-hour tick each.
-        let want = 10.0 * (255_000.0 + WAKE_WAIT_MS) + (m.requests_ms - 10.0 * 255_000.0);
+        assert!((m.partition_floor_ms - 512_500.0).abs() < 1e-3, "{m:?}");
+        assert_eq!(m.requests_ms, (1_250.0 * 52.0 + 1.0 + 2.0 + 9.0) * 10.0);
+        assert_eq!(m.invocations, 3);
+        // 2 waits of at most a minute (a wake), not of a quarter-hour tick each.
+        let want = 2.0 * (255_000.0 + WAKE_WAIT_MS) + (m.requests_ms - 2.0 * 255_000.0);
         assert!((m.handover_ms - want).abs() < 1e-6, "{} vs {want}", m.handover_ms);
     }
 
@@ -528,12 +547,13 @@ mod tests {
         // One record: its first page with the others' records (1 member Query, 10 BatchGets, 1
         // transaction), then 999 full pages (a Query, 10 BatchGets, a transaction each) and an
         // empty one (a Query, the successor's put, a transaction and the record's delete); 4 due
-        // pages; the 4 cursors read first, and the closing 5.
+        // pages; its shard's lease taken and let go; the 4 cursors read first, and the closing 5.
         let m = burst(&burst_of(1_000_000, 1));
         assert_eq!((m.pages, m.member_pages), (4, 1_001));
-        assert_eq!(m.requests, 4 + 12 + 999 * 12 + 4 + 4 + 5);
-        // Each page's 10 BatchGetItems 8 at a time: 2 rounds; so 4,017 rounds of 10 ms.
-        assert_eq!(m.requests_ms, 4_017.0 * 10.0, "a page after another");
+        assert_eq!(m.requests, 2 + 4 + 12 + 999 * 12 + 4 + 4 + 5);
+        // Each page's 10 BatchGetItems 8 at a time: 2 rounds; so 4,007 rounds of 10 ms in its
+        // shard (the other shards' one empty page each beside it), and the 9 before and after.
+        assert_eq!(m.requests_ms, 4_016.0 * 10.0, "a page after another");
         assert!(m.handover_ms < 300_000.0 && m.invocations == 1, "{m:?}");
         assert!(m.partition_floor_ms < 3.0, "{m:?}");
         // A 30-minute spread makes 30 groups of 33,333 or 33,334: about the same requests.

@@ -5,16 +5,22 @@
 //! tenants stand now. Beside the calendar's runs, not woven into them: the sweep calls this after
 //! its groups.
 //!
+//! The due shards fire at once, each under a lease of its own ([`due_lease`]) taken only when it
+//! has a record due: the shards' transactions share no item, so they do not cancel each other,
+//! and a burst's writes go to every due partition at once. A shard whose lease another invocation
+//! holds is left to the wake a minute on, as one the budget stopped.
+//!
 //! ## A shard, in order
 //! 1. Its cursor (GetItem), then the due records after it (strongly consistent Query from the
-//!    cursor, key condition `sk < <now + 1>`), a page at a time; each record planned, and its
+//!    cursor, key condition `sk < <now + 1>`), a page at a time (the first before its lease: a
+//!    shard with nothing due costs no lease); each record planned, and its
 //!    successor decided ([`tickwork::schedules::successor`]: put before the transaction when it
 //!    depends on the record alone; in a backlog, in it, unless an attempt before put the record's
 //!    own, read first).
 //! 2. Each record's first page of members (Query, strongly consistent, concurrently), and their
 //!    tenants (BatchGetItem, strongly consistent, 100 a request).
 //! 3. Per chunk of records, in order: the successors that depend on their records alone put
-//!    (BatchWriteItem), then one fenced transaction of the fires as batch items of kind
+//!    (BatchWriteItem), then one transaction fenced by the shard's lease of the fires as batch items of kind
 //!    [`SCHED_KIND`] (each unit keyed `sched#<tenant>#<name>#<occurrence>`; the members of one
 //!    occurrence share one set, so a fire costs its tenant id's bytes), each record's end
 //!    ([`RecordEnd`]), and the shard cursor moved past the chunk's last record, conditional on the
@@ -41,8 +47,8 @@
 use std::collections::HashMap;
 
 use futures::stream::{self, StreamExt};
-use tickwork::budget::Budget;
-use tickwork::lease::Fence;
+use tickwork::budget::{AnyOf, Budget, Deadline};
+use tickwork::lease::{Acquire, Fence};
 use tickwork::schedules::{
     plan, plan_own, successor, DueRecord, Quarantined, RecordEnd, ShardCursor, Successor, DUE_SHARDS,
 };
@@ -67,7 +73,8 @@ pub const FIRE_CHUNK: usize = 40;
 pub(crate) enum FireEnd {
     /// Every due record done; `sched_next` set to this (the earliest record left).
     Done(Option<i64>),
-    /// The budget stopped it (`sched_next` is left as it was: a wake a minute on goes on).
+    /// The budget stopped it, or a shard's lease was held (`sched_next` is left as it was: a wake
+    /// a minute on goes on).
     Stopped,
     /// The lease moved on.
     LeaseLost,
@@ -90,55 +97,64 @@ pub(crate) fn shard_order(now_ms: i64, interval_ms: i64) -> impl Iterator<Item =
 /// Times a shard is read again in one tick when writers keep adding records to it.
 const REREADS: u32 = 3;
 
-/// Fires every record due at `now_ms`, fenced by the sweep's lease.
+/// How one due shard's firing ended.
+enum ShardEnd {
+    /// Every record due in it done, its cursor as left.
+    Done(ShardCursor),
+    /// Its lease held by another invocation (one still firing it, or one that died holding it
+    /// until the lease expires), or the budget stopped it: left to the wake a minute on.
+    Stopped,
+    /// Its lease moved on under it: the job's did too.
+    LeaseLost,
+}
+
+/// The lease of due shard `k` (`lease#<job>#due#<k>`): each shard's transactions are fenced by
+/// their own lease, so the shards fire at once. One lease for them all would be an item in every
+/// shard's transactions, and DynamoDB cancels a transaction holding an item another ongoing
+/// transaction holds ("Transaction conflict handling in DynamoDB", Developer Guide: "An item
+/// within a TransactWriteItems request is part of another ongoing TransactWriteItems request"),
+/// a ConditionCheck included.
+pub fn due_lease(deps: &Deps, k: u32) -> tickwork::lease::LeaseConfig {
+    tickwork::lease::LeaseConfig { job: format!("{}#due#{k}", deps.cfg.job), ..deps.cfg.lease.clone() }
+}
+
+/// Fires every record due at `now_ms`, the due shards at once, each under its own lease taken by
+/// `owner` (the holder of the sweep's lease) when it has a record due: no shard waits behind
+/// another, and a burst's writes go to every due partition at once.
 pub(crate) async fn fire_due(
     deps: &Deps,
-    fence: &Fence,
+    owner: &str,
     now_ms: i64,
     adds_seen: i64,
     budget: &dyn Budget,
     report: &mut Report,
 ) -> Result<FireEnd, PulseError> {
     let s = &deps.schedules;
-    let mut cursors: Vec<Option<ShardCursor>> = vec![None; DUE_SHARDS as usize];
-    for k in shard_order(now_ms, deps.cfg.policy.interval_ms) {
-        let mut cursor = s.shard_cursor(k).await?;
-        let mut rereads = 0;
-        'pages: loop {
-            if budget.exhausted() {
-                return Ok(FireEnd::Stopped);
-            }
-            let start = cursor
-                .cur
-                .as_deref()
-                .map(|c| tickwork::pager::Cursor::encode(&s.due_key(k, c)))
-                .transpose()
-                .map_err(|e| PulseError::Db(tickwork::DbError::Invalid(e.to_string())))?;
-            let (page, next) = s.due_page(k, now_ms, FIRE_PAGE, start.as_ref()).await?;
-            // Boxed, as the pages' own futures below: a page's reads and writes held inline made
-            // the sweep's future outgrow a test thread's stack.
-            let last_try = rereads >= REREADS;
-            match Box::pin(fire_page(deps, fence, now_ms, k, &mut cursor, page, last_try, budget, report)).await? {
-                Wrote::On | Wrote::SetAside if next.is_some() => {}
-                Wrote::On | Wrote::SetAside | Wrote::Halted => break 'pages,
-                // A writer put a record after the cursor since it was read, or a record or its
-                // group changed under the sweep: read the shard again from the cursor (a few
-                // times; at the last, a record still refused is set an hour aside).
-                Wrote::Reread if rereads < REREADS => {
-                    rereads += 1;
-                    cursor = s.shard_cursor(k).await?;
-                }
-                Wrote::Reread => {
-                    tracing::warn!(shard = k, "a due shard kept changing under the sweep: left to the next tick");
-                    break 'pages;
-                }
-                Wrote::Stopped => return Ok(FireEnd::Stopped),
-                Wrote::LeaseLost => return Ok(FireEnd::LeaseLost),
-            }
+    let shards = shard_order(now_ms, deps.cfg.policy.interval_ms).map(|k| async move {
+        let mut r = Report::default();
+        let end = Box::pin(fire_shard(deps, owner, now_ms, k, budget, &mut r)).await;
+        (k, end, r)
+    });
+    let mut cursors: Vec<ShardCursor> = vec![ShardCursor::default(); DUE_SHARDS as usize];
+    let (mut stopped, mut lost, mut failed) = (false, false, None);
+    for (k, end, r) in futures::future::join_all(shards).await {
+        report.absorb_fires(&r);
+        match end {
+            Ok(ShardEnd::Done(c)) => cursors[k as usize] = c,
+            Ok(ShardEnd::Stopped) => stopped = true,
+            Ok(ShardEnd::LeaseLost) => lost = true,
+            Err(e) => failed = failed.or(Some(e)),
         }
-        cursors[k as usize] = Some(cursor);
     }
-    let cursors: Vec<ShardCursor> = cursors.into_iter().map(Option::unwrap_or_default).collect();
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    if lost {
+        return Ok(FireEnd::LeaseLost);
+    }
+    if stopped {
+        return Ok(FireEnd::Stopped);
+    }
     // Records isolated as failed are set an hour ahead: the earliest may be one of them, and the
     // tick an hour on reads them again (and reports them again).
     let mut adds = adds_seen;
@@ -155,6 +171,121 @@ pub(crate) async fn fire_due(
         earliest = s.earliest(&cursors).await?;
     }
     Ok(FireEnd::Done(earliest))
+}
+
+/// Due shard `k`: its cursor and first page read; nothing due, done without its lease; else its
+/// lease taken, the shard fired page by page under it within the lease's safe end, and the lease
+/// let go (a wake or the next tick takes it again).
+async fn fire_shard(
+    deps: &Deps,
+    owner: &str,
+    now_ms: i64,
+    k: u32,
+    budget: &dyn Budget,
+    report: &mut Report,
+) -> Result<ShardEnd, PulseError> {
+    let s = &deps.schedules;
+    let read_at = deps.clock.now_ms();
+    let mut cursor = s.shard_cursor(k).await?;
+    let mut first = Some(due_page_from(deps, k, &cursor, now_ms).await?);
+    if first.as_ref().is_some_and(|(page, _)| page.is_empty()) {
+        return Ok(ShardEnd::Done(cursor));
+    }
+    let lease = match deps.leases.acquire(&due_lease(deps, k), owner).await? {
+        Acquire::Acquired(l) => l,
+        Acquire::Held { owner: holder, until_ms, .. } => {
+            tracing::warn!(shard = k, holder = %holder, until_ms, "a due shard's lease is held: the shard waits for a wake");
+            return Ok(ShardEnd::Stopped);
+        }
+    };
+    // Read under the lease: a holder before it may have moved the cursor since.
+    if lease.held_since(read_at, deps.cfg.lease.clock_skew) {
+        cursor = s.shard_cursor(k).await?;
+        first = None;
+    }
+    let fence = lease.fence(&deps.tables.control);
+    let lease_end = Deadline::new(
+        deps.clock.clone(),
+        lease.safe_until_ms(deps.cfg.lease.clock_skew),
+        deps.cfg.margin.as_millis() as i64,
+    );
+    let within = AnyOf(vec![budget, &lease_end]);
+    let end = Box::pin(page_shard(deps, &fence, now_ms, k, &mut cursor, first, &within, report)).await;
+    if !matches!(end, Ok(ShardEnd::LeaseLost)) {
+        if let Err(e) = deps.leases.release(&lease).await {
+            tracing::warn!(shard = k, error = %e, "a due shard's lease not let go: it waits for its expiry");
+        }
+    }
+    Ok(match end? {
+        ShardEnd::Done(_) => ShardEnd::Done(cursor),
+        other => other,
+    })
+}
+
+/// A page of due records after `cursor` in shard `k`, and the key to go on from.
+async fn due_page_from(
+    deps: &Deps,
+    k: u32,
+    cursor: &ShardCursor,
+    now_ms: i64,
+) -> Result<(DuePage, Option<tickwork::pager::Cursor>), PulseError> {
+    let s = &deps.schedules;
+    let start = cursor
+        .cur
+        .as_deref()
+        .map(|c| tickwork::pager::Cursor::encode(&s.due_key(k, c)))
+        .transpose()
+        .map_err(|e| PulseError::Db(tickwork::DbError::Invalid(e.to_string())))?;
+    Ok(s.due_page(k, now_ms, FIRE_PAGE, start.as_ref()).await?)
+}
+
+/// Records of a due page, or what did not read of one.
+type DuePage = Vec<Result<DueRecord, (tickwork::item::Item, String)>>;
+
+/// Shard `k`'s due records from `cursor`, a page at a time (`first`, when read already), each
+/// page's writes fenced by the shard's lease.
+#[allow(clippy::too_many_arguments)]
+async fn page_shard(
+    deps: &Deps,
+    fence: &Fence,
+    now_ms: i64,
+    k: u32,
+    cursor: &mut ShardCursor,
+    mut first: Option<(DuePage, Option<tickwork::pager::Cursor>)>,
+    budget: &dyn Budget,
+    report: &mut Report,
+) -> Result<ShardEnd, PulseError> {
+    let s = &deps.schedules;
+    let mut rereads = 0;
+    loop {
+        if budget.exhausted() {
+            return Ok(ShardEnd::Stopped);
+        }
+        let (page, next) = match first.take() {
+            Some(p) => p,
+            None => due_page_from(deps, k, cursor, now_ms).await?,
+        };
+        // Boxed, as the pages' own futures below: a page's reads and writes held inline made
+        // the sweep's future outgrow a test thread's stack.
+        let last_try = rereads >= REREADS;
+        match Box::pin(fire_page(deps, fence, now_ms, k, cursor, page, last_try, budget, report)).await? {
+            Wrote::On | Wrote::SetAside if next.is_some() => {}
+            Wrote::On | Wrote::SetAside | Wrote::Halted => return Ok(ShardEnd::Done(cursor.clone())),
+            // A writer put a record after the cursor since it was read, or a record or its
+            // group changed under the sweep: read the shard again from the cursor (a few
+            // times; at the last, a record still refused is set an hour aside).
+            Wrote::Reread if rereads < REREADS => {
+                rereads += 1;
+                *cursor = s.shard_cursor(k).await?;
+            }
+            Wrote::Reread => {
+                tracing::warn!(shard = k, "a due shard kept changing under the sweep: left to the next tick");
+                return Ok(ShardEnd::Done(cursor.clone()));
+            }
+            Wrote::Stopped => return Ok(ShardEnd::Stopped),
+            Wrote::LeaseLost => return Ok(ShardEnd::LeaseLost),
+        }
+    }
 }
 
 /// Times `sched_next` is set again in a tick when batches of writers' records keep being counted.

@@ -67,7 +67,7 @@ pub use config::{PulseConfig, MAX_LATENESS_LIMIT, MAX_SHARED_SHARDS};
 pub use deps::{add_tenants, Deps, Tables};
 pub use due::{due_groups, group_due, Due, DueGroup, WakeGroup};
 pub use fire_plan::{entry as fire_entry, member_page, ISOLATED_RETRY_MS, MEMBER_PAGE, ONE_OFF_PAGE, PAGE_UNITS};
-pub use fires::{fire_items, FIRE_CHUNK, FIRE_PAGE, SCHED_KIND};
+pub use fires::{due_lease, fire_items, FIRE_CHUNK, FIRE_PAGE, SCHED_KIND};
 pub use flush::FlushCounts;
 pub use pulse::{pulse_id, PULSE_KIND};
 pub use report::{Outcome, PulseError, Report};

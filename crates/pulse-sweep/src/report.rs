@@ -43,6 +43,16 @@ pub struct Report {
     pub schedules_dropped: u64,
 }
 
+impl Report {
+    /// Adds what `other` (one due shard's firing, beside the others) counted of schedules.
+    pub(crate) fn absorb_fires(&mut self, other: &Report) {
+        self.fires += other.fires;
+        self.fires_skipped += other.fires_skipped;
+        self.schedules_dropped += other.schedules_dropped;
+        self.failed_tenants += other.failed_tenants;
+    }
+}
+
 impl JobReport for Report {
     fn outcome(&self) -> Outcome {
         self.outcome

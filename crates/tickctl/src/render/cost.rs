@@ -359,8 +359,9 @@ pub fn print_schedules(as_json: bool, s: &tickctl::schedules::SchedulesCost, b: 
         if t.invocations > 1 { ", each stopped at its deadline going on at its wake, a minute on at most" } else { "" }
     );
     println!(
-        "  (its groups' {:.0} record write units go to one due partition at a time, at most 1,000 a second: {:.1} s at the least, however fast the requests)",
+        "  (its groups' {:.0} record write units go to {} due partitions at once, at most 1,000 a second each: {:.1} s at the least, however fast the requests)",
         i.groups as f64 * tickctl::schedules::DUE_WCU_PER_GROUP,
+        tickwork::schedules::DUE_SHARDS,
         t.partition_floor_ms / 1000.0
     );
     println!(
@@ -373,7 +374,7 @@ pub fn print_schedules(as_json: bool, s: &tickctl::schedules::SchedulesCost, b: 
             format!("within {:.0} s", b.target_ms / 1000.0)
         } else {
             format!(
-                "NOT within {:.0} s: a group's record is written per group, and the sweep fires one due partition at a time",
+                "NOT within {:.0} s: each group's member page is a request of its own, and a due shard's requests go one after another",
                 b.target_ms / 1000.0
             )
         }
