@@ -78,6 +78,10 @@ pub async fn run(sdk: &SdkConfig) -> Result<()> {
         latency_ms: LATENCY_MS as f64,
         serial_ms: service_ms,
         tenant_concurrency: cfg.tenant_concurrency as u32,
+        fire_concurrency: cfg.fire_concurrency as u32,
+        // The local server enforces no table throughput.
+        table_wcu: f64::INFINITY,
+        table_rcu: f64::INFINITY,
         invocation_ms: f64::MAX,
         interval_ms: 900_000.0,
     };

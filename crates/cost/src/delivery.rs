@@ -79,6 +79,10 @@ pub struct DeliveryInput {
 /// scaling properties"; read 2026-12-06).
 pub const NEW_ON_DEMAND_WCU_PER_SEC: f64 = 4_000.0;
 
+/// A new on-demand table's sustained reads a second, as [`NEW_ON_DEMAND_WCU_PER_SEC`]: "up to
+/// 12,000 reads per second" (the same page; a strongly consistent read of up to 4 KB is one).
+pub const NEW_ON_DEMAND_RCU_PER_SEC: f64 = 12_000.0;
+
 /// How the delivery goes.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct DeliveryTime {

@@ -46,6 +46,7 @@ fn record(g: &Group, due_ms: i64, cursor: Option<&str>) -> DueRecord {
         after_ms: due_ms,
         cursor: cursor.map(str::to_string),
         plan_at: cursor.map(|_| due_ms),
+        shard: None,
     }
 }
 
@@ -280,8 +281,18 @@ pub struct BurstInput {
     /// A server's own time a request that does not overlap, ms: 0 for DynamoDB; a local server
     /// that serves one request at a time (moto) is measured for the benchmark.
     pub serial_ms: f64,
-    /// Groups' first member pages read at once (`TICKWORK_PULSE_TENANT_CONCURRENCY`).
+    /// A page's tenants' BatchGetItems at once (`TICKWORK_PULSE_TENANT_CONCURRENCY`).
     pub tenant_concurrency: u32,
+    /// Groups' first member pages read at once in a due shard (`TICKWORK_PULSE_FIRE_CONCURRENCY`).
+    pub fire_concurrency: u32,
+    /// Write units a second the control table takes: a new on-demand table's
+    /// [`crate::delivery::NEW_ON_DEMAND_WCU_PER_SEC`] until it has seen more (or its warm
+    /// throughput, `--control-table-wcu`).
+    pub table_wcu: f64,
+    /// Read units a second the control and tenants tables each take (a new on-demand table's
+    /// [`crate::delivery::NEW_ON_DEMAND_RCU_PER_SEC`], or their warm throughput,
+    /// `--table-rcu`).
+    pub table_rcu: f64,
     /// How long one sweep invocation fires, ms (its timeout less the margin).
     pub invocation_ms: f64,
     /// The sweep's tick, ms: an invocation stopped by its deadline goes on at its wake, a minute
@@ -314,6 +325,18 @@ pub struct BurstTime {
     /// partition, of at most 1,000 write units a second; the shards fire at once, so the busiest
     /// partition sets it.
     pub partition_floor_ms: f64,
+    /// The control table's write units the burst spends (its groups' records).
+    pub write_units: f64,
+    /// The least time the control table's write throughput allows ([`BurstInput::table_wcu`]), ms.
+    pub table_floor_ms: f64,
+    /// Strongly consistent reads of the busier of the control table (a member page a group) and
+    /// the tenants table (a tenant a fire), one unit each.
+    pub read_units: f64,
+    /// The least time the tables' read throughput allows ([`BurstInput::table_rcu`]), ms.
+    pub read_floor_ms: f64,
+    /// Requests in flight at most: a member Query for each of `fire_concurrency` groups in each
+    /// due shard.
+    pub in_flight: u64,
 }
 
 /// Write units a group's fire spends in its due partition: its successor's put and its fired
@@ -344,6 +367,8 @@ pub fn burst(b: &BurstInput) -> BurstTime {
     let mut longest = 0u64;
     let mut seen = 0u64;
     let c = u64::from(b.tenant_concurrency.max(1));
+    let f = u64::from(b.fire_concurrency.max(1));
+    const AT_ONCE: u64 = tickwork::db::BATCH_WRITES_AT_ONCE as u64;
     for k in 0..shards {
         let n = groups / shards + u64::from(k < groups % shards);
         let mut rounds = 0u64;
@@ -364,17 +389,20 @@ pub fn burst(b: &BurstInput) -> BurstTime {
             let members: Vec<u64> = (seen..seen + r).map(|i| small + u64::from(i < big)).collect();
             seen += r;
             let first: u64 = members.iter().map(|m| (*m).min(member_page)).sum();
-            // A transaction a chunk of groups, their successors put before it 25 a request.
+            // A transaction a chunk of groups (a daily group's record writes nothing in it: one a
+            // chunk), their successors put before it 25 a request, its fired records deleted after
+            // it 25 a request, each a round of requests at once.
             let chunk = pulse_sweep::FIRE_CHUNK as u64;
             let txns = r.div_ceil(chunk);
             // (A group larger than a page puts its successor with its last page.)
             let single = members.iter().filter(|m| **m < member_page).count() as u64;
-            let puts = (single / chunk) * chunk.div_ceil(25) + (single % chunk).div_ceil(25);
-            // After each transaction, its fired records deleted, 25 a request, as many as puts.
-            let dels = puts;
+            let per_chunk = |n: u64| n.div_ceil(25);
+            let puts = (single / chunk) * per_chunk(chunk) + per_chunk(single % chunk);
+            let put_rounds =
+                (single / chunk) * per_chunk(chunk).div_ceil(AT_ONCE) + per_chunk(single % chunk).div_ceil(AT_ONCE);
             t.member_pages += r;
-            t.requests += r + first.div_ceil(100) + txns + puts + dels;
-            rounds += r.div_ceil(c) + first.div_ceil(100).div_ceil(c) + txns + puts + dels;
+            t.requests += r + first.div_ceil(100) + txns + 2 * puts;
+            rounds += r.div_ceil(f) + first.div_ceil(100).div_ceil(c) + txns + 2 * put_rounds;
             for m in members {
                 // Pages after the first: a Query, its tenants' BatchGetItems and a transaction
                 // each (an exactly full last page is followed by an empty one).
@@ -400,8 +428,13 @@ pub fn burst(b: &BurstInput) -> BurstTime {
     // Every shard's partition takes its own groups' writes, the shards at once.
     let busiest = groups.div_ceil(shards);
     t.partition_floor_ms = busiest as f64 * DUE_WCU_PER_GROUP / crate::boundary::PARTITION_MAX_WCU_PER_SEC * 1000.0;
-    // Requests faster than the partitions take their writes are throttled down to them.
-    let work_ms = work_ms.max(t.partition_floor_ms);
+    t.write_units = groups as f64 * DUE_WCU_PER_GROUP;
+    t.table_floor_ms = t.write_units / b.table_wcu.max(1.0) * 1000.0;
+    t.read_units = (t.member_pages as f64).max(b.fires as f64);
+    t.read_floor_ms = t.read_units / b.table_rcu.max(1.0) * 1000.0;
+    t.in_flight = f * shards;
+    // Requests faster than the partitions or the tables take them are throttled down to them.
+    let work_ms = work_ms.max(t.partition_floor_ms).max(t.table_floor_ms).max(t.read_floor_ms);
     let window = b.invocation_ms.max(1.0);
     let extra = (work_ms / window).ceil().max(1.0) - 1.0;
     t.invocations = extra as u64 + 1;
@@ -505,6 +538,9 @@ mod tests {
             latency_ms: 10.0,
             serial_ms: 0.0,
             tenant_concurrency: 8,
+            fire_concurrency: 8,
+            table_wcu: 40_000.0,
+            table_rcu: 40_000.0,
             invocation_ms: 255_000.0,
             interval_ms: 900_000.0,
         }
@@ -512,48 +548,74 @@ mod tests {
 
     #[test]
     fn a_burst_of_distinct_schedules_is_paged_group_by_group_and_waits_on_its_due_partitions() {
-        // 800 groups of one: 200 a shard, a full page and an empty one each; a full page is a
-        // Query, 200 member Queries in 25 rounds of 8, 2 BatchGets of tenants at once, and 5 chunks
-        // of 40: 2 BatchWriteItems of successors, a transaction and 2 BatchWriteItems deleting the
-        // fired records each; the shard's lease taken and let go.
+        assert_eq!(tickwork::schedules::DUE_SHARDS, 16, "the figures below");
+        assert_eq!(pulse_sweep::FIRE_CHUNK, 200, "a page a transaction");
+        // 800 groups of one: 50 a shard, one page each: a Query, 50 member Queries in 7 rounds of
+        // 8, a BatchGet of their tenants, 2 BatchWriteItems of successors at once, a transaction,
+        // and 2 BatchWriteItems deleting the fired records at once; the shard's lease taken and
+        // let go.
         let t = burst(&burst_of(800, 800));
-        // The 4 shards' cursors first; then 4 Queries for the earliest record and `sched_next`.
-        assert_eq!((t.pages, t.member_pages, t.requests, t.invocations), (8, 800, 4 * (228 + 1 + 2) + 9, 1));
-        // The shards at once: one shard's 55 rounds, and the 9 before and after.
-        assert_eq!(t.requests_ms, (52.0 + 1.0 + 2.0 + 9.0) * 10.0);
-        // 410 write units in each partition, at once: 0.41 s, below the requests' 0.64 s.
-        assert!((t.partition_floor_ms - 410.0).abs() < 1e-6, "{t:?}");
+        // The 16 shards' cursors first; then 16 Queries for the earliest record and `sched_next`.
+        assert_eq!((t.pages, t.member_pages, t.requests, t.invocations), (16, 800, 16 * 59 + 33, 1));
+        // The shards at once: one shard's 14 rounds, and the 33 before and after.
+        assert_eq!(t.requests_ms, (14.0 + 33.0) * 10.0);
+        // 100.5 write units in each partition, at once: below the requests' time.
+        assert!((t.partition_floor_ms - 100.5).abs() < 1e-6, "{t:?}");
         assert_eq!(t.handover_ms, t.requests_ms);
         let slow = burst(&BurstInput { latency_ms: 30.0, ..burst_of(800, 800) });
-        assert_eq!(slow.handover_ms, 64.0 * 30.0, "the requests, when they take longer");
+        assert_eq!(slow.handover_ms, 47.0 * 30.0, "the requests, when they take longer");
         // A server that serves one request at a time adds its own time to every request, every
         // shard's in turn.
         let serial = burst(&BurstInput { serial_ms: 1.0, ..burst_of(800, 800) });
         assert_eq!(serial.requests_ms, t.requests_ms + serial.requests as f64);
-        // A million distinct schedules: 250,000 a shard, 1,250 pages of 228 requests in 52 rounds
-        // each: 650 s, in windows of 255 s, the rest waiting a minute for a wake each time; their
-        // 512,500 write units a partition take 512.5 s, the partitions at once.
+        // A million distinct schedules: 62,500 a shard, 312 pages of 200 in 30 rounds (25 of
+        // member Queries) and one of 100 in 18: 94 s; their 125,625 write units a partition take
+        // 126 s, the partitions at once, and set the pace.
         let m = burst(&burst_of(1_000_000, 1_000_000));
-        assert!((m.partition_floor_ms - 512_500.0).abs() < 1e-3, "{m:?}");
-        assert_eq!(m.requests_ms, (1_250.0 * 52.0 + 1.0 + 2.0 + 9.0) * 10.0);
-        assert_eq!(m.invocations, 3);
-        // 2 waits of at most a minute (a wake), not of a quarter-hour tick each.
-        let want = 2.0 * (255_000.0 + WAKE_WAIT_MS) + (m.requests_ms - 2.0 * 255_000.0);
+        assert!((m.partition_floor_ms - 125_625.0).abs() < 1e-3, "{m:?}");
+        assert_eq!(m.requests_ms, (2.0 + 312.0 * 30.0 + 18.0 + 33.0) * 10.0);
+        assert_eq!((m.invocations, m.handover_ms), (1, m.partition_floor_ms));
+        // At 50 ms a request, 471 s: 2 invocations, a wait of at most a minute (a wake) between.
+        let m = burst(&BurstInput { latency_ms: 50.0, ..burst_of(1_000_000, 1_000_000) });
+        assert_eq!(m.invocations, 2);
+        let want = 255_000.0 + WAKE_WAIT_MS + (m.requests_ms - 255_000.0);
         assert!((m.handover_ms - want).abs() < 1e-6, "{} vs {want}", m.handover_ms);
+        // With 32 groups' member pages at once (the default), 12 rounds a page: 189 s.
+        let m = burst(&BurstInput { latency_ms: 50.0, fire_concurrency: 32, ..burst_of(1_000_000, 1_000_000) });
+        assert_eq!(m.requests_ms, (2.0 + 312.0 * 12.0 + 9.0 + 33.0) * 50.0);
+        assert!(m.handover_ms < 300_000.0 && m.invocations == 1, "{m:?}");
+        assert_eq!(m.in_flight, 32 * 16);
+        // On a new on-demand control table (4,000 write units a second until it has seen more)
+        // the 2.01 million write units take 502.5 s; warmed to 12,000 (its warm throughput),
+        // 167.5 s, under the requests' time. The tenants' million strong reads at 12,000 a second
+        // take 83 s.
+        let at = |wcu: f64| BurstInput {
+            latency_ms: 50.0,
+            fire_concurrency: 32,
+            table_wcu: wcu,
+            table_rcu: 12_000.0,
+            ..burst_of(1_000_000, 1_000_000)
+        };
+        let cold = burst(&at(4_000.0));
+        assert!((cold.table_floor_ms - 502_500.0).abs() < 1e-3, "{cold:?}");
+        assert!(cold.handover_ms > 300_000.0, "{cold:?}");
+        let warm = burst(&at(12_000.0));
+        assert!((warm.read_floor_ms - 1_000_000.0 / 12.0).abs() < 1e-3, "{warm:?}");
+        assert_eq!(warm.handover_ms, m.requests_ms, "{warm:?}");
     }
 
     #[test]
     fn a_million_fires_of_one_group_go_out_a_thousand_members_a_page_within_five_minutes() {
         // One record: its first page with the others' records (1 member Query, 10 BatchGets, 1
         // transaction), then 999 full pages (a Query, 10 BatchGets, a transaction each) and an
-        // empty one (a Query, the successor's put, a transaction and the record's delete); 4 due
-        // pages; its shard's lease taken and let go; the 4 cursors read first, and the closing 5.
+        // empty one (a Query, the successor's put, a transaction and the record's delete); 16 due
+        // pages; its shard's lease taken and let go; the 16 cursors read first, and the closing 17.
         let m = burst(&burst_of(1_000_000, 1));
-        assert_eq!((m.pages, m.member_pages), (4, 1_001));
-        assert_eq!(m.requests, 2 + 4 + 12 + 999 * 12 + 4 + 4 + 5);
+        assert_eq!((m.pages, m.member_pages), (16, 1_001));
+        assert_eq!(m.requests, 2 + 16 + 12 + 999 * 12 + 4 + 33);
         // Each page's 10 BatchGetItems 8 at a time: 2 rounds; so 4,007 rounds of 10 ms in its
-        // shard (the other shards' one empty page each beside it), and the 9 before and after.
-        assert_eq!(m.requests_ms, 4_016.0 * 10.0, "a page after another");
+        // shard (the other shards' one empty page each beside it), and the 33 before and after.
+        assert_eq!(m.requests_ms, 4_040.0 * 10.0, "a page after another");
         assert!(m.handover_ms < 300_000.0 && m.invocations == 1, "{m:?}");
         assert!(m.partition_floor_ms < 3.0, "{m:?}");
         // A 30-minute spread makes 30 groups of 33,333 or 33,334: about the same requests.

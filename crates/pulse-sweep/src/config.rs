@@ -95,6 +95,9 @@ pub struct PulseConfig {
     pub page_size: i32,
     /// Woken tenants read at once ([`vars::PULSE_TENANT_CONCURRENCY`]).
     pub tenant_concurrency: usize,
+    /// Groups' first member pages read at once in a due shard ([`vars::PULSE_FIRE_CONCURRENCY`]):
+    /// a burst of distinct timers is a member Query a group, and these set its pace.
+    pub fire_concurrency: usize,
     /// Stop this long before the deadline ([`vars::DEADLINE_MARGIN_SECS`]).
     pub margin: Duration,
     /// Invocations a boundary's shards are paged by at once ([`vars::PULSE_SHARD_WORKERS`]);
@@ -127,6 +130,7 @@ impl PulseConfig {
             lease,
             page_size: page_size(env)?,
             tenant_concurrency: env.int_in(vars::PULSE_TENANT_CONCURRENCY, 8usize, 1..=256)?,
+            fire_concurrency: env.int_in(vars::PULSE_FIRE_CONCURRENCY, 32usize, 1..=256)?,
             margin: core.margin,
             shard_workers: shard_workers(env)?,
             grains: grains(env)?,
@@ -163,6 +167,8 @@ mod tests {
             ("TICKWORK_PULSE_MAX_LATENESS_SECS", "1e30"),
             ("TICKWORK_PULSE_PAGE_SIZE", "0"),
             ("TICKWORK_PULSE_TENANT_CONCURRENCY", "0"),
+            ("TICKWORK_PULSE_FIRE_CONCURRENCY", "0"),
+            ("TICKWORK_PULSE_FIRE_CONCURRENCY", "257"),
             ("TICKWORK_PULSE_JOB", "Pulse Sweep"),
             ("TICKWORK_PULSE_INTERVAL_SECS", "1e30"),
         ] {

@@ -99,14 +99,15 @@ pub(crate) async fn write_chunk(
             moves.push(deps.schedules.cursor_move(k, cursor, &to));
             owner.push(None);
         }
-        // Many pages (small groups, or a backlog caught up) make many items: halves, in order,
-        // each its own transaction, while the whole (with the fence) passes DynamoDB's limits.
+        // Many pages (small groups, or a backlog caught up) make many items: split in order, each
+        // part its own transaction, while the whole (with the fence) passes DynamoDB's limits:
+        // as many records first as their items leave room for.
         let whole: Vec<_> = std::iter::once(fence.condition_check())
             .chain(queued.iter().cloned())
             .chain(moves.iter().cloned())
             .collect();
         if tickwork::limits::transaction(&whole).is_err() && chunk.len() > 1 {
-            let b = chunk.split_off(chunk.len() / 2);
+            let b = chunk.split_off(split_at(&owner, queued.len(), chunk.len()));
             let mid = sk_of(deps, &chunk[chunk.len() - 1].rec);
             // The records that do not read go with the half whose cursor move passes them: one
             // after the middle set aside (and deleted) with the first would be read again, and
@@ -214,6 +215,25 @@ pub(crate) async fn write_chunk(
     Ok(Wrote::Halted)
 }
 
+/// Where a chunk of `records` too large for one transaction is split: the most records first whose
+/// writes (`owner`: the record each write is of, none for a set-aside copy or the cursor's move)
+/// fit beside the fence, the chunk's `queued` batch items (all of them: a part's are no more), the
+/// set-aside copies and the cursor's move; at least one record, and never all. Pure.
+pub(crate) fn split_at(owner: &[Option<usize>], queued: usize, records: usize) -> usize {
+    let others = 1 + queued + owner.iter().filter(|o| o.is_none()).count();
+    let room = tickwork::limits::MAX_TRANSACTION_ITEMS.saturating_sub(others);
+    let mut writes = vec![0usize; records];
+    for i in owner.iter().flatten() {
+        writes[*i] += 1;
+    }
+    let mut used = 0;
+    let fit = writes.iter().take_while(|w| {
+        used += **w;
+        used <= room
+    });
+    fit.count().clamp(1, records.saturating_sub(1).max(1))
+}
+
 /// Times a chunk's refused cursor move goes again at once, the cursor read again, before its
 /// shard is read again ([`tickwork::schedules::Schedules::recount`]).
 const RECOUNTS: usize = 3;
@@ -290,6 +310,21 @@ pub(crate) fn refusal(failed: Option<usize>, owner: &[Option<usize>], last_try: 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chunk_too_large_for_a_transaction_is_split_after_as_many_records_as_fit() {
+        // 200 one-offs retired with a member each: 4 writes a record, and the cursor's move.
+        let owner: Vec<Option<usize>> =
+            (0..200).flat_map(|i| std::iter::repeat_n(Some(i), 4)).chain(std::iter::once(None)).collect();
+        // Beside the fence, 2 batch items and the move: 96 writes, 24 records.
+        assert_eq!(split_at(&owner, 2, 200), 24);
+        // Records of no write of their own (a daily group's successor put before): all but one
+        // fit, and the last part is never empty.
+        assert_eq!(split_at(&[None], 2, 200), 199);
+        // One record larger than a transaction alone still goes first, alone.
+        assert_eq!(split_at(&[Some(0); 150], 1, 2), 1);
+        assert_eq!(split_at(&[], 0, 1), 1);
+    }
 
     #[test]
     fn a_refused_chunk_reads_its_shard_again_and_sets_a_record_aside_only_at_the_last_reading() {

@@ -65,9 +65,12 @@ pub use tickwork::schedules::SCHED_KIND;
 /// Due records read a page.
 pub const FIRE_PAGE: i32 = 200;
 
-/// Records whose pages are written in one transaction: each a write or two at most beside the
-/// fires' batch items, the fence and the shard cursor, well inside a transaction's 100 items.
-pub const FIRE_CHUNK: usize = 40;
+/// Records whose pages are gathered for one transaction: a page of due records. A daily group's
+/// record writes nothing in it (its successor is put before it), so a page of distinct timers is
+/// one transaction; records that do (a one-off retired, its members and definitions deleted with
+/// it) are split into as many transactions as DynamoDB's 100 items a transaction need
+/// ([`crate::fire_write::split_at`]).
+pub const FIRE_CHUNK: usize = FIRE_PAGE as usize;
 
 /// How firing ended.
 pub(crate) enum FireEnd {
@@ -80,12 +83,13 @@ pub(crate) enum FireEnd {
     LeaseLost,
 }
 
-/// The order a tick at `now_ms` fires the due shards in, ticks every `interval_ms`: from the
-/// shard after the one the previous regular tick started at, moved on a shard more for each whole
-/// minute a wake runs past its tick. So four consecutive ticks start at each shard once, whatever
-/// the interval, and a chain of wakes a minute (or five) apart rotates too. A tick its budget stops
-/// keeps each shard's cursor, but from a fixed shard 0 the next tick would spend its budget on the
-/// first shards again and never reach the last ones under a steady load. Pure.
+/// The order a tick at `now_ms` starts the due shards in (they fire at once, but the first started
+/// is the first served when the budget runs short), ticks every `interval_ms`: from the shard
+/// after the one the previous regular tick started at, moved on a shard more for each whole
+/// minute a wake runs past its tick. So [`DUE_SHARDS`] consecutive ticks start at each shard once,
+/// whatever the interval, and a chain of wakes a minute (or five) apart rotates too. A tick its
+/// budget stops keeps each shard's cursor, but from a fixed shard 0 the next tick would spend its
+/// budget on the first shards again and never reach the last ones under a steady load. Pure.
 pub(crate) fn shard_order(now_ms: i64, interval_ms: i64) -> impl Iterator<Item = u32> {
     let interval = interval_ms.max(60_000);
     let ticks = now_ms.div_euclid(interval);
@@ -322,7 +326,7 @@ async fn fire_page(
         let read = Box::pin(read_page(deps, &rec, &planned)).await?;
         Ok(Step::Seg(Box::new(Segment { rec, action: Action::Page(Box::new(planned), read) })))
     }))
-    .buffered(deps.cfg.tenant_concurrency)
+    .buffered(deps.cfg.fire_concurrency)
     .collect()
     .await;
     let steps: Vec<Step> = steps.into_iter().collect::<Result<_, _>>()?;
@@ -492,9 +496,10 @@ mod tests {
         let start = 1_764_576_000_000; // 2025-12-01T08:00Z
         for every_min in [1, 4, 15, 20, 60] {
             let interval = i64::from(every_min) * 60_000;
+            let n = i64::from(DUE_SHARDS);
             for from in 0..3 {
                 let firsts: std::collections::BTreeSet<u32> =
-                    (from..from + 4).map(|i| shard_order(start + i * interval, interval).next().unwrap()).collect();
+                    (from..from + n).map(|i| shard_order(start + i * interval, interval).next().unwrap()).collect();
                 assert_eq!(firsts.len(), DUE_SHARDS as usize, "every {every_min} min: {firsts:?}");
             }
             let mut all: Vec<u32> = shard_order(start, interval).collect();

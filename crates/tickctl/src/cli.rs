@@ -203,6 +203,15 @@ pub struct CostArgs {
     /// one. Not with a queue or a bus.
     #[arg(long, default_value_t = 4_000, value_parser = clap::value_parser!(u32).range(1..=40_000))]
     pub handler_table_wcu: u32,
+    /// With `--schedules`: write units a second the control table takes during a burst: a new
+    /// on-demand table's 4,000 until its traffic has peaked higher; give its warm throughput
+    /// (`WarmThroughput`) for a table warmed for bursts.
+    #[arg(long, default_value_t = 4_000, value_parser = clap::value_parser!(u32).range(1..=40_000))]
+    pub control_table_wcu: u32,
+    /// With `--schedules`: strongly consistent reads a second the control and tenants tables each
+    /// take during a burst: a new on-demand table's 12,000, or their warm throughput.
+    #[arg(long, default_value_t = 12_000, value_parser = clap::value_parser!(u32).range(1..=40_000))]
+    pub table_rcu: u32,
     /// With `--schedules`: fires due in the same minute, for the burst's time (a populous zone's
     /// 08:00).
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]

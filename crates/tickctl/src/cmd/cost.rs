@@ -179,6 +179,9 @@ fn burst(env: &Env, a: &CostArgs, input: &CostInput) -> Result<render::Burst> {
         latency_ms,
         serial_ms: 0.0,
         tenant_concurrency: sweep.tenant_concurrency as u32,
+        fire_concurrency: sweep.fire_concurrency as u32,
+        table_wcu: f64::from(a.control_table_wcu),
+        table_rcu: f64::from(a.table_rcu),
         invocation_ms: invocation_ms(env)?,
         interval_ms: input.tick_ms as f64,
     };

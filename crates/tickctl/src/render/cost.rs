@@ -341,11 +341,12 @@ pub fn print_schedules(as_json: bool, s: &tickctl::schedules::SchedulesCost, b: 
     println!("  beside ${:.2} a month for one EventBridge Scheduler schedule per tenant", s.scheduler_month_usd);
     let (i, t) = (&b.input, &b.time);
     println!(
-        "a burst of {} fires in {} group(s) due at one local hour ({} ms a request, {} groups' members read at once, the tick at their instant, an invocation firing for {:.0} s, a tick every {:.0} s):",
+        "a burst of {} fires in {} group(s) due at one local hour ({} ms a request, {} groups' members read at once in each of {} due shards, the tick at their instant, an invocation firing for {:.0} s, a tick every {:.0} s):",
         i.fires,
         i.groups,
         i.latency_ms,
-        i.tenant_concurrency,
+        i.fire_concurrency,
+        tickwork::schedules::DUE_SHARDS,
         i.invocation_ms / 1000.0,
         i.interval_ms / 1000.0
     );
@@ -365,6 +366,16 @@ pub fn print_schedules(as_json: bool, s: &tickctl::schedules::SchedulesCost, b: 
         t.partition_floor_ms / 1000.0
     );
     println!(
+        "  (the control table's {:.0} write units at {:.0} a second: {:.1} s at the least; {:.0} strongly consistent reads of the busier of it and the tenants table at {:.0} a second: {:.1} s; {} requests in flight at most, in one invocation at a time)",
+        t.write_units,
+        i.table_wcu,
+        t.table_floor_ms / 1000.0,
+        t.read_units,
+        i.table_rcu,
+        t.read_floor_ms / 1000.0,
+        t.in_flight
+    );
+    println!(
         "  boundary-to-done {:.1} s ({} drain(s) of {} handler calls, {} ms a unit): {}",
         b.done_ms / 1000.0,
         b.delivery.drains,
@@ -373,10 +384,14 @@ pub fn print_schedules(as_json: bool, s: &tickctl::schedules::SchedulesCost, b: 
         if b.done_ms <= b.target_ms {
             format!("within {:.0} s", b.target_ms / 1000.0)
         } else {
-            format!(
-                "NOT within {:.0} s: each group's member page is a request of its own, and a due shard's requests go one after another",
-                b.target_ms / 1000.0
-            )
+            let bounds = [
+                (t.requests_ms, "the sweep's requests (a member page a group, one after another in a due shard)"),
+                (t.partition_floor_ms, "the due partitions' 1,000 write units a second each"),
+                (t.table_floor_ms, "the control table's write throughput (--control-table-wcu: warm it for bursts)"),
+                (t.read_floor_ms, "the tables' read throughput (--table-rcu)"),
+            ];
+            let why = bounds.iter().max_by(|a, b| a.0.total_cmp(&b.0)).map_or("", |b| b.1);
+            format!("NOT within {:.0} s: bound by {why}", b.target_ms / 1000.0)
         }
     );
     Ok(())

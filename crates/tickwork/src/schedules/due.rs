@@ -270,10 +270,9 @@ impl Schedules {
     }
 
     /// The earliest position of any record after its shard's cursor (`cursors`, as the sweep
-    /// left them): one strongly consistent Query a shard, one item each.
+    /// left them): one strongly consistent Query a shard, one item each, the shards at once.
     pub async fn earliest(&self, cursors: &[ShardCursor]) -> Result<Option<Millis>, DbError> {
-        let mut best: Option<Millis> = None;
-        for k in 0..DUE_SHARDS {
+        let firsts = (0..DUE_SHARDS).map(|k| async move {
             let start = cursors
                 .get(k as usize)
                 .and_then(|c| c.cur.as_deref())
@@ -284,7 +283,11 @@ impl Schedules {
                 fetch_page(&self.db, &self.partition(due_pk(&self.job, k), Some(CURSOR_SK.into())), start.as_ref(), 1)
                     .await
                     .map_err(|e| DbError::from(PageError::<DbError>::widen(e)))?;
-            if let Some(f) = page.items.first().and_then(|i| crate::schema::get_s(i, SK)).and_then(pos_of) {
+            Ok::<_, DbError>(page.items.first().and_then(|i| crate::schema::get_s(i, SK)).and_then(pos_of))
+        });
+        let mut best: Option<Millis> = None;
+        for f in futures::future::join_all(firsts).await {
+            if let Some(f) = f? {
                 best = Some(best.map_or(f, |b| b.min(f)));
             }
         }

@@ -142,6 +142,7 @@ fn next_record(group: &Group, tz: &jiff::tz::TimeZone, after_ms: Millis) -> Resu
         after_ms,
         cursor: None,
         plan_at: None,
+        shard: None,
     }))
 }
 
@@ -155,6 +156,8 @@ pub fn own_successor(rec: &DueRecord) -> Result<Option<DueRecord>, SpecError> {
 }
 
 /// How a record's successor is written.
+// One a record, never held in bulk: boxing the larger variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Successor {
     /// None: a one-off done.

@@ -4,7 +4,7 @@
 
 use super::error::ScheduleError;
 use super::fire::first_record;
-use super::record::{due_shard, head_key, pos_of, DueRecord, Group, Member, JOINS};
+use super::record::{head_key, pos_of, DueRecord, Group, Member, JOINS};
 use super::store::Schedules;
 use super::writes::{cursor_bump_item, Cursors};
 use crate::error::DbError;
@@ -58,7 +58,7 @@ impl Schedules {
         if r.pos_ms > self.clock_now() + CURSOR_REACH_MS {
             return Ok(r);
         }
-        let k = due_shard(&r.group.id());
+        let k = r.shard();
         if let std::collections::btree_map::Entry::Vacant(e) = cursors.entry(k) {
             e.insert(self.shard_cursor(k).await?);
         }

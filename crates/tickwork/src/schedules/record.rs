@@ -57,9 +57,14 @@ use crate::schema::{av_n, av_s, get_bool, get_i64, get_s, PK, SK};
 /// (`sched#<tenant>#<name>#<occurrence>`): the worker's handler for it is registered under this.
 pub const SCHED_KIND: &str = "sched";
 
-/// Partitions the due records spread over: groups due at one minute are written across them.
-/// Changing it would strand records under the old count, so it is a constant.
-pub const DUE_SHARDS: u32 = 4;
+/// Partitions the due records spread over: groups due at one minute are written across them, and
+/// the sweep fires them at once, each a partition of its own (at most 1,000 write units a second
+/// each: a burst of a million distinct timers spends 2 million). A record carries the shard it
+/// was written in ([`DueRecord::shard`], read from its key), so a count raised later strands
+/// nothing: records written under the old count (4, before 2026-12) stay in shards below it,
+/// which are still read, and their successors go where the new count puts them. Never lowered:
+/// records in the shards above it would not be read.
+pub const DUE_SHARDS: u32 = 16;
 
 /// A stored schedule: its definition, whose it is, and its state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,6 +134,10 @@ pub struct DueRecord {
     /// the same plan (planned again at its own `now`, the members before the cursor would miss
     /// what came due since).
     pub plan_at: Option<Millis>,
+    /// The due shard it is in, read from its key; `None` for a record not yet written, which goes
+    /// where its group's id puts it ([`due_shard`]). A record read keeps its own, so it is
+    /// written, moved and deleted where it is even after [`DUE_SHARDS`] changed.
+    pub shard: Option<u32>,
 }
 
 /// The definition item's `pk` for `tenant`'s schedules.
@@ -155,6 +164,11 @@ pub fn due_pk(job: &str, k: u32) -> String {
 pub fn due_shard(gid: &str) -> u32 {
     let n = u32::from_str_radix(gid.get(..8).unwrap_or("0"), 16).unwrap_or(0);
     n % DUE_SHARDS
+}
+
+/// The shard a due partition's key names (`sdue#<job>#<k>`). Pure.
+pub fn shard_of_pk(pk: &str) -> Option<u32> {
+    pk.strip_prefix("sdue#")?.rsplit_once('#')?.1.parse().ok()
 }
 
 /// A due record's sort key: due instant first, so "due by now" is a key condition. Fifteen digits:
@@ -374,11 +388,16 @@ impl Member {
 }
 
 impl DueRecord {
+    /// The due shard it is (or goes) in.
+    pub fn shard(&self) -> u32 {
+        self.shard.unwrap_or_else(|| due_shard(&self.group.id()))
+    }
+
     /// The record's key.
     pub fn key(&self, job: &str) -> Item {
         let gid = self.group.id();
         HashMap::from([
-            (PK.to_string(), av_s(due_pk(job, due_shard(&gid)))),
+            (PK.to_string(), av_s(due_pk(job, self.shard()))),
             (SK.to_string(), av_s(due_sk(self.pos_ms, &gid))),
         ])
     }
@@ -412,6 +431,7 @@ impl DueRecord {
             after_ms: n(AFTER)?,
             cursor: get_s(item, CURSOR).map(str::to_string),
             plan_at: get_i64(item, PLAN_AT),
+            shard: get_s(item, PK).and_then(shard_of_pk),
         })
     }
 }
@@ -458,9 +478,13 @@ mod tests {
             after_ms: 5,
             cursor: Some("t9".into()),
             plan_at: Some(7),
+            shard: None,
         };
         let item = r.to_item("pulse-sweep");
-        assert_eq!(DueRecord::from_item(&item).unwrap(), r);
+        // Read back with the shard its key names: the one its group's id gives.
+        let read = DueRecord::from_item(&item).unwrap();
+        assert_eq!(read, DueRecord { shard: Some(due_shard(&r.group.id())), ..r.clone() });
+        assert_eq!((read.key("pulse-sweep"), read.shard()), (r.key("pulse-sweep"), r.shard()));
         assert!(get_s(&item, PK).unwrap().starts_with("sdue#pulse-sweep#"));
         assert_eq!(pos_of(get_s(&item, SK).unwrap()), Some(r.pos_ms), "sorted by its position");
         assert!(get_s(&item, SK).unwrap() < CURSOR_SK, "the cursor sorts after every record");
@@ -491,5 +515,34 @@ mod tests {
         let shards: std::collections::BTreeSet<u32> =
             (0..100).map(|i| due_shard(&group(&format!("Etc/GMT+{}", i % 12), "t", i).id())).collect();
         assert_eq!(shards.len() as u32, DUE_SHARDS);
+    }
+
+    #[test]
+    fn a_record_written_under_another_shard_count_keeps_its_key_and_its_successor_goes_by_the_new_one() {
+        // The id's shard under the count before (4) differs from the one under today's.
+        let g = (0..1000)
+            .map(|i| group("Europe/Berlin", &format!("t{i}"), 0))
+            .map(|g| Group { name: format!("n{}", g.offset_ms), ..g })
+            .chain((0..1000).map(|i| group(&format!("Etc/GMT+{}", i % 12), "t", i)))
+            .find(|g| due_shard(&g.id()) >= 4)
+            .unwrap();
+        let old = u32::from_str_radix(&g.id()[..8], 16).unwrap() % 4;
+        let r = DueRecord {
+            due_ms: 1_796_000_000_000,
+            pos_ms: 1_796_000_000_000,
+            group: g.clone(),
+            after_ms: 5,
+            cursor: None,
+            plan_at: None,
+            shard: Some(old),
+        };
+        let item = r.to_item("j");
+        assert_eq!(get_s(&item, PK), Some(format!("sdue#j#{old}").as_str()));
+        let read = DueRecord::from_item(&item).unwrap();
+        assert_eq!(read.key("j"), r.key("j"), "deleted and moved where it is");
+        let next = DueRecord { shard: None, ..read };
+        assert_eq!(get_s(&next.key("j"), PK), Some(format!("sdue#j#{}", due_shard(&g.id())).as_str()));
+        assert_eq!(shard_of_pk("sdue#a#b#12"), Some(12), "a job name with `#` in it");
+        assert_eq!((shard_of_pk("sdue#j#x"), shard_of_pk("shead#j#3")), (None, None));
     }
 }
