@@ -967,6 +967,74 @@ async fn a_due_shard_whose_lease_is_held_waits_and_the_others_fire() {
     assert_eq!(state.sched_next, None, "nothing left due");
 }
 
+/// A schedule whose due record a release before this one wrote under 4 due shards (its key names
+/// shard `gid % 4`, where today's count puts it elsewhere) fires once at its instant, its record
+/// deleted where it is and its successor put where 16 shards put it; and when an attempt of that
+/// release had put the record's successor beside it and died before its transaction, that one
+/// goes on instead: one record for the group, each occurrence once (`fires` asserts it).
+#[tokio::test]
+async fn a_record_written_under_four_due_shards_fires_once_and_its_group_keeps_one_record() {
+    use tickwork::schedules::{due_shard, own_successor, record::due_pk, DueRecord, Group};
+    for crashed_before in [false, true] {
+        let local = Local::new().await;
+        let p = unique("schedlegacy");
+        ok(&tickctl(&local, &p, &["provision"]));
+        let (deps, queue) = sweep(&local, &p, None);
+        local.clock.set(ms("2026-12-01T10:00:00Z"));
+        pulse_sweep::add_tenants(&deps, &[Tenant::new("acme", "Europe/Berlin")]).await.unwrap();
+        // A name whose group's shard under 4 differs from its shard under 16.
+        let legacy = |gid: &str| u32::from_str_radix(&gid[..8], 16).unwrap() % 4;
+        let d = (0..)
+            .map(|i| def(&format!("nudge{i}"), "daily 08:00"))
+            .find(|d| {
+                let gid = Group::of("acme", d, "Europe/Berlin").id();
+                legacy(&gid) != due_shard(&gid)
+            })
+            .unwrap();
+        let gid = Group::of("acme", &d, "Europe/Berlin").id();
+        let old = legacy(&gid);
+        schedules(&deps).put("acme", "Europe/Berlin", d.clone(), &POLICY).await.unwrap();
+        tick(&local, &deps, "2026-12-01T10:15:00Z").await;
+        // Move its record to where the release before would have written it.
+        async fn records(local: &Local, table: &str, gid: &str) -> Vec<tickwork::item::Item> {
+            tickwork_sim::scan_all(&local.db, table)
+                .await
+                .unwrap()
+                .into_iter()
+                .filter(|i| {
+                    tickwork::schema::get_s(i, "pk").is_some_and(|k| k.starts_with("sdue#"))
+                        && tickwork::schema::get_s(i, "sk").is_some_and(|k| k.ends_with(gid))
+                })
+                .collect()
+        }
+        let control = deps.tables.control.clone();
+        let mut item = records(&local, &control, &gid).await.remove(0);
+        let rec = DueRecord::from_item(&item).unwrap();
+        let c = deps.db.client();
+        c.delete_item().table_name(&control).set_key(Some(rec.key(&deps.cfg.job))).send().await.unwrap();
+        item.insert("pk".into(), tickwork::schema::av_s(due_pk(&deps.cfg.job, old)));
+        c.put_item().table_name(&control).set_item(Some(item)).send().await.unwrap();
+        if crashed_before {
+            let read = DueRecord { shard: Some(old), ..rec.clone() };
+            let next = own_successor(&read).unwrap().unwrap();
+            let beside = DueRecord { shard: Some(old), ..next };
+            c.put_item().table_name(&control).set_item(Some(beside.to_item(&deps.cfg.job))).send().await.unwrap();
+        }
+        for at in ["2026-12-01T23:00:00Z", "2026-12-02T07:00:00Z"] {
+            tick(&local, &deps, at).await;
+        }
+        let left = records(&local, &control, &gid).await;
+        assert_eq!(left.len(), 1, "crashed before {crashed_before}: one record for the group: {left:?}");
+        let shard = DueRecord::from_item(&left[0]).unwrap().shard();
+        assert_eq!(shard, if crashed_before { old } else { due_shard(&gid) }, "crashed before {crashed_before}");
+        tick(&local, &deps, "2026-12-03T07:00:00Z").await;
+        let got = fires(&local, &queue).await;
+        for day in ["2026-12-02", "2026-12-03"] {
+            assert!(got.contains(&fire("acme", &d.name, &format!("{day}T08:00:00+01:00"))), "{day}: {got:?}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn the_sweep_wakes_at_a_schedules_instant_between_ticks() {
     use aws_sdk_scheduler::types::ScheduleState;

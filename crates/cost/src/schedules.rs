@@ -91,21 +91,20 @@ pub fn fire_tick(due: &[Due], job: &str, queue: &QueueConfig, now_ms: i64) -> Re
     };
     let tenant = |t: &str| capacity::item_size(&Tenant::new(t, "Europe/Berlin").to_item(8));
     let page = pulse_sweep::FIRE_PAGE as usize;
-    // Each shard's cursor read (absent before its first move: a unit all the same).
-    v.push(Calls {
-        table: table::CONTROL,
-        op: "GetItem",
-        n: u64::from(tickwork::schedules::DUE_SHARDS),
-        units: READ_STRONG,
-    });
+    // Every shard's cursor in one BatchGetItem (each key a unit, absent or not), and each
+    // shard's first record after it (a Query of one item).
+    let shards = u64::from(tickwork::schedules::DUE_SHARDS);
+    v.push(Calls { table: table::CONTROL, op: "BatchGetItem", n: 1, units: shards as f64 * READ_STRONG });
+    v.push(Calls { table: table::CONTROL, op: "Query", n: shards, units: READ_STRONG });
     let mut moved = vec![false; tickwork::schedules::DUE_SHARDS as usize];
     for k in 0..tickwork::schedules::DUE_SHARDS {
         let shard: Vec<&GroupDue> = by_shard.get(&k).map(|m| m.values().collect()).unwrap_or_default();
-        // A shard with a record due is fired under its own lease: taken after its first page is
-        // read, let go when it is done (a conditional UpdateItem each).
-        if !shard.is_empty() {
-            v.push(Calls { table: table::CONTROL, op: "UpdateItem", n: 2, units: WRITE });
+        // A shard with nothing due is done with its first record read. One with a record due is
+        // fired under its own lease (taken and let go: a conditional UpdateItem each).
+        if shard.is_empty() {
+            continue;
         }
+        v.push(Calls { table: table::CONTROL, op: "UpdateItem", n: 2, units: WRITE });
         let mut pages: Vec<&[&GroupDue]> = shard.chunks(page).collect();
         if shard.len() % page == 0 {
             pages.push(&[]);
@@ -163,14 +162,9 @@ pub fn fire_tick(due: &[Due], job: &str, queue: &QueueConfig, now_ms: i64) -> Re
             }
         }
     }
-    // The earliest record left, a shard at a time, `sched_next` set, and the lease let go (a tick
-    // that fires lets it go as it ends).
-    v.push(Calls {
-        table: table::CONTROL,
-        op: "Query",
-        n: u64::from(tickwork::schedules::DUE_SHARDS),
-        units: READ_STRONG,
-    });
+    // The earliest record left in each shard that fired (the others' read first), `sched_next`
+    // set, and the lease let go (a tick that fires lets it go as it ends).
+    v.push(Calls { table: table::CONTROL, op: "Query", n: by_shard.len() as u64, units: READ_STRONG });
     v.push(Calls { table: table::CONTROL, op: "UpdateItem", n: 2, units: WRITE });
     Ok(v)
 }
@@ -365,18 +359,24 @@ pub fn burst(b: &BurstInput) -> BurstTime {
     // The due shards fire at once, each under its own lease: the burst takes as long as its
     // longest shard's requests, one after another within it.
     let mut longest = 0u64;
+    let mut busy = 0u64;
     let mut seen = 0u64;
     let c = u64::from(b.tenant_concurrency.max(1));
     let f = u64::from(b.fire_concurrency.max(1));
     const AT_ONCE: u64 = tickwork::db::BATCH_WRITES_AT_ONCE as u64;
     for k in 0..shards {
         let n = groups / shards + u64::from(k < groups % shards);
-        let mut rounds = 0u64;
-        if n > 0 {
-            // Its lease taken after its first page, let go at its end.
-            t.requests += 2;
-            rounds += 2;
+        // Its first record read; nothing due, done.
+        t.requests += 1;
+        let mut rounds = 1u64;
+        if n == 0 {
+            longest = longest.max(rounds);
+            continue;
         }
+        // Its lease taken, and let go at its end; and its earliest record read again after.
+        busy += 1;
+        t.requests += 2;
+        rounds += 2;
         let sizes: Vec<u64> = std::iter::repeat_n(page, (n / page) as usize).chain(std::iter::once(n % page)).collect();
         for r in sizes {
             t.pages += 1;
@@ -418,10 +418,10 @@ pub fn burst(b: &BurstInput) -> BurstTime {
         }
         longest = longest.max(rounds);
     }
-    // The shards' cursors read first; then the earliest record left (a Query a shard) and
-    // `sched_next` set.
-    t.requests += 2 * shards + 1;
-    let rounds = longest + 2 * shards + 1;
+    // Every shard's cursor read first (one BatchGetItem); then the earliest record left in each
+    // shard that fired (at once) and `sched_next` set.
+    t.requests += 1 + busy + 1;
+    let rounds = 1 + longest + u64::from(busy > 0) + 1;
     // A server that serves one request at a time (the local one) serves every shard's in turn.
     let work_ms = rounds as f64 * b.latency_ms + t.requests as f64 * b.serial_ms;
     t.requests_ms = work_ms;
@@ -550,20 +550,21 @@ mod tests {
     fn a_burst_of_distinct_schedules_is_paged_group_by_group_and_waits_on_its_due_partitions() {
         assert_eq!(tickwork::schedules::DUE_SHARDS, 16, "the figures below");
         assert_eq!(pulse_sweep::FIRE_CHUNK, 200, "a page a transaction");
-        // 800 groups of one: 50 a shard, one page each: a Query, 50 member Queries in 7 rounds of
-        // 8, a BatchGet of their tenants, 2 BatchWriteItems of successors at once, a transaction,
-        // and 2 BatchWriteItems deleting the fired records at once; the shard's lease taken and
-        // let go.
+        // 800 groups of one: 50 a shard, its first record read, its lease taken and let go, one
+        // page: a Query, 50 member Queries in 7 rounds of 8, a BatchGet of their tenants, 2
+        // BatchWriteItems of successors at once, a transaction, and 2 BatchWriteItems deleting
+        // the fired records at once; then its earliest record read again.
         let t = burst(&burst_of(800, 800));
-        // The 16 shards' cursors first; then 16 Queries for the earliest record and `sched_next`.
-        assert_eq!((t.pages, t.member_pages, t.requests, t.invocations), (16, 800, 16 * 59 + 33, 1));
-        // The shards at once: one shard's 14 rounds, and the 33 before and after.
-        assert_eq!(t.requests_ms, (14.0 + 33.0) * 10.0);
+        // The 16 shards' cursors first (a BatchGetItem); at the end `sched_next` set.
+        assert_eq!((t.pages, t.member_pages, t.requests, t.invocations), (16, 800, 1 + 16 * 61 + 1, 1));
+        // The shards at once: one shard's 15 rounds, the cursors before, the earliest records
+        // (at once) and `sched_next` after.
+        assert_eq!(t.requests_ms, (1.0 + 15.0 + 1.0 + 1.0) * 10.0);
         // 100.5 write units in each partition, at once: below the requests' time.
         assert!((t.partition_floor_ms - 100.5).abs() < 1e-6, "{t:?}");
         assert_eq!(t.handover_ms, t.requests_ms);
         let slow = burst(&BurstInput { latency_ms: 30.0, ..burst_of(800, 800) });
-        assert_eq!(slow.handover_ms, 47.0 * 30.0, "the requests, when they take longer");
+        assert_eq!(slow.handover_ms, 18.0 * 30.0, "the requests, when they take longer");
         // A server that serves one request at a time adds its own time to every request, every
         // shard's in turn.
         let serial = burst(&BurstInput { serial_ms: 1.0, ..burst_of(800, 800) });
@@ -573,7 +574,7 @@ mod tests {
         // 126 s, the partitions at once, and set the pace.
         let m = burst(&burst_of(1_000_000, 1_000_000));
         assert!((m.partition_floor_ms - 125_625.0).abs() < 1e-3, "{m:?}");
-        assert_eq!(m.requests_ms, (2.0 + 312.0 * 30.0 + 18.0 + 33.0) * 10.0);
+        assert_eq!(m.requests_ms, (1.0 + (3.0 + 312.0 * 30.0 + 18.0) + 2.0) * 10.0);
         assert_eq!((m.invocations, m.handover_ms), (1, m.partition_floor_ms));
         // At 50 ms a request, 471 s: 2 invocations, a wait of at most a minute (a wake) between.
         let m = burst(&BurstInput { latency_ms: 50.0, ..burst_of(1_000_000, 1_000_000) });
@@ -582,7 +583,7 @@ mod tests {
         assert!((m.handover_ms - want).abs() < 1e-6, "{} vs {want}", m.handover_ms);
         // With 32 groups' member pages at once (the default), 12 rounds a page: 189 s.
         let m = burst(&BurstInput { latency_ms: 50.0, fire_concurrency: 32, ..burst_of(1_000_000, 1_000_000) });
-        assert_eq!(m.requests_ms, (2.0 + 312.0 * 12.0 + 9.0 + 33.0) * 50.0);
+        assert_eq!(m.requests_ms, (1.0 + (3.0 + 312.0 * 12.0 + 9.0) + 2.0) * 50.0);
         assert!(m.handover_ms < 300_000.0 && m.invocations == 1, "{m:?}");
         assert_eq!(m.in_flight, 32 * 16);
         // On a new on-demand control table (4,000 write units a second until it has seen more)
@@ -608,14 +609,15 @@ mod tests {
     fn a_million_fires_of_one_group_go_out_a_thousand_members_a_page_within_five_minutes() {
         // One record: its first page with the others' records (1 member Query, 10 BatchGets, 1
         // transaction), then 999 full pages (a Query, 10 BatchGets, a transaction each) and an
-        // empty one (a Query, the successor's put, a transaction and the record's delete); 16 due
-        // pages; its shard's lease taken and let go; the 16 cursors read first, and the closing 17.
+        // empty one (a Query, the successor's put, a transaction and the record's delete); one due
+        // page; its shard's lease taken and let go; the cursors read first (a BatchGetItem), each
+        // shard's first record, and the closing 2 (its earliest record, `sched_next`).
         let m = burst(&burst_of(1_000_000, 1));
-        assert_eq!((m.pages, m.member_pages), (16, 1_001));
-        assert_eq!(m.requests, 2 + 16 + 12 + 999 * 12 + 4 + 33);
-        // Each page's 10 BatchGetItems 8 at a time: 2 rounds; so 4,007 rounds of 10 ms in its
-        // shard (the other shards' one empty page each beside it), and the 33 before and after.
-        assert_eq!(m.requests_ms, 4_040.0 * 10.0, "a page after another");
+        assert_eq!((m.pages, m.member_pages), (1, 1_001));
+        assert_eq!(m.requests, 1 + 16 + 2 + 1 + 12 + 999 * 12 + 4 + 2);
+        // Each page's 10 BatchGetItems 8 at a time: 2 rounds; so 4,008 rounds of 10 ms in its
+        // shard (the other shards' first record read beside it), and the 3 before and after.
+        assert_eq!(m.requests_ms, 4_011.0 * 10.0, "a page after another");
         assert!(m.handover_ms < 300_000.0 && m.invocations == 1, "{m:?}");
         assert!(m.partition_floor_ms < 3.0, "{m:?}");
         // A 30-minute spread makes 30 groups of 33,333 or 33,334: about the same requests.

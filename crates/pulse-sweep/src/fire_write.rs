@@ -107,7 +107,13 @@ pub(crate) async fn write_chunk(
             .chain(moves.iter().cloned())
             .collect();
         if tickwork::limits::transaction(&whole).is_err() && chunk.len() > 1 {
-            let b = chunk.split_off(split_at(&owner, queued.len(), chunk.len()));
+            // When the count fits and the bytes do not (large groups' batch items), halves.
+            let at = if whole.len() <= tickwork::limits::MAX_TRANSACTION_ITEMS {
+                chunk.len() / 2
+            } else {
+                split_at(&owner, queued.len(), chunk.len())
+            };
+            let b = chunk.split_off(at);
             let mid = sk_of(deps, &chunk[chunk.len() - 1].rec);
             // The records that do not read go with the half whose cursor move passes them: one
             // after the middle set aside (and deleted) with the first would be read again, and

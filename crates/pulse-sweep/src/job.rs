@@ -66,7 +66,16 @@ impl LeasedJob for Deps {
         // Schedules after the groups, under the same lease (a lost lease: the next leader fires).
         let mut let_go = plan.wake_set;
         if let (Some(adds_seen), false) = (plan.schedules, report.outcome == Outcome::LostLease) {
-            match Box::pin(fires::fire_due(self, &lease.owner, tick.time_ms, adds_seen, budget, &mut report)).await? {
+            match Box::pin(fires::fire_due(
+                self,
+                (&lease.owner, lease.expires_at_ms),
+                tick.time_ms,
+                adds_seen,
+                budget,
+                &mut report,
+            ))
+            .await?
+            {
                 fires::FireEnd::Done(earliest) => {
                     if let Some(at) = wake::wake_at(earliest, None, tick.time_ms, self.cfg.policy.interval_ms) {
                         self.wake(at).await;

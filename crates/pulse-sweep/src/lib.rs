@@ -43,8 +43,10 @@
 pub mod config;
 pub mod deps;
 pub mod due;
+mod fire_page;
 mod fire_plan;
 mod fire_reads;
+mod fire_shard;
 mod fire_write;
 mod fires;
 mod flush;

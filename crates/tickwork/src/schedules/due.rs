@@ -269,22 +269,46 @@ impl Schedules {
         self.db.batch_write_all(&self.table, deletes, super::store::BATCH_ROUNDS).await
     }
 
+    /// The position of the first record after shard `k`'s `cursor`, due or not: one strongly
+    /// consistent Query of one item. A firing tick's first read of a shard: a shard with nothing
+    /// due by now is done with it, its earliest record known.
+    pub async fn first_after(&self, k: u32, cursor: &ShardCursor) -> Result<Option<Millis>, DbError> {
+        let start = cursor
+            .cur
+            .as_deref()
+            .map(|c| Cursor::encode(&key(due_pk(&self.job, k), c)))
+            .transpose()
+            .map_err(|e| DbError::Invalid(e.to_string()))?;
+        let page =
+            fetch_page(&self.db, &self.partition(due_pk(&self.job, k), Some(CURSOR_SK.into())), start.as_ref(), 1)
+                .await
+                .map_err(|e| DbError::from(PageError::<DbError>::widen(e)))?;
+        Ok(page.items.first().and_then(|i| crate::schema::get_s(i, SK)).and_then(pos_of))
+    }
+
+    /// Every shard's cursor, in shard order: one strongly consistent BatchGetItem (a cursor not
+    /// yet written reads as none).
+    pub async fn shard_cursors(&self) -> Result<Vec<ShardCursor>, DbError> {
+        let keys = (0..DUE_SHARDS).map(|k| cursor_key(&self.job, k)).collect();
+        let items = self.db.batch_get_all(&self.table, keys, true, super::store::BATCH_ROUNDS).await?;
+        let mut out = vec![ShardCursor::default(); DUE_SHARDS as usize];
+        for i in items {
+            let Some(k) = crate::schema::get_s(&i, PK).and_then(super::record::shard_of_pk) else { continue };
+            if let Some(c) = out.get_mut(k as usize) {
+                *c = ShardCursor {
+                    cur: crate::schema::get_s(&i, CUR).map(str::to_string),
+                    writes: get_i64(&i, WRITES).unwrap_or(0),
+                };
+            }
+        }
+        Ok(out)
+    }
+
     /// The earliest position of any record after its shard's cursor (`cursors`, as the sweep
     /// left them): one strongly consistent Query a shard, one item each, the shards at once.
     pub async fn earliest(&self, cursors: &[ShardCursor]) -> Result<Option<Millis>, DbError> {
-        let firsts = (0..DUE_SHARDS).map(|k| async move {
-            let start = cursors
-                .get(k as usize)
-                .and_then(|c| c.cur.as_deref())
-                .map(|c| Cursor::encode(&key(due_pk(&self.job, k), c)))
-                .transpose()
-                .map_err(|e| DbError::Invalid(e.to_string()))?;
-            let page =
-                fetch_page(&self.db, &self.partition(due_pk(&self.job, k), Some(CURSOR_SK.into())), start.as_ref(), 1)
-                    .await
-                    .map_err(|e| DbError::from(PageError::<DbError>::widen(e)))?;
-            Ok::<_, DbError>(page.items.first().and_then(|i| crate::schema::get_s(i, SK)).and_then(pos_of))
-        });
+        let none = ShardCursor::default();
+        let firsts = (0..DUE_SHARDS).map(|k| self.first_after(k, cursors.get(k as usize).unwrap_or(&none)));
         let mut best: Option<Millis> = None;
         for f in futures::future::join_all(firsts).await {
             if let Some(f) = f? {
