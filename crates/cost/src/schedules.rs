@@ -548,54 +548,56 @@ mod tests {
 
     #[test]
     fn a_burst_of_distinct_schedules_is_paged_group_by_group_and_waits_on_its_due_partitions() {
-        assert_eq!(tickwork::schedules::DUE_SHARDS, 16, "the figures below");
+        assert_eq!(tickwork::schedules::DUE_SHARDS, 8, "the figures below");
         assert_eq!(pulse_sweep::FIRE_CHUNK, 200, "a page a transaction");
-        // 800 groups of one: 50 a shard, its first record read, its lease taken and let go, one
-        // page: a Query, 50 member Queries in 7 rounds of 8, a BatchGet of their tenants, 2
-        // BatchWriteItems of successors at once, a transaction, and 2 BatchWriteItems deleting
+        // 800 groups of one: 100 a shard, its first record read, its lease taken and let go, one
+        // page: a Query, 100 member Queries in 13 rounds of 8, a BatchGet of their tenants, 4
+        // BatchWriteItems of successors at once, a transaction, and 4 BatchWriteItems deleting
         // the fired records at once; then its earliest record read again.
         let t = burst(&burst_of(800, 800));
-        // The 16 shards' cursors first (a BatchGetItem); at the end `sched_next` set.
-        assert_eq!((t.pages, t.member_pages, t.requests, t.invocations), (16, 800, 1 + 16 * 61 + 1, 1));
-        // The shards at once: one shard's 15 rounds, the cursors before, the earliest records
+        // The 8 shards' cursors first (a BatchGetItem); at the end `sched_next` set.
+        assert_eq!((t.pages, t.member_pages, t.requests, t.invocations), (8, 800, 1 + 8 * 115 + 1, 1));
+        // The shards at once: one shard's 21 rounds, the cursors before, the earliest records
         // (at once) and `sched_next` after.
-        assert_eq!(t.requests_ms, (1.0 + 15.0 + 1.0 + 1.0) * 10.0);
-        // 100.5 write units in each partition, at once: below the requests' time.
-        assert!((t.partition_floor_ms - 100.5).abs() < 1e-6, "{t:?}");
+        assert_eq!(t.requests_ms, (1.0 + 21.0 + 1.0 + 1.0) * 10.0);
+        // 201 write units in each partition, at once: below the requests' time.
+        assert!((t.partition_floor_ms - 201.0).abs() < 1e-6, "{t:?}");
         assert_eq!(t.handover_ms, t.requests_ms);
         let slow = burst(&BurstInput { latency_ms: 30.0, ..burst_of(800, 800) });
-        assert_eq!(slow.handover_ms, 18.0 * 30.0, "the requests, when they take longer");
+        assert_eq!(slow.handover_ms, 24.0 * 30.0, "the requests, when they take longer");
         // A server that serves one request at a time adds its own time to every request, every
         // shard's in turn.
         let serial = burst(&BurstInput { serial_ms: 1.0, ..burst_of(800, 800) });
         assert_eq!(serial.requests_ms, t.requests_ms + serial.requests as f64);
-        // A million distinct schedules: 62,500 a shard, 312 pages of 200 in 30 rounds (25 of
-        // member Queries) and one of 100 in 18: 94 s; their 125,625 write units a partition take
-        // 126 s, the partitions at once, and set the pace.
+        // A million distinct schedules: 125,000 a shard, 625 pages of 200 in 30 rounds each (25 of
+        // member Queries) and an empty one: 188 s; their 251,250 write units a partition take
+        // 251 s, the partitions at once, and set the pace.
         let m = burst(&burst_of(1_000_000, 1_000_000));
-        assert!((m.partition_floor_ms - 125_625.0).abs() < 1e-3, "{m:?}");
-        assert_eq!(m.requests_ms, (1.0 + (3.0 + 312.0 * 30.0 + 18.0) + 2.0) * 10.0);
+        assert!((m.partition_floor_ms - 251_250.0).abs() < 1e-3, "{m:?}");
+        assert_eq!(m.requests_ms, (1.0 + (3.0 + 625.0 * 30.0 + 1.0) + 2.0) * 10.0);
         assert_eq!((m.invocations, m.handover_ms), (1, m.partition_floor_ms));
-        // At 50 ms a request, 471 s: 2 invocations, a wait of at most a minute (a wake) between.
+        // At 50 ms a request, 938 s: 4 invocations, 3 waits of at most a minute (a wake) between.
         let m = burst(&BurstInput { latency_ms: 50.0, ..burst_of(1_000_000, 1_000_000) });
-        assert_eq!(m.invocations, 2);
-        let want = 255_000.0 + WAKE_WAIT_MS + (m.requests_ms - 255_000.0);
+        assert_eq!(m.invocations, 4);
+        let want = 3.0 * (255_000.0 + WAKE_WAIT_MS) + (m.requests_ms - 3.0 * 255_000.0);
         assert!((m.handover_ms - want).abs() < 1e-6, "{} vs {want}", m.handover_ms);
-        // With 32 groups' member pages at once (the default), 12 rounds a page: 189 s.
-        let m = burst(&BurstInput { latency_ms: 50.0, fire_concurrency: 32, ..burst_of(1_000_000, 1_000_000) });
-        assert_eq!(m.requests_ms, (1.0 + (3.0 + 312.0 * 12.0 + 9.0) + 2.0) * 50.0);
+        // With 64 groups' member pages at once (the default), 9 rounds a page: 282 s, in one
+        // invocation of the template's 475 s.
+        let fast = BurstInput { latency_ms: 50.0, fire_concurrency: 64, invocation_ms: 475_000.0, ..burst_of(0, 0) };
+        let m = burst(&BurstInput { fires: 1_000_000, groups: 1_000_000, ..fast.clone() });
+        assert_eq!(m.requests_ms, (1.0 + (3.0 + 625.0 * 9.0 + 1.0) + 2.0) * 50.0);
         assert!(m.handover_ms < 300_000.0 && m.invocations == 1, "{m:?}");
-        assert_eq!(m.in_flight, 32 * 16);
+        assert_eq!(m.in_flight, 64 * 8);
         // On a new on-demand control table (4,000 write units a second until it has seen more)
         // the 2.01 million write units take 502.5 s; warmed to 12,000 (its warm throughput),
         // 167.5 s, under the requests' time. The tenants' million strong reads at 12,000 a second
         // take 83 s.
         let at = |wcu: f64| BurstInput {
-            latency_ms: 50.0,
-            fire_concurrency: 32,
+            fires: 1_000_000,
+            groups: 1_000_000,
             table_wcu: wcu,
             table_rcu: 12_000.0,
-            ..burst_of(1_000_000, 1_000_000)
+            ..fast.clone()
         };
         let cold = burst(&at(4_000.0));
         assert!((cold.table_floor_ms - 502_500.0).abs() < 1e-3, "{cold:?}");
@@ -614,7 +616,7 @@ mod tests {
         // shard's first record, and the closing 2 (its earliest record, `sched_next`).
         let m = burst(&burst_of(1_000_000, 1));
         assert_eq!((m.pages, m.member_pages), (1, 1_001));
-        assert_eq!(m.requests, 1 + 16 + 2 + 1 + 12 + 999 * 12 + 4 + 2);
+        assert_eq!(m.requests, 1 + 8 + 2 + 1 + 12 + 999 * 12 + 4 + 2);
         // Each page's 10 BatchGetItems 8 at a time: 2 rounds; so 4,008 rounds of 10 ms in its
         // shard (the other shards' first record read beside it), and the 3 before and after.
         assert_eq!(m.requests_ms, 4_011.0 * 10.0, "a page after another");

@@ -130,7 +130,7 @@ impl PulseConfig {
             lease,
             page_size: page_size(env)?,
             tenant_concurrency: env.int_in(vars::PULSE_TENANT_CONCURRENCY, 8usize, 1..=256)?,
-            fire_concurrency: env.int_in(vars::PULSE_FIRE_CONCURRENCY, 32usize, 1..=256)?,
+            fire_concurrency: env.int_in(vars::PULSE_FIRE_CONCURRENCY, 64usize, 1..=256)?,
             margin: core.margin,
             shard_workers: shard_workers(env)?,
             grains: grains(env)?,

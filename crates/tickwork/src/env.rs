@@ -127,8 +127,8 @@ vars! {
         "tenants per page of the zone index (1..=1000)";
     PULSE_TENANT_CONCURRENCY = "TICKWORK_PULSE_TENANT_CONCURRENCY", "8", "pulse-sweep",
         "woken tenants read at once (1..=256)";
-    PULSE_FIRE_CONCURRENCY = "TICKWORK_PULSE_FIRE_CONCURRENCY", "32", "pulse-sweep",
-        "schedules' groups whose first member page is read at once in each due shard (1..=256; the 16 due shards fire at once)";
+    PULSE_FIRE_CONCURRENCY = "TICKWORK_PULSE_FIRE_CONCURRENCY", "64", "pulse-sweep",
+        "schedules' groups whose first member page is read at once in each due shard (1..=256; the 8 due shards fire at once)";
     PULSE_SHARD_WORKERS = "TICKWORK_PULSE_SHARD_WORKERS", "1", "pulse-sweep",
         "invocations a boundary's shards are paged by at once (1..=64; at most 96 tenant shards): above 1 the leader starts helpers, each shard under a lease of its own";
     WAKE_SCHEDULE = "TICKWORK_WAKE_SCHEDULE", "(unset)", "pulse-sweep",

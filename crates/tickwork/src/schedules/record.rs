@@ -59,12 +59,13 @@ pub const SCHED_KIND: &str = "sched";
 
 /// Partitions the due records spread over: groups due at one minute are written across them, and
 /// the sweep fires them at once, each a partition of its own (at most 1,000 write units a second
-/// each: a burst of a million distinct timers spends 2 million). A record carries the shard it
-/// was written in ([`DueRecord::shard`], read from its key), so a count raised later strands
-/// nothing: records written under the old count (4, before 2026-12) stay in shards below it,
-/// which are still read, and their successors go where the new count puts them. Never lowered:
-/// records in the shards above it would not be read.
-pub const DUE_SHARDS: u32 = 16;
+/// each: a burst of a million distinct timers spends 2 million, 251 s over 8). A firing tick
+/// reads each shard's first record, so more shards cost every firing tick a read more each. A
+/// record carries the shard it was written in ([`DueRecord::shard`], read from its key), so a
+/// count raised later strands nothing: records written under the old count (4, before 2026-12)
+/// stay in shards below it, which are still read, and their successors go where the new count
+/// puts them. Never lowered: records in the shards above it would not be read.
+pub const DUE_SHARDS: u32 = 8;
 
 /// A stored schedule: its definition, whose it is, and its state.
 #[derive(Debug, Clone, PartialEq, Eq)]
