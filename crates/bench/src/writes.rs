@@ -160,9 +160,14 @@ pub async fn run(sdk: &SdkConfig) -> Result<()> {
     println!(
         "  the state item now: one update (two when it lowers) a stream batch; a mapping's batches come at most a few a second a stream shard (1 s window)"
     );
+    let per_key = TARGET_PER_SEC / f64::from(DUE_SHARDS);
     println!(
-        "  the due records: {DUE_SHARDS} partition keys (one a due shard): {:.0} new records a second each at {TARGET_PER_SEC:.0} distinct timers a second, 1 WCU a put: over one partition's {ITEM_WCU_PER_SEC:.0} unless DynamoDB splits the key by sort key (its split for heat), so more due shards are needed for that rate\n",
-        TARGET_PER_SEC / f64::from(DUE_SHARDS)
+        "  the due records: {DUE_SHARDS} partition keys (one a due shard): {per_key:.0} new records a second each at {TARGET_PER_SEC:.0} distinct timers a second, 1 WCU a put: {}\n",
+        if per_key <= ITEM_WCU_PER_SEC {
+            format!("under one partition's {ITEM_WCU_PER_SEC:.0}")
+        } else {
+            format!("over one partition's {ITEM_WCU_PER_SEC:.0} unless DynamoDB splits the key by sort key (its split for heat), so more due shards are needed for that rate")
+        }
     );
     Ok(())
 }
