@@ -837,3 +837,27 @@ fn the_example_targets_reserve_their_concurrency() {
     let example: Value = serde_yaml_ng::from_str(&read("examples/targets.yaml")).unwrap();
     assert_none("reserved concurrency", unreserved_functions(&example));
 }
+
+/// The due-shard count and the fire concurrency the schedules and cost pages give are the code's
+/// (`DUE_SHARDS`, `TICKWORK_PULSE_FIRE_CONCURRENCY`'s default): both moved when the shards came to
+/// fire at once, and a page left at the old figures would describe a sweep that is not deployed.
+#[test]
+fn the_due_shards_and_fire_concurrency_the_docs_give_are_the_codes() {
+    let flat = |page: &str| read(page).split_whitespace().collect::<Vec<_>>().join(" ");
+    let (schedules, cost) = (flat("docs/schedules.md"), flat("docs/cost.md"));
+    let n = tickwork::schedules::DUE_SHARDS;
+    let fc =
+        pulse_sweep::PulseConfig::from_env(&tickwork::config::Env::from_pairs([]), std::time::Duration::from_secs(1))
+            .unwrap()
+            .fire_concurrency;
+    for (page, text, want) in [
+        ("schedules.md", &schedules, format!("each of the {n} due shards")),
+        ("schedules.md", &schedules, format!("the first pages of {fc} groups at once in each shard")),
+        ("schedules.md", &schedules, format!("one of {n}), counted in its transaction")),
+        ("cost.md", &cost, format!("the {n} due shards at once")),
+        ("cost.md", &cost, format!("first member page {fc} at a time")),
+        ("cost.md", &cost, format!("{fc} in each of {n} shards")),
+    ] {
+        assert!(text.contains(&want), "docs/{page} does not say `{want}`");
+    }
+}

@@ -79,12 +79,8 @@ fn schedules(deps: &pulse_sweep::Deps) -> &Schedules {
 
 #[tokio::test]
 async fn each_occurrence_fires_once_at_the_first_tick_after_it_and_an_idle_tick_reads_once() {
-    let local = Local::new().await;
-    let p = unique("sched");
-    ok(&tickctl(&local, &p, &["provision"]));
-    let (deps, queue) = sweep(&local, &p, None);
-    local.clock.set(ms("2026-12-01T14:00:00Z"));
-    pulse_sweep::add_tenants(&deps, &[Tenant::new("acme", "Europe/Berlin")]).await.unwrap();
+    let (local, _, deps, queue) =
+        provisioned("sched", "2026-12-01T14:00:00Z", &[Tenant::new("acme", "Europe/Berlin")]).await;
     let s = schedules(&deps);
     assert_eq!(s.put("acme", "Europe/Berlin", def("nudge", "daily 08:00"), &POLICY).await.unwrap(), Changed::Added);
     assert_eq!(
@@ -314,14 +310,19 @@ async fn a_group_larger_than_a_page_goes_out_a_page_at_a_time_and_a_crash_betwee
 /// A provisioned stack (tables prefixed `prefix`), its sweep and queue, and tenants `a` and `b`
 /// in Berlin added on 2026-12-01 at 10:00Z.
 async fn two_tenants(prefix: &str) -> (Local, String, pulse_sweep::Deps, String) {
+    provisioned(prefix, "2026-12-01T10:00:00Z", &[Tenant::new("a", "Europe/Berlin"), Tenant::new("b", "Europe/Berlin")])
+        .await
+}
+
+/// A provisioned stack under a new `prefix`, its clock at `at`, `tenants` added: the local
+/// server, the prefix, the sweep and its queue.
+async fn provisioned(prefix: &str, at: &str, tenants: &[Tenant]) -> (Local, String, pulse_sweep::Deps, String) {
     let local = Local::new().await;
     let p = unique(prefix);
     ok(&tickctl(&local, &p, &["provision"]));
     let (deps, queue) = sweep(&local, &p, None);
-    local.clock.set(ms("2026-12-01T10:00:00Z"));
-    pulse_sweep::add_tenants(&deps, &[Tenant::new("a", "Europe/Berlin"), Tenant::new("b", "Europe/Berlin")])
-        .await
-        .unwrap();
+    local.clock.set(ms(at));
+    pulse_sweep::add_tenants(&deps, tenants).await.unwrap();
     (local, p, deps, queue)
 }
 
@@ -704,12 +705,8 @@ async fn the_schedules_cost_model_predicts_a_live_fire_tick() {
 /// group goes on to its next occurrence.
 #[tokio::test]
 async fn a_schedule_added_again_ignores_its_former_group_and_a_tenant_whose_zone_does_not_read_is_reported() {
-    let local = Local::new().await;
-    let p = unique("schedagain");
-    ok(&tickctl(&local, &p, &["provision"]));
-    let (deps, queue) = sweep(&local, &p, None);
-    local.clock.set(ms("2026-12-01T10:00:00Z"));
-    pulse_sweep::add_tenants(&deps, &[Tenant::new("acme", "Europe/Berlin")]).await.unwrap();
+    let (local, p, deps, queue) =
+        provisioned("schedagain", "2026-12-01T10:00:00Z", &[Tenant::new("acme", "Europe/Berlin")]).await;
     let s = schedules(&deps);
     s.put("acme", "Europe/Berlin", def("nudge", "daily 09:00"), &POLICY).await.unwrap();
     // Beside it in its due shard, a London tenant's 08:00 (08:00Z, the former record's time): the
@@ -969,20 +966,16 @@ async fn a_due_shard_whose_lease_is_held_waits_and_the_others_fire() {
 
 /// A schedule whose due record a release before this one wrote under 4 due shards (its key names
 /// shard `gid % 4`, where today's count puts it elsewhere) fires once at its instant, its record
-/// deleted where it is and its successor put where 16 shards put it; and when an attempt of that
+/// deleted where it is and its successor put where today's count puts it; and when an attempt of that
 /// release had put the record's successor beside it and died before its transaction, that one
 /// goes on instead: one record for the group, each occurrence once (`fires` asserts it).
 #[tokio::test]
 async fn a_record_written_under_four_due_shards_fires_once_and_its_group_keeps_one_record() {
     use tickwork::schedules::{due_shard, own_successor, record::due_pk, DueRecord, Group};
     for crashed_before in [false, true] {
-        let local = Local::new().await;
-        let p = unique("schedlegacy");
-        ok(&tickctl(&local, &p, &["provision"]));
-        let (deps, queue) = sweep(&local, &p, None);
-        local.clock.set(ms("2026-12-01T10:00:00Z"));
-        pulse_sweep::add_tenants(&deps, &[Tenant::new("acme", "Europe/Berlin")]).await.unwrap();
-        // A name whose group's shard under 4 differs from its shard under 16.
+        let (local, _, deps, queue) =
+            provisioned("schedlegacy", "2026-12-01T10:00:00Z", &[Tenant::new("acme", "Europe/Berlin")]).await;
+        // A name whose group's shard under 4 differs from its shard under today's count.
         let legacy = |gid: &str| u32::from_str_radix(&gid[..8], 16).unwrap() % 4;
         let d = (0..)
             .map(|i| def(&format!("nudge{i}"), "daily 08:00"))
@@ -1146,12 +1139,8 @@ async fn a_schedule_added_while_a_tick_sets_sched_next_is_not_passed_over() {
 /// fires), where an item ready from its enqueue would have said nothing was late.
 #[tokio::test]
 async fn a_late_fire_counts_in_the_queue_lag_from_its_instant() {
-    let local = Local::new().await;
-    let p = unique("schedlag");
-    ok(&tickctl(&local, &p, &["provision"]));
-    let (deps, queue) = sweep(&local, &p, None);
-    local.clock.set(ms("2026-12-01T14:00:00Z"));
-    pulse_sweep::add_tenants(&deps, &[Tenant::new("acme", "Europe/Berlin")]).await.unwrap();
+    let (local, _, deps, queue) =
+        provisioned("schedlag", "2026-12-01T14:00:00Z", &[Tenant::new("acme", "Europe/Berlin")]).await;
     schedules(&deps).put("acme", "Europe/Berlin", def("nudge", "daily 08:00"), &POLICY).await.unwrap();
     tick(&local, &deps, "2026-12-01T14:15:00Z").await;
     // 08:00 Berlin is 07:00Z; no tick runs until 09:00Z.

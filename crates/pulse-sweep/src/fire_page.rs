@@ -164,12 +164,12 @@ async fn plan_record(deps: &Deps, rec: &DueRecord, now_ms: i64) -> Result<Result
     // successor goes where today's count puts it, unless an attempt by a release before this one
     // put it beside the record and died before its transaction; that one is put again instead,
     // or the group would have two records and its next occurrence fire twice.
-    if let Successor::Before(n) = &succ {
-        if rec.shard() != tickwork::schedules::due_shard(&rec.group.id()) {
-            let beside = DueRecord { shard: Some(rec.shard()), ..n.clone() };
-            if deps.schedules.record_exists(beside.key(deps.schedules.job())).await? {
-                return Ok(Ok(Planned { plan: p, successor: Successor::Before(beside) }));
-            }
+    if let Some(beside) = match &succ {
+        Successor::Before(n) => rec.successor_beside(n),
+        _ => None,
+    } {
+        if deps.schedules.record_exists(beside.key(deps.schedules.job())).await? {
+            return Ok(Ok(Planned { plan: p, successor: Successor::Before(beside) }));
         }
     }
     Ok(Ok(Planned { plan: p, successor: succ }))

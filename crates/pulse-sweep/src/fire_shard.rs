@@ -1,9 +1,11 @@
 //! One due shard fired under its own lease: its first record read (nothing due, done there), its
 //! lease taken, its due records paged from its cursor ([`crate::fire_page`]), its lease let go.
 
+use std::time::Duration;
+
 use tickwork::budget::{AnyOf, Budget, Deadline};
 use tickwork::lease::{Acquire, Fence};
-use tickwork::schedules::{DueRecord, ShardCursor};
+use tickwork::schedules::ShardCursor;
 
 use crate::deps::Deps;
 use crate::fire_page::{fire_page, FIRE_PAGE};
@@ -12,6 +14,7 @@ use crate::report::{PulseError, Report};
 
 /// Times a shard is read again in one tick when writers keep adding records to it.
 const REREADS: u32 = 3;
+
 /// How one due shard's firing ended.
 pub(crate) enum ShardEnd {
     /// Every record due in it done, its cursor as left, and its earliest record after it when
@@ -23,6 +26,7 @@ pub(crate) enum ShardEnd {
     /// Its lease moved on under it: the job's did too.
     LeaseLost,
 }
+
 /// The lease of due shard `k` (`lease#<job>#due#<k>`): each shard's transactions are fenced by
 /// their own lease, so the shards fire at once. One lease for them all would be an item in every
 /// shard's transactions, and DynamoDB cancels a transaction holding an item another ongoing
@@ -32,6 +36,14 @@ pub(crate) enum ShardEnd {
 pub fn due_lease(deps: &Deps, k: u32) -> tickwork::lease::LeaseConfig {
     tickwork::lease::LeaseConfig { job: format!("{}#due#{k}", deps.cfg.job), ..deps.cfg.lease.clone() }
 }
+
+/// How long a due shard's lease is taken for when the job's lease has `left_ms` to run: no longer
+/// than the job's; none once too little is left to work under it (twice the clock skew, as a
+/// lease's own shortest TTL, [`tickwork::lease::LeaseConfig::new`]). Pure.
+pub(crate) fn shard_lease_ttl(ttl: Duration, left_ms: i64, skew: Duration) -> Option<Duration> {
+    (left_ms > 2 * skew.as_millis() as i64).then(|| ttl.min(Duration::from_millis(left_ms as u64)))
+}
+
 /// Due shard `k`: its cursor and first page read; nothing due, done without its lease; else its
 /// lease taken, the shard fired page by page under it within the lease's safe end, and the lease
 /// let go (a wake or the next tick takes it again).
@@ -53,14 +65,10 @@ pub(crate) async fn fire_shard(
     // its run would otherwise hold the next tick's shard off (each a wake a minute, until it
     // lapsed), and none is taken once the job's lease is too near its end to work under.
     let skew = deps.cfg.lease.clock_skew;
-    let left = job_until_ms - deps.clock.now_ms();
-    if left <= 2 * skew.as_millis() as i64 {
+    let Some(ttl) = shard_lease_ttl(deps.cfg.lease.ttl, job_until_ms - deps.clock.now_ms(), skew) else {
         return Ok(ShardEnd::Stopped);
-    }
-    let cfg = tickwork::lease::LeaseConfig {
-        ttl: deps.cfg.lease.ttl.min(std::time::Duration::from_millis(left as u64)),
-        ..due_lease(deps, k)
     };
+    let cfg = tickwork::lease::LeaseConfig { ttl, ..due_lease(deps, k) };
     let lease = match deps.leases.acquire(&cfg, owner).await? {
         Acquire::Acquired(l) => l,
         Acquire::Held { owner: holder, until_ms, .. } => {
@@ -90,26 +98,6 @@ pub(crate) async fn fire_shard(
     })
 }
 
-/// A page of due records after `cursor` in shard `k`, and the key to go on from.
-async fn due_page_from(
-    deps: &Deps,
-    k: u32,
-    cursor: &ShardCursor,
-    now_ms: i64,
-) -> Result<(DuePage, Option<tickwork::pager::Cursor>), PulseError> {
-    let s = &deps.schedules;
-    let start = cursor
-        .cur
-        .as_deref()
-        .map(|c| tickwork::pager::Cursor::encode(&s.due_key(k, c)))
-        .transpose()
-        .map_err(|e| PulseError::Db(tickwork::DbError::Invalid(e.to_string())))?;
-    Ok(s.due_page(k, now_ms, FIRE_PAGE, start.as_ref()).await?)
-}
-
-/// Records of a due page, or what did not read of one.
-type DuePage = Vec<Result<DueRecord, (tickwork::item::Item, String)>>;
-
 /// Shard `k`'s due records from `cursor`, a page at a time, each page's writes fenced by the
 /// shard's lease.
 async fn page_shard(
@@ -127,7 +115,7 @@ async fn page_shard(
         if budget.exhausted() {
             return Ok(ShardEnd::Stopped);
         }
-        let (page, next) = due_page_from(deps, k, cursor, now_ms).await?;
+        let (page, next) = s.due_page_after(k, cursor, now_ms, FIRE_PAGE).await?;
         // Boxed, as the pages' own futures below: a page's reads and writes held inline made
         // the sweep's future outgrow a test thread's stack.
         let last_try = rereads >= REREADS;
@@ -148,5 +136,20 @@ async fn page_shard(
             Wrote::Stopped => return Ok(ShardEnd::Stopped),
             Wrote::LeaseLost => return Ok(ShardEnd::LeaseLost),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shard_lease_lasts_no_longer_than_the_jobs_and_none_is_taken_at_its_end() {
+        let (ttl, skew) = (Duration::from_secs(840), Duration::from_secs(2));
+        assert_eq!(shard_lease_ttl(ttl, 900_000, skew), Some(ttl), "the job's lease has longer: the usual TTL");
+        assert_eq!(shard_lease_ttl(ttl, 60_000, skew), Some(Duration::from_secs(60)), "what is left of the job's");
+        assert_eq!(shard_lease_ttl(ttl, 4_001, skew), Some(Duration::from_millis(4_001)));
+        assert_eq!(shard_lease_ttl(ttl, 4_000, skew), None, "twice the skew: too little to work under");
+        assert_eq!(shard_lease_ttl(ttl, -5, skew), None, "the job's lease has lapsed");
     }
 }

@@ -59,6 +59,7 @@ pub use crate::fire_write::fire_items;
 pub use tickwork::schedules::SCHED_KIND;
 
 /// How firing ended.
+#[derive(Debug, PartialEq, Eq)]
 pub(crate) enum FireEnd {
     /// Every due record done; `sched_next` set to this (the earliest record left).
     Done(Option<i64>),
@@ -106,49 +107,27 @@ pub(crate) async fn fire_due(
         let end = Box::pin(fire_shard(deps, holder, now_ms, k, from, budget, &mut r)).await;
         (k, end, r)
     });
-    let mut cursors: Vec<ShardCursor> = vec![ShardCursor::default(); DUE_SHARDS as usize];
-    let mut known: Vec<Option<Option<i64>>> = vec![None; DUE_SHARDS as usize];
-    let (mut stopped, mut lost, mut failed) = (false, false, None);
-    let ends = futures::future::join_all(shards).await;
-    let written: std::collections::BTreeSet<u32> = ends.iter().flat_map(|(_, _, r)| r.shards_written.clone()).collect();
-    for (k, end, r) in ends {
+    let mut ends = Vec::new();
+    let mut failed = None;
+    for (k, end, r) in futures::future::join_all(shards).await {
         report.absorb_fires(&r);
         match end {
-            // A shard another shard's firing put a successor in is read again.
-            Ok(ShardEnd::Done(c, first)) => {
-                (cursors[k as usize], known[k as usize]) = (c, first.filter(|_| !written.contains(&k)))
-            }
-            Ok(ShardEnd::Stopped) => stopped = true,
-            Ok(ShardEnd::LeaseLost) => lost = true,
+            Ok(e) => ends.push((k, e)),
             Err(e) => failed = failed.or(Some(e)),
         }
     }
     if let Some(e) = failed {
         return Err(e);
     }
-    if lost {
-        return Ok(FireEnd::LeaseLost);
-    }
-    if stopped {
-        return Ok(FireEnd::Stopped);
-    }
+    let (cursors, known) = match combine(ends, &report.shards_written) {
+        Combined::Ended(end) => return Ok(end),
+        Combined::Done { cursors, known } => (cursors, known),
+    };
     // Records isolated as failed are set an hour ahead: the earliest may be one of them, and the
     // tick an hour on reads them again (and reports them again).
     let mut adds = adds_seen;
     // The shards that fired read again from where they left their cursors (one Query each).
-    let firsts = (0..DUE_SHARDS).map(|k| {
-        let (cursor, first) = (&cursors[k as usize], known[k as usize]);
-        async move {
-            match first {
-                Some(f) => Ok(f),
-                None => s.first_after(k, cursor).await,
-            }
-        }
-    });
-    let mut earliest = None;
-    for f in futures::future::join_all(firsts).await {
-        earliest = earliest.into_iter().chain(f?).min();
-    }
+    let mut earliest = s.earliest_from(&cursors, &known).await?;
     for attempt in 1..=SET_ATTEMPTS {
         if s.set_next(earliest, adds).await? || attempt == SET_ATTEMPTS {
             break;
@@ -162,11 +141,69 @@ pub(crate) async fn fire_due(
     }
     Ok(FireEnd::Done(earliest))
 }
+/// What the due shards' ends make of a fire.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Combined {
+    /// A shard stopped (its budget, or its lease held: the wake goes on) or lost its lease (the
+    /// job's went too): `sched_next` is left as it was.
+    Ended(FireEnd),
+    /// Every shard done: each one's cursor as left, and its first record where already known
+    /// (read before it had anything due, and no other shard's firing put a successor in it).
+    Done { cursors: Vec<ShardCursor>, known: Vec<Option<Option<i64>>> },
+}
+
+/// The fire's end from each shard's (`ends`, by shard), `written` the shards another shard's
+/// firing put a successor in. A lost lease outweighs a stop. Pure.
+pub(crate) fn combine(ends: Vec<(u32, ShardEnd)>, written: &std::collections::BTreeSet<u32>) -> Combined {
+    let mut cursors = vec![ShardCursor::default(); DUE_SHARDS as usize];
+    let mut known = vec![None; DUE_SHARDS as usize];
+    let mut stopped = false;
+    for (k, end) in ends {
+        match end {
+            ShardEnd::Done(c, first) => {
+                cursors[k as usize] = c;
+                known[k as usize] = first.filter(|_| !written.contains(&k));
+            }
+            ShardEnd::Stopped => stopped = true,
+            ShardEnd::LeaseLost => return Combined::Ended(FireEnd::LeaseLost),
+        }
+    }
+    if stopped {
+        return Combined::Ended(FireEnd::Stopped);
+    }
+    Combined::Done { cursors, known }
+}
+
 /// Times `sched_next` is set again in a tick when batches of writers' records keep being counted.
 const SET_ATTEMPTS: u32 = 3;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shards_ends_make_the_fires_and_a_shard_another_put_a_successor_in_is_read_again() {
+        let at = |c: &str| ShardCursor { cur: Some(c.into()), writes: 0 };
+        let done = |k: u32, first: Option<Option<i64>>| (k, ShardEnd::Done(at(&k.to_string()), first));
+        let none = std::collections::BTreeSet::new();
+        let Combined::Done { cursors, known } =
+            combine(vec![done(0, None), done(3, Some(Some(9))), done(5, Some(None))], &none)
+        else {
+            panic!("every shard done")
+        };
+        assert_eq!(
+            (cursors[3].clone(), cursors[1].clone()),
+            (at("3"), ShardCursor::default()),
+            "a shard not read: none"
+        );
+        assert_eq!((known[0], known[3], known[5], known[1]), (None, Some(Some(9)), Some(None), None));
+        // Shard 3 took a successor from another shard's record: its first read is older than it.
+        let written = std::collections::BTreeSet::from([3]);
+        let Combined::Done { known, .. } = combine(vec![done(3, Some(Some(9)))], &written) else { panic!() };
+        assert_eq!(known[3], None);
+        assert_eq!(combine(vec![done(0, None), (1, ShardEnd::Stopped)], &none), Combined::Ended(FireEnd::Stopped));
+        let lost = vec![(1, ShardEnd::Stopped), (2, ShardEnd::LeaseLost), done(0, None)];
+        assert_eq!(combine(lost, &none), Combined::Ended(FireEnd::LeaseLost), "a lost lease outweighs a stop");
+    }
 
     #[test]
     fn four_consecutive_ticks_start_at_each_shard_whatever_the_interval_and_wakes_rotate_too() {

@@ -300,6 +300,17 @@ fn cost_prices_schedules_a_burst_and_a_target() {
     assert!(b["done_ms"].as_f64().unwrap() < 300_000.0, "{b}");
     let warm = json(&tickctl(&p, &["--json", "cost", "--schedules", "--latency", "10ms", "--table-rcu", "40000"]));
     assert_eq!(warm["burst"]["time"]["handover_ms"].as_f64(), Some(40_110.0), "{warm}");
+    // A million distinct timers (docs/cost.md's table): on a new on-demand control table its
+    // 4,000 write units a second bound the 2.01 million units (two invocations, a wake between);
+    // warmed to 12,000, at 50 ms a request, the requests take 281.6 s, within five minutes.
+    let distinct = ["--json", "cost", "--schedules", "--burst-groups", "1000000"];
+    let cold = json(&tickctl(&p, &[&distinct[..], &["--latency", "10ms"]].concat()));
+    let t = &cold["burst"]["time"];
+    assert_eq!((t["requests"].as_u64(), t["invocations"].as_u64()), (Some(1_100_042), Some(2)), "{t}");
+    assert!((t["handover_ms"].as_f64().unwrap() - 562_500.0).abs() < 1e-3, "{t}");
+    let warm = json(&tickctl(&p, &[&distinct[..], &["--latency", "50ms", "--control-table-wcu", "12000"]].concat()));
+    let t = &warm["burst"]["time"];
+    assert_eq!((t["handover_ms"].as_f64(), t["in_flight"].as_u64()), (Some(281_600.0), Some(512)), "{t}");
     let args = ["--json", "cost", "--tenants", "10000000", "--group-tenants", "3000000", "--shard-workers", "8"];
     for (to, calls, usd) in
         [("lambda", 36_875_000.0, 7.375), ("sqs", 36_875_000.0, 14.75), ("events", 36_875_000.0, 368.75)]

@@ -39,6 +39,10 @@ pub enum RecordEnd {
     },
 }
 
+/// A page of due records (each, or its item and what is wrong with it), and where the next
+/// starts.
+pub type DuePage = (Vec<Result<DueRecord, (Item, String)>>, Option<Cursor>);
+
 impl Schedules {
     /// One page of shard `k`'s records due by `now_ms` (strongly consistent), from `start`; each
     /// record, or its item and what is wrong with it; and the cursor to the next page.
@@ -48,7 +52,7 @@ impl Schedules {
         now_ms: Millis,
         limit: i32,
         start: Option<&Cursor>,
-    ) -> Result<(Vec<Result<DueRecord, (Item, String)>>, Option<Cursor>), PageError<Infallible>> {
+    ) -> Result<DuePage, PageError<Infallible>> {
         let query = self.partition(due_pk(&self.job, k), Some(due_bound(now_ms)));
         let page = fetch_page(&self.db, &query, start, limit).await?;
         let records =
@@ -269,16 +273,34 @@ impl Schedules {
         self.db.batch_write_all(&self.table, deletes, super::store::BATCH_ROUNDS).await
     }
 
-    /// The position of the first record after shard `k`'s `cursor`, due or not: one strongly
-    /// consistent Query of one item. A firing tick's first read of a shard: a shard with nothing
-    /// due by now is done with it, its earliest record known.
-    pub async fn first_after(&self, k: u32, cursor: &ShardCursor) -> Result<Option<Millis>, DbError> {
-        let start = cursor
+    /// Where a read of shard `k` after `cursor` starts (`None`: its first record).
+    fn start_after(&self, k: u32, cursor: &ShardCursor) -> Result<Option<Cursor>, DbError> {
+        cursor
             .cur
             .as_deref()
             .map(|c| Cursor::encode(&key(due_pk(&self.job, k), c)))
             .transpose()
-            .map_err(|e| DbError::Invalid(e.to_string()))?;
+            .map_err(|e| DbError::Invalid(e.to_string()))
+    }
+
+    /// The first page of up to `limit` records of shard `k` due by `now_ms` after its `cursor`
+    /// ([`Schedules::due_page`] from where the cursor points).
+    pub async fn due_page_after(
+        &self,
+        k: u32,
+        cursor: &ShardCursor,
+        now_ms: Millis,
+        limit: i32,
+    ) -> Result<DuePage, DbError> {
+        let start = self.start_after(k, cursor)?;
+        self.due_page(k, now_ms, limit, start.as_ref()).await.map_err(|e| DbError::from(PageError::<DbError>::widen(e)))
+    }
+
+    /// The position of the first record after shard `k`'s `cursor`, due or not: one strongly
+    /// consistent Query of one item. A firing tick's first read of a shard: a shard with nothing
+    /// due by now is done with it, its earliest record known.
+    pub async fn first_after(&self, k: u32, cursor: &ShardCursor) -> Result<Option<Millis>, DbError> {
+        let start = self.start_after(k, cursor)?;
         let page =
             fetch_page(&self.db, &self.partition(due_pk(&self.job, k), Some(CURSOR_SK.into())), start.as_ref(), 1)
                 .await
@@ -305,17 +327,35 @@ impl Schedules {
     }
 
     /// The earliest position of any record after its shard's cursor (`cursors`, as the sweep
-    /// left them): one strongly consistent Query a shard, one item each, the shards at once.
-    pub async fn earliest(&self, cursors: &[ShardCursor]) -> Result<Option<Millis>, DbError> {
+    /// left them), each shard's first record already `known` where it is (`Some`: read since its
+    /// cursor last moved), read for the rest: one strongly consistent Query a shard read, the
+    /// shards at once.
+    pub async fn earliest_from(
+        &self,
+        cursors: &[ShardCursor],
+        known: &[Option<Option<Millis>>],
+    ) -> Result<Option<Millis>, DbError> {
         let none = ShardCursor::default();
-        let firsts = (0..DUE_SHARDS).map(|k| self.first_after(k, cursors.get(k as usize).unwrap_or(&none)));
+        let firsts = (0..DUE_SHARDS).map(|k| {
+            let (cursor, first) = (cursors.get(k as usize).unwrap_or(&none), known.get(k as usize).copied().flatten());
+            async move {
+                match first {
+                    Some(f) => Ok(f),
+                    None => self.first_after(k, cursor).await,
+                }
+            }
+        });
         let mut best: Option<Millis> = None;
         for f in futures::future::join_all(firsts).await {
-            if let Some(f) = f? {
-                best = Some(best.map_or(f, |b| b.min(f)));
-            }
+            best = best.into_iter().chain(f?).min();
         }
         Ok(best)
+    }
+
+    /// The earliest position of any record after its shard's cursor (`cursors`, as the sweep
+    /// left them): one strongly consistent Query a shard, one item each, the shards at once.
+    pub async fn earliest(&self, cursors: &[ShardCursor]) -> Result<Option<Millis>, DbError> {
+        self.earliest_from(cursors, &[]).await
     }
 
     /// An UpdateItem of the job's state item, to complete.

@@ -33,7 +33,7 @@ mod writes;
 mod oracle_tests;
 
 pub use check::ONE_OFF_MARGIN_MS;
-pub use due::RecordEnd;
+pub use due::{DuePage, RecordEnd};
 pub use error::{ScheduleError, SpecError};
 pub use fire::{
     first_record, member_fires, member_of, member_resumed, never_fires, own_successor, plan, plan_own, successor,

@@ -394,6 +394,15 @@ impl DueRecord {
         self.shard.unwrap_or_else(|| due_shard(&self.group.id()))
     }
 
+    /// Where an attempt of a release before this one would have put `next`, this record's
+    /// successor: beside this record, when this one was written under another shard count (its
+    /// shard is not its group's now); `None` when it was not, or `next` goes there anyway. Pure.
+    pub fn successor_beside(&self, next: &DueRecord) -> Option<DueRecord> {
+        let here = self.shard();
+        (here != due_shard(&self.group.id()) && next.shard() != here)
+            .then(|| DueRecord { shard: Some(here), ..next.clone() })
+    }
+
     /// The record's key.
     pub fn key(&self, job: &str) -> Item {
         let gid = self.group.id();
@@ -541,8 +550,12 @@ mod tests {
         assert_eq!(get_s(&item, PK), Some(format!("sdue#j#{old}").as_str()));
         let read = DueRecord::from_item(&item).unwrap();
         assert_eq!(read.key("j"), r.key("j"), "deleted and moved where it is");
-        let next = DueRecord { shard: None, ..read };
+        let next = DueRecord { shard: None, ..read.clone() };
         assert_eq!(get_s(&next.key("j"), PK), Some(format!("sdue#j#{}", due_shard(&g.id())).as_str()));
+        // Its successor as the release before would have put it: beside it.
+        let beside = read.successor_beside(&next).unwrap();
+        assert_eq!((beside.key("j")[PK].clone(), beside.due_ms), (item[PK].clone(), next.due_ms));
+        assert_eq!(next.successor_beside(&next), None, "a record in its group's shard has no such successor");
         assert_eq!(shard_of_pk("sdue#a#b#12"), Some(12), "a job name with `#` in it");
         assert_eq!((shard_of_pk("sdue#j#x"), shard_of_pk("shead#j#3")), (None, None));
     }
