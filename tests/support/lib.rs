@@ -6,6 +6,7 @@
 
 pub mod eventbridge;
 pub mod faults;
+pub mod slow;
 pub mod streams;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -202,6 +203,23 @@ impl Local {
     /// A fresh metered client that knows `table`'s GSIs (for index write estimates).
     pub fn fresh_db_with_gsis(&self, table: &str, def: &TableDef) -> Db {
         let db = self.fresh_db();
+        db.register_gsis(table, def.gsi_shapes());
+        db
+    }
+
+    /// A fresh metered client whose every request is `delay` late ([`slow::Slow`]), that knows
+    /// `table`'s GSIs: the shipped retry policy and the IAM suite log, as [`Local::fresh_db`].
+    pub fn slow_db(&self, delay: std::time::Duration, table: &str, def: &TableDef) -> Db {
+        let policy = RetryPolicy::default();
+        let mut b = aws_sdk_dynamodb::config::Builder::from(&self.sdk)
+            .http_client(slow::Slow::of(&self.sdk, delay))
+            .retry_config(policy.sdk())
+            .retry_partition(aws_sdk_dynamodb::config::retry::RetryPartition::new(unique("partition")))
+            .retry_classifier(tickwork::retry::ConflictClassifier);
+        if let Some(r) = tickwork::iam::suite_recorder() {
+            b = b.interceptor(r);
+        }
+        let db = Db::new(aws_sdk_dynamodb::Client::from_conf(b.build()), Meter::new(CapacitySource::Estimate));
         db.register_gsis(table, def.gsi_shapes());
         db
     }

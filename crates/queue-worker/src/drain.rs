@@ -57,6 +57,7 @@ use tickwork::queue::{Claim, Job, Queue, QueueError, Settle};
 use crate::config::WorkerConfig;
 use crate::feed::{take, Feed, TakeRun};
 use crate::fleet::{Grow, NoFleet};
+use crate::handon::in_hand_retries;
 use crate::registry::{HandlerError, Registry};
 use crate::report::tally;
 pub use crate::report::Report;
@@ -114,28 +115,6 @@ pub async fn drain_until(
     tickwork::iam::acting_as(crate::config::ROLE, drain_as(queue, handlers, owner, budget, cfg, fleet, retry_at)).await
 }
 
-/// The retries a drain hands on from those it could not stay for (`pending`): only those a
-/// successor, with a budget as long as this invocation's (`full_budget` ms), can stay for — a
-/// later one (a backoff configured past a whole invocation) is left to the safety poll, as
-/// handed on it would start successors that each end at once until it fell due — each rounded
-/// up to its whole second and once. Past [`crate::fleet::HANDED_RETRIES`] seconds, the rest are represented by
-/// the last: those between run when it falls due (the feed polls every ready item then). Pure.
-pub fn handed_retries(pending: &[Millis], now: Millis, full_budget: Millis) -> Vec<Millis> {
-    let mut secs: Vec<Millis> = pending
-        .iter()
-        .filter(|at| **at - now < full_budget)
-        .map(|at| at.div_euclid(1000) * 1000 + if at.rem_euclid(1000) > 0 { 1000 } else { 0 })
-        .collect();
-    secs.sort_unstable();
-    secs.dedup();
-    if secs.len() > crate::fleet::HANDED_RETRIES {
-        let last = *secs.last().expect("non-empty");
-        secs.truncate(crate::fleet::HANDED_RETRIES - 1);
-        secs.push(last);
-    }
-    secs
-}
-
 /// Whether a drain stays for a retry due at `at`: it falls due before the budget's end (`left`
 /// from `now`). Pure.
 pub fn stays_for(at: Millis, now: Millis, left: Option<Millis>) -> bool {
@@ -176,6 +155,16 @@ async fn drain_as(
         if !stopping && budget.exhausted() {
             stopping = true;
             r.stopped_by_deadline = true;
+            // The successor starts now, beside what still runs ([`crate::growing`]).
+            let now = queue.clock().now_ms();
+            let work_left =
+                taking.is_some() || feed.as_ref().is_some_and(Feed::more) || held.values().any(|h| h.unstarted() > 0);
+            let deadline = now + cfg.stop_before().as_millis() as Millis;
+            let may_retry =
+                held.values().filter(|h| h.running > 0 || h.ends.iter().any(|(_, e)| !matches!(e, UnitEnd::Done)));
+            let mut retries: Vec<Millis> = retry_due.iter().copied().collect();
+            retries.extend(in_hand_retries(may_retry.map(|h| h.job.attempts), deadline, queue.config()));
+            growing.push(fleet.hand_on_at_stop(work_left, retries, now));
         }
         // Step 2: fill the handler slots.
         while !stopping && running.len() < limit.allowed() {
@@ -424,21 +413,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_retry_is_stayed_for_within_the_budget_and_handed_on_within_a_successors() {
+    fn a_retry_is_stayed_for_within_the_budget() {
         assert!(stays_for(10_000, 0, Some(20_000)));
         assert!(!stays_for(30_000, 0, Some(20_000)));
         assert!(!stays_for(1, 0, None), "an unlimited budget is a tool's drain, which stays for nothing");
-        assert_eq!(
-            handed_retries(&[80_000, 3_600_000], 0, 285_000),
-            [80_000],
-            "past a whole invocation: the safety poll"
-        );
-        assert_eq!(handed_retries(&[1_200, 1_900, 2_000, 500], 0, 285_000), [1_000, 2_000]);
-        let many: Vec<Millis> = (0..200).map(|s| s * 1000 + 1).collect();
-        let h = handed_retries(&many, 0, 285_000);
-        assert_eq!(h.len(), crate::fleet::HANDED_RETRIES);
-        assert_eq!(h[0], 1000);
-        assert_eq!(*h.last().unwrap(), 200_000, "the last stands for those left out");
     }
 
     fn job(died: bool, suspect: bool) -> Job {

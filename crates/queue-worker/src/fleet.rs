@@ -35,6 +35,8 @@ use tickwork::config::ConfigError;
 use tickwork::lease::{Acquire, Lease, LeaseConfig, LeaseStore};
 use tickwork_lambda::BadEvent;
 
+pub use crate::growing::{Grow, Growing, NoFleet};
+pub use crate::handon::HANDED_RETRIES;
 use crate::handon::{Link, MAX_FAILED_LINKS};
 
 /// The key of a drain event.
@@ -42,10 +44,6 @@ pub const DRAIN_EVENT: &str = "tickwork-drain";
 
 /// Items a poll must show per drain wanted: a backlog of `n` ready items wants `n / 2` drains.
 pub const ITEMS_PER_DRAIN: usize = 2;
-
-/// Most retry instants one hand-on carries: a drain event stays small (Lambda's asynchronous
-/// payload limit is 256 KB; this is under 1 KB).
-pub const HANDED_RETRIES: usize = 60;
 
 /// What a slot drain is started with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -205,6 +203,20 @@ pub struct Fleet {
 }
 
 impl Fleet {
+    /// Takes the first free slot for the calling drain itself.
+    pub(crate) async fn adopt(&self) -> Option<DrainEvent> {
+        tickwork::iam::acting_as(crate::config::ROLE, async {
+            for k in 0..self.cap {
+                let owner = tickwork_lambda::owner_id("drain");
+                if let Ok(Acquire::Acquired(l)) = self.leases.acquire(&self.slot_cfg[k as usize], &owner).await {
+                    return Some(DrainEvent { slot: k, owner: l.owner, token: l.token, link: Link::default() });
+                }
+            }
+            None
+        })
+        .await
+    }
+
     /// A fleet of at most `cap` drains, each slot held for `hold` (the function's timeout plus the
     /// clock-skew bound: a slot outlives the drain in it).
     pub fn new(
@@ -315,87 +327,6 @@ impl Fleet {
             }
         })
         .await
-    }
-}
-
-/// Asks for more drains when a poll shows a backlog.
-pub trait Grow: Send + Sync {
-    /// A poll came back full with `seen` keys.
-    fn grow<'a>(&'a self, seen: usize) -> BoxFuture<'a, ()>;
-    /// The drain's place in the fleet, `(slot, drains)`, when it has one: where in a page of keys
-    /// it begins, so that drains start at different keys instead of racing for the first.
-    fn place(&self) -> Option<(u32, u32)> {
-        None
-    }
-}
-
-/// A drain on its own (tests, the cost model's replay, tools).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoFleet;
-
-impl Grow for NoFleet {
-    fn grow<'a>(&'a self, _: usize) -> BoxFuture<'a, ()> {
-        Box::pin(async {})
-    }
-}
-
-/// The fleet as seen by one drain: its own slot, if it was started in one; a drain started by the
-/// stream or the safety poll takes a free slot of its own when it sees a backlog, so that it is
-/// one of the fleet's `drains` (and hands on like the others), and starts the rest. A slot drain
-/// grows nothing: the drain that saw the backlog first started the fleet.
-#[derive(Debug)]
-pub struct Growing<'a> {
-    /// The fleet.
-    pub fleet: &'a Fleet,
-    /// The drain's own slot, when it was started in one.
-    pub slot: Option<u32>,
-    adopted: std::sync::Mutex<Option<DrainEvent>>,
-}
-
-impl<'a> Growing<'a> {
-    /// The fleet for a drain started in `slot` (or by a signal: `None`).
-    pub fn new(fleet: &'a Fleet, slot: Option<u32>) -> Self {
-        Self { fleet, slot, adopted: Default::default() }
-    }
-
-    /// The slot a signalled drain took for itself, to be handed on as any slot is.
-    pub fn adopted(&self) -> Option<DrainEvent> {
-        self.adopted.lock().expect("adopted slot").clone()
-    }
-}
-
-impl Fleet {
-    /// Takes the first free slot for the calling drain itself.
-    async fn adopt(&self) -> Option<DrainEvent> {
-        tickwork::iam::acting_as(crate::config::ROLE, async {
-            for k in 0..self.cap {
-                let owner = tickwork_lambda::owner_id("drain");
-                if let Ok(Acquire::Acquired(l)) = self.leases.acquire(&self.slot_cfg[k as usize], &owner).await {
-                    return Some(DrainEvent { slot: k, owner: l.owner, token: l.token, link: Link::default() });
-                }
-            }
-            None
-        })
-        .await
-    }
-}
-
-impl Grow for Growing<'_> {
-    fn place(&self) -> Option<(u32, u32)> {
-        self.slot.or_else(|| self.adopted().map(|e| e.slot)).map(|k| (k, self.fleet.cap))
-    }
-
-    fn grow<'a>(&'a self, seen: usize) -> BoxFuture<'a, ()> {
-        Box::pin(async move {
-            if self.slot.is_some() || self.adopted().is_some() {
-                return;
-            }
-            let own = self.fleet.adopt().await;
-            let want = wanted(seen, self.fleet.cap);
-            let started = self.fleet.ensure(want, own.as_ref().map(|e| e.slot)).await;
-            tracing::info!(seen, want, started, own = ?own.as_ref().map(|e| e.slot), "backlog: fleet grown");
-            *self.adopted.lock().expect("adopted slot") = own;
-        })
     }
 }
 

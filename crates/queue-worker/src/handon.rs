@@ -13,12 +13,17 @@
 //! succeeds resets the count.
 
 use tickwork::clock::Millis;
+use tickwork::queue::QueueConfig;
 
 /// Failed drains in a row after which no successor is started (the safety poll takes over).
 pub const MAX_FAILED_LINKS: u32 = 3;
 
 /// How long the successor of the `n`-th failed drain in a row waits before its first request.
 pub const FAILED_BACKOFF_MS: [Millis; MAX_FAILED_LINKS as usize] = [5_000, 20_000, 60_000];
+
+/// Most retry instants one hand-on carries: a drain event stays small (Lambda's asynchronous
+/// payload limit is 256 KB; this is under 1 KB).
+pub const HANDED_RETRIES: usize = 60;
 
 /// What a successor drain is started with, beside its slot.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -33,7 +38,7 @@ pub struct Link {
 
 /// The link a drain ending at `now` hands on, or `None` to start no successor. `failed`: the
 /// drain stopped on a request that failed; `work_left`: it stopped at its deadline with ready work
-/// it did not take; `retry_at`: the retries it hands on ([`crate::drain::handed_retries`]);
+/// it did not take; `retry_at`: the retries it hands on ([`handed_retries`]);
 /// `failures`: the failed drains in a row before it. Pure.
 pub fn next_link(failed: bool, work_left: bool, retry_at: &[Millis], failures: u32, now: Millis) -> Option<Link> {
     if !failed {
@@ -51,6 +56,56 @@ pub fn wait_ms(link: &Link, now: Millis, budget_ms: Millis) -> Millis {
         Some(at) if at - now < budget_ms / 2 => (at - now).max(0),
         _ => 0,
     }
+}
+
+/// The retries a drain hands on from those it could not stay for (`pending`): only those a
+/// successor, with a budget as long as this invocation's (`full_budget` ms), can stay for — a
+/// later one (a backoff configured past a whole invocation) is left to the safety poll, as
+/// handed on it would start successors that each end at once until it fell due — each rounded
+/// up to its whole second and once. Past [`HANDED_RETRIES`] seconds, the rest are represented by
+/// the last: those between run when it falls due (the feed polls every ready item then). Pure.
+pub fn handed_retries(pending: &[Millis], now: Millis, full_budget: Millis) -> Vec<Millis> {
+    let mut secs: Vec<Millis> = pending
+        .iter()
+        .filter(|at| **at - now < full_budget)
+        .map(|at| at.div_euclid(1000) * 1000 + if at.rem_euclid(1000) > 0 { 1000 } else { 0 })
+        .collect();
+    secs.sort_unstable();
+    secs.dedup();
+    if secs.len() > HANDED_RETRIES {
+        let last = *secs.last().expect("non-empty");
+        secs.truncate(HANDED_RETRIES - 1);
+        secs.push(last);
+    }
+    secs
+}
+
+/// The instants a drain stopped by its budget names for the items still in its hands (each by
+/// its `attempts`), when it hands on before their last units end: if a unit of one fails, its
+/// settle, written by the invocation's deadline (`deadline_ms`), puts the item back
+/// `backoff(attempts)` after it, so the successor that polls again at that instant finds it ready.
+/// An item on its last attempt is dead-lettered, not retried. Pure.
+pub fn in_hand_retries(attempts: impl IntoIterator<Item = u32>, deadline_ms: Millis, q: &QueueConfig) -> Vec<Millis> {
+    attempts
+        .into_iter()
+        .filter(|a| *a < q.max_attempts)
+        .map(|a| deadline_ms + q.backoff(a).as_millis() as Millis)
+        .collect()
+}
+
+/// What a drain hands on at its end beyond the `early` link it handed when its budget ended
+/// ([`crate::growing`]): `late` ([`next_link`]) less what the early successor already covers —
+/// the work left, and every retry due no later than the last instant it polls again at. A failed
+/// drain's link is handed whole: its backoff chain is its own. `None`: nothing more. Pure.
+pub fn beyond(late: Option<Link>, early: Option<&Link>) -> Option<Link> {
+    let late = late?;
+    let Some(early) = early else { return Some(late) };
+    if late.failures > 0 {
+        return Some(late);
+    }
+    let last = early.retry_at_ms.iter().max();
+    let rest: Vec<Millis> = late.retry_at_ms.iter().copied().filter(|at| last.is_none_or(|m| at > m)).collect();
+    (!rest.is_empty()).then_some(Link { retry_at_ms: rest, ..late })
 }
 
 #[cfg(test)]
@@ -91,5 +146,43 @@ mod tests {
         assert_eq!(wait_ms(&l, NOW + 30_000, 295_000), 0, "already past");
         assert_eq!(wait_ms(&l, NOW, 30_000), 0, "a wait over half the budget is not made");
         assert_eq!(wait_ms(&Link::default(), NOW, 295_000), 0);
+    }
+
+    #[test]
+    fn retries_are_handed_on_within_a_successors_budget() {
+        assert_eq!(
+            handed_retries(&[80_000, 3_600_000], 0, 285_000),
+            [80_000],
+            "past a whole invocation: the safety poll"
+        );
+        assert_eq!(handed_retries(&[1_200, 1_900, 2_000, 500], 0, 285_000), [1_000, 2_000]);
+        let many: Vec<Millis> = (0..200).map(|s| s * 1000 + 1).collect();
+        let h = handed_retries(&many, 0, 285_000);
+        assert_eq!(h.len(), HANDED_RETRIES);
+        assert_eq!(h[0], 1000);
+        assert_eq!(*h.last().unwrap(), 200_000, "the last stands for those left out");
+    }
+
+    #[test]
+    fn items_in_hand_at_the_stop_are_polled_for_a_backoff_after_the_deadline() {
+        let q = QueueConfig { backoff_base: std::time::Duration::from_secs(10), max_attempts: 3, ..Default::default() };
+        let at = in_hand_retries([1, 2, 3], NOW, &q);
+        assert_eq!(at, [NOW + q.backoff(1).as_millis() as Millis, NOW + q.backoff(2).as_millis() as Millis]);
+        assert!(at[0] > NOW, "after the deadline, when the settle is written at the latest");
+    }
+
+    #[test]
+    fn a_drain_that_handed_on_at_its_stop_hands_on_only_what_that_link_did_not_cover() {
+        let early = Link { retry_at_ms: vec![NOW + 5_000], ..Link::default() };
+        assert_eq!(beyond(None, Some(&early)), None);
+        let late = Link { retry_at_ms: vec![NOW + 2_000, NOW + 5_000], ..Link::default() };
+        assert_eq!(beyond(Some(late.clone()), Some(&early)), None, "polled again at 5 s: both found");
+        assert_eq!(beyond(Some(late.clone()), None), Some(late), "no early successor: all of it");
+        let later = Link { retry_at_ms: vec![NOW + 2_000, NOW + 9_000], ..Link::default() };
+        assert_eq!(beyond(Some(later), Some(&early)).unwrap().retry_at_ms, [NOW + 9_000]);
+        let work = Link::default();
+        assert_eq!(beyond(Some(work.clone()), Some(&Link::default())), None, "work left: the successor takes it");
+        let failed = Link { failures: 1, not_before_ms: Some(NOW + 5_000), ..Link::default() };
+        assert_eq!(beyond(Some(failed.clone()), Some(&early)), Some(failed), "a failure's chain is its own");
     }
 }

@@ -28,6 +28,7 @@ pub mod config;
 pub mod drain;
 mod feed;
 pub mod fleet;
+pub mod growing;
 pub mod handon;
 pub mod registry;
 mod report;
@@ -245,9 +246,9 @@ async fn run(deps: &Deps, event: &Value, deadline_ms: Millis) -> Result<Report, 
     let Some(fleet) = &deps.fleet else {
         return Ok(drain(&deps.queue, &deps.handlers, &owner, &budget, &deps.cfg).await?);
     };
-    let grow = fleet::Growing::new(fleet, slot.as_ref().map(|e| e.slot));
-    let link = slot.as_ref().map(|e| e.link.clone()).unwrap_or_default();
     let full_budget = deadline_ms - started_ms - deps.cfg.stop_before().as_millis() as i64;
+    let grow = fleet::Growing::new(fleet, slot.clone(), full_budget);
+    let link = slot.as_ref().map(|e| e.link.clone()).unwrap_or_default();
     // A failed predecessor's backoff (handon): its fault has had time to pass.
     let wait = handon::wait_ms(&link, started_ms, full_budget);
     if wait > 0 {
@@ -266,13 +267,23 @@ async fn run(deps: &Deps, event: &Value, deadline_ms: Millis) -> Result<Report, 
     // starts one in any free slot for the same reasons. A failed drain still fails its
     // invocation: the error is on the `Errors` alarm and in the failed-ticks queue.
     let now = deps.clock.now_ms();
-    let retry_at = drain::handed_retries(&r.retry_at_ms, now, full_budget);
+    let retry_at = handon::handed_retries(&r.retry_at_ms, now, full_budget);
     let next = handon::next_link(failed.is_some(), r.work_left, &retry_at, link.failures, now);
-    let handed = match slot.or_else(|| grow.adopted()) {
-        Some(ev) => fleet.end_slot_with(&ev, next.as_ref()).await,
-        None => match &next {
-            Some(l) => fleet.hand_on_any(l).await,
-            None => false,
+    let handed = match grow.early() {
+        // Handed on when the budget ended (`growing`): only what that link did not cover.
+        Some(early) => {
+            let more = match handon::beyond(next, early.handed.as_ref()) {
+                Some(l) => fleet.hand_on_any(&l).await,
+                None => false,
+            };
+            early.handed.is_some() || more
+        }
+        None => match grow.own() {
+            Some(ev) => fleet.end_slot_with(&ev, next.as_ref()).await,
+            None => match &next {
+                Some(l) => fleet.hand_on_any(l).await,
+                None => false,
+            },
         },
     };
     if let Some(e) = failed {
