@@ -82,6 +82,7 @@ mod burst;
 mod control;
 mod delivery;
 mod scale;
+mod server_time;
 mod startup;
 mod writes;
 

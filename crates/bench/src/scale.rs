@@ -11,11 +11,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
 use aws_config::SdkConfig;
-use aws_smithy_runtime_api::client::http::{
-    HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpClient, SharedHttpConnector,
-};
-use aws_smithy_runtime_api::client::orchestrator::HttpRequest;
-use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use tickctl::boundary::{predict_on, BoundaryInput};
 use tickwork::budget::Unlimited;
 use tickwork::clock::{ManualClock, SharedClock};
@@ -26,6 +21,7 @@ use tickwork::schema::{self, control_table};
 use tickwork::tenants::{tenants_table, Position, Tenant, Tenants};
 use tickwork::Db;
 use tickwork_lambda::Tick;
+use tickwork_tests::slow::{Delay, Log, Slow};
 
 const TENANTS: usize = 320;
 const SHARDS: u32 = 16;
@@ -34,46 +30,16 @@ const LATENCY_MS: u64 = 500;
 const WORKERS: [u32; 5] = [1, 2, 4, 8, 16];
 const ZONE: &str = "Asia/Tokyo";
 
-/// Waits a fixed time before each request is sent, asynchronously (the workers' other requests
-/// go on meanwhile): the SDK's own HTTP client behind a delay.
-#[derive(Debug)]
-struct Slow {
-    inner: SharedHttpClient,
-    delay: Duration,
-}
-
-#[derive(Debug)]
-struct SlowConnector {
-    inner: SharedHttpConnector,
-    delay: Duration,
-}
-
-impl HttpConnector for SlowConnector {
-    fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
-        let (inner, delay) = (self.inner.clone(), self.delay);
-        HttpConnectorFuture::new(async move {
-            tokio::time::sleep(delay).await;
-            inner.call(request).await
-        })
-    }
-}
-
-impl HttpClient for Slow {
-    fn http_connector(&self, settings: &HttpConnectorSettings, components: &RuntimeComponents) -> SharedHttpConnector {
-        SharedHttpConnector::new(SlowConnector {
-            inner: self.inner.http_connector(settings, components),
-            delay: self.delay,
-        })
-    }
-}
-
 pub(crate) fn db(sdk: &SdkConfig, latency: Duration) -> Db {
+    sized_db(sdk, Delay::fixed(latency), None)
+}
+
+/// A client whose every request is late by `delay` for its size ([`tickwork_tests::slow`]), kept
+/// in `log` when given.
+pub(crate) fn sized_db(sdk: &SdkConfig, delay: Delay, log: Option<Log>) -> Db {
     let b = aws_sdk_dynamodb::config::Builder::from(sdk)
         .retry_partition(aws_sdk_dynamodb::config::retry::RetryPartition::new(format!("scale-{}", fastrand::u64(..))));
-    // Plain HTTP to the local server (the SDK's default client resolves lazily, so it is built
-    // here to be wrapped).
-    let inner = sdk.http_client().unwrap_or_else(|| aws_smithy_http_client::Builder::new().build_http());
-    let b = b.http_client(Slow { inner, delay: latency });
+    let b = b.http_client(Slow::sized(sdk, delay, log));
     Db::new(aws_sdk_dynamodb::Client::from_conf(b.build()), Meter::new(CapacitySource::Estimate))
 }
 

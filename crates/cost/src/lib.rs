@@ -12,6 +12,7 @@
 
 pub mod bill;
 pub mod boundary;
+pub mod burst;
 pub mod control;
 pub mod cost;
 pub mod delivery;

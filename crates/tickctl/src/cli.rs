@@ -212,6 +212,15 @@ pub struct CostArgs {
     /// take during a burst: a new on-demand table's 12,000, or their warm throughput.
     #[arg(long, default_value_t = 12_000, value_parser = clap::value_parser!(u32).range(1..=40_000))]
     pub table_rcu: u32,
+    /// With `--schedules`: a kilobyte on the wire, either way, adds this to a request, ms (an
+    /// assumption: DynamoDB publishes no figure; 0.1 is about 10 MB a second on a connection). A
+    /// 1,000-member page read is about 200 KB.
+    #[arg(long, default_value_t = tickctl::burst::PER_KB_MS, value_parser = per_kb_arg)]
+    pub latency_per_kb_ms: f64,
+    /// With `--schedules`: a tenant id's bytes (member pages, tenant reads and batch items grow
+    /// with it; a UUID is 36).
+    #[arg(long, default_value_t = tickctl::burst::TENANT_ID_BYTES, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub tenant_id_bytes: u64,
     /// With `--schedules`: fires due in the same minute, for the burst's time (a populous zone's
     /// 08:00).
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
@@ -392,4 +401,13 @@ pub enum SchedCmd {
         #[arg(long)]
         from: Option<String>,
     },
+}
+
+/// `--latency-per-kb-ms`: a time, at least 0 and at most a second a kilobyte.
+fn per_kb_arg(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{s:?} is not a number of milliseconds: {e}"))?;
+    if !(0.0..=1000.0).contains(&v) {
+        return Err(format!("{v} ms a kilobyte is outside 0 to 1000"));
+    }
+    Ok(v)
 }

@@ -3,7 +3,7 @@
 
 pub mod audit;
 // The cost model is a crate of its own (`tickwork-cost`); its modules keep their paths here.
-pub use tickwork_cost::{bill, boundary, cost, delivery, schedules, targets};
+pub use tickwork_cost::{bill, boundary, burst, cost, delivery, schedules, targets};
 pub mod control;
 pub mod deployed;
 pub mod function;

@@ -177,7 +177,9 @@ fn burst(env: &Env, a: &CostArgs, input: &CostInput) -> Result<render::Burst> {
         // A local hour falls on a quarter-hour tick in every zone: the tick fires it.
         start_ms: 0.0,
         latency_ms,
-        serial_ms: 0.0,
+        per_kb_ms: a.latency_per_kb_ms,
+        tenant_id_bytes: a.tenant_id_bytes,
+        server: tickctl::schedules::ServerTime::DYNAMODB,
         tenant_concurrency: sweep.tenant_concurrency as u32,
         fire_concurrency: sweep.fire_concurrency as u32,
         table_wcu: f64::from(a.control_table_wcu),

@@ -35,10 +35,12 @@ pub fn print_schedules(as_json: bool, s: &tickctl::schedules::SchedulesCost, b: 
     println!("  beside ${:.2} a month for one EventBridge Scheduler schedule per tenant", s.scheduler_month_usd);
     let (i, t) = (&b.input, &b.time);
     println!(
-        "a burst of {} fires in {} group(s) due at one local hour ({} ms a request, {} groups' members read at once in each of {} due shards, the tick at their instant, an invocation firing for {:.0} s, a tick every {:.0} s):",
+        "a burst of {} fires in {} group(s) due at one local hour ({} ms a request and {} ms a kilobyte on the wire at {}-byte tenant ids, {} groups' members read at once in each of {} due shards, the tick at their instant, an invocation firing for {:.0} s, a tick every {:.0} s):",
         i.fires,
         i.groups,
         i.latency_ms,
+        i.per_kb_ms,
+        i.tenant_id_bytes,
         i.fire_concurrency,
         tickwork::schedules::DUE_SHARDS,
         i.invocation_ms / 1000.0,
