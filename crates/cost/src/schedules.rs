@@ -340,6 +340,38 @@ pub fn month(tenants: u64, sample: u64, job: &str, prices: &Prices) -> Result<Sc
     })
 }
 
+/// A million fires' whole cost, US dollars: what the Scheduler's price covers (its invocation of
+/// a target) is the sweep's hand-over and the drains' delivery here, and a fire's handler then
+/// does its work (one write by the shipped handlers; a queue or a bus, its calls instead).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FullCost {
+    /// The sweep's DynamoDB units.
+    pub sweep_usd: f64,
+    /// The drains' delivery: their time, claims, settles and hand-ons.
+    pub delivery_usd: f64,
+    /// The handler's one write a fire, or the target's calls.
+    pub handler_usd: f64,
+    /// The three.
+    pub total_usd: f64,
+    /// The Scheduler's invocations beyond its free ones.
+    pub scheduler_usd: f64,
+}
+
+/// A million fires' [`FullCost`] from the sweep's units a fire (`per_fire`), the drains' cost of
+/// delivering `fires` (`delivery_usd`) and the handler's or target's cost of a million fires
+/// (`handler_usd`). Pure.
+pub fn full_cost(per_fire: &PerFire, delivery_usd: f64, fires: u64, handler_usd: f64, prices: &Prices) -> FullCost {
+    let sweep_usd = prices.units_usd(per_fire.rcu * 1e6, per_fire.wcu * 1e6);
+    let delivery_usd = delivery_usd / fires.max(1) as f64 * 1e6;
+    FullCost {
+        sweep_usd,
+        delivery_usd,
+        handler_usd,
+        total_usd: sweep_usd + delivery_usd + handler_usd,
+        scheduler_usd: prices.scheduler_million,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -360,5 +392,18 @@ mod tests {
         // distinct, its reads (a member Query and a tenant a fire) make it more.
         assert!(c.shared.month_usd < c.scheduler_month_usd / 4.0, "{c:?}");
         assert!(c.distinct.month_usd > c.scheduler_month_usd, "{c:?}");
+    }
+
+    #[test]
+    fn a_fires_whole_cost_is_its_hand_over_its_delivery_and_its_handlers_write() {
+        let p = Prices::default();
+        let fire = PerFire { requests: 0.01, rcu: 1.0, wcu: 0.04, month_usd: 0.0, storage_usd: 0.0 };
+        // A million fires' sweep: a million read units and 40,000 write units; the drains' $0.50
+        // for 500,000 fires is $1.00 a million; the handler's million writes.
+        let c = full_cost(&fire, 0.5, 500_000, p.units_usd(0.0, 1e6), &p);
+        assert!((c.sweep_usd - p.units_usd(1e6, 40_000.0)).abs() < 1e-12, "{c:?}");
+        assert!((c.delivery_usd - 1.0).abs() < 1e-12, "{c:?}");
+        assert!((c.total_usd - (c.sweep_usd + 1.0 + p.ddb_write_million)).abs() < 1e-12, "{c:?}");
+        assert_eq!(c.scheduler_usd, p.scheduler_million);
     }
 }

@@ -307,6 +307,11 @@ fn cost_prices_schedules_a_burst_and_a_target() {
     let t = &sized["burst"]["time"];
     assert!(near(&t["requests_ms"], 70_736.6, 0.1), "{t}");
     assert!((t["handover_ms"].as_f64().unwrap() - 1e6 / 12.0).abs() < 1e-6, "{t}");
+    // A million such fires whole, beside the Scheduler's $1.00 a million invocations: the sweep's
+    // units $0.153, the drains' $0.003, the handler's million writes $0.625.
+    let f = &sized["burst"]["full"];
+    assert!(near(&f["total_usd"], 0.781, 0.001) && near(&f["handler_usd"], 0.625, 1e-9), "{f}");
+    assert!(near(&f["scheduler_usd"], 1.0, 1e-9), "{f}");
     let warm = json(&tickctl(&p, &["--json", "cost", "--schedules", "--latency", "10ms", "--table-rcu", "40000"]));
     assert!(near(&warm["burst"]["time"]["handover_ms"], 70_736.6, 0.1), "{warm}");
     // A million distinct timers (docs/cost.md's table): on a new on-demand control table its
@@ -318,6 +323,8 @@ fn cost_prices_schedules_a_burst_and_a_target() {
     let t = &cold["burst"]["time"];
     assert_eq!((t["requests"].as_u64(), t["invocations"].as_u64()), (Some(1_100_042), Some(2)), "{t}");
     assert!((t["handover_ms"].as_f64().unwrap() - 562_500.0).abs() < 1e-3, "{t}");
+    // Every fire its own group: its record replaced, $1.65 a million of the sweep's; $2.29 whole.
+    assert!(near(&cold["burst"]["full"]["total_usd"], 2.285, 0.001), "{cold}");
     let warm = json(&tickctl(&p, &[&distinct[..], &["--latency", "50ms", "--control-table-wcu", "12000"]].concat()));
     let t = &warm["burst"]["time"];
     assert!(near(&t["handover_ms"], 290_562.5, 0.1) && t["in_flight"].as_u64() == Some(512), "{t}");

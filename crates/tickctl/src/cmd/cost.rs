@@ -48,7 +48,7 @@ pub fn run(env: &Env, as_json: bool, a: &CostArgs) -> Result<i32> {
         // A tick firing 10,000 schedules at once gives the per-fire cost of a large tick.
         let job = pulse_sweep::config::job(env)?;
         let s = tickctl::schedules::month(input.tenants as u64, 10_000, &job, &prices)?;
-        let burst = burst(env, a, &input)?;
+        let burst = burst(env, a, &input, &s, &prices)?;
         render::print_schedules(as_json, &s, &burst)?;
         return Ok(0);
     }
@@ -164,7 +164,13 @@ fn pulses_a_month(input: &CostInput) -> Result<f64> {
 /// `--burst` fires due in the same minute: the sweep's hand-over ([`tickctl::schedules::burst`],
 /// woken at the minute's end at worst) and the drains' delivery of the fires' batch items (one
 /// item a transaction of records).
-fn burst(env: &Env, a: &CostArgs, input: &CostInput) -> Result<render::Burst> {
+fn burst(
+    env: &Env,
+    a: &CostArgs,
+    input: &CostInput,
+    per_fire: &tickctl::schedules::SchedulesCost,
+    prices: &tickctl::bill::Prices,
+) -> Result<render::Burst> {
     use tickctl::delivery::predict;
     use tickctl::schedules::{burst, BurstInput};
     let latency_ms = cost::parse_interval(&a.latency).context("--latency")? as f64;
@@ -193,7 +199,21 @@ fn burst(env: &Env, a: &CostArgs, input: &CostInput) -> Result<render::Burst> {
     let per_item = (a.burst / b.groups).clamp(pulse_sweep::FIRE_CHUNK as u64, pulse_sweep::MEMBER_PAGE as u64);
     let d = drains_input(env, a, a.burst, per_item, t.handover_ms, latency_ms, invoke_ms)?;
     let delivery = predict(&d);
-    Ok(render::Burst { input: b, time: t, done_ms: delivery.done_ms, target_ms, delivery: d })
+    // A fire's whole cost beside the Scheduler's: the sweep's units (one group, or a group each
+    // when most fires are their own), the drains', and the handler's one write or the target's
+    // calls.
+    let sweep = if b.groups * 2 > b.fires { &per_fire.distinct } else { &per_fire.shared };
+    let drains_usd = tickctl::delivery::burst_usd(&d, &delivery, tickctl::bill::Stack::default().memory_mb, prices);
+    let batch = queue_worker::targets::function::function_batch(env)? as u64;
+    let handler_usd = match a.deliver_to {
+        TargetKind::Rust => prices.units_usd(0.0, 1e6),
+        kind => {
+            let calls = tickctl::targets::month(kind, 1e6, tickctl::targets::PULSE_UNIT_BYTES, batch, prices).usd;
+            calls + if kind == TargetKind::Function { prices.units_usd(0.0, 1e6) } else { 0.0 }
+        }
+    };
+    let full = tickctl::schedules::full_cost(sweep, drains_usd, a.burst.max(1), handler_usd, prices);
+    Ok(render::Burst { input: b, time: t, done_ms: delivery.done_ms, target_ms, delivery: d, full })
 }
 
 /// How long one sweep invocation works: the functions' own reading of timeout and margin (bounds,

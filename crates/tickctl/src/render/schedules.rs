@@ -14,6 +14,8 @@ pub struct Burst {
     pub done_ms: f64,
     /// The target it is held to, ms (`--target`).
     pub target_ms: f64,
+    /// A million such fires' whole cost, beside the Scheduler's.
+    pub full: tickctl::schedules::FullCost,
 }
 
 pub fn print_schedules(as_json: bool, s: &tickctl::schedules::SchedulesCost, b: &Burst) -> anyhow::Result<()> {
@@ -89,6 +91,11 @@ pub fn print_schedules(as_json: bool, s: &tickctl::schedules::SchedulesCost, b: 
             let why = bounds.iter().max_by(|a, b| a.0.total_cmp(&b.0)).map_or("", |b| b.1);
             format!("NOT within {:.0} s: bound by {why}", b.target_ms / 1000.0)
         }
+    );
+    let f = &b.full;
+    println!(
+        "  a million such fires, whole: ${:.3} (the sweep's units ${:.3}, the drains' delivery ${:.3}, the handler's one write or the target's calls ${:.3}), beside the Scheduler's ${:.2} a million invocations with its target's work on top",
+        f.total_usd, f.sweep_usd, f.delivery_usd, f.handler_usd, f.scheduler_usd
     );
     Ok(())
 }
