@@ -200,20 +200,22 @@ impl queue_worker::Handler for Flaky {
 /// second retry falls due past the first drain's budget: only the hand-on reaches it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_on_a_quiet_queue_runs_at_its_backoff() {
-    retry_on_a_quiet_queue(Duration::ZERO).await
+    retry_on_a_quiet_queue(Duration::ZERO, Duration::from_millis(1000)).await
 }
 
 /// [`a_retry_on_a_quiet_queue_runs_at_its_backoff`] with every request of the worker 400 ms late
 /// (a table slow for a moment, or the local server under the whole suite). The margin of 200 ms
 /// holds no such request: a hand-on after the last settles was cut off at the deadline (shown
 /// failing so: attempt 3 never ran), where one started when the budget ends has the handler
-/// timeout and the margin, 1.2 s, for its release, acquire and Invoke (`queue_worker::growing`).
+/// timeout and the margin, here 2.2 s, for its release, acquire and Invoke
+/// (`queue_worker::growing`). (With a 1 s handler timeout, 1.2 s held the two slow writes alone
+/// but not under the whole suite's load.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_on_a_quiet_queue_runs_at_its_backoff_on_a_slow_table() {
-    retry_on_a_quiet_queue(Duration::from_millis(400)).await
+    retry_on_a_quiet_queue(Duration::from_millis(400), Duration::from_millis(2000)).await
 }
 
-async fn retry_on_a_quiet_queue(delay: Duration) {
+async fn retry_on_a_quiet_queue(delay: Duration, handler_timeout: Duration) {
     let local = Local::new().await;
     let control = local.control().await;
     let table = local.table(&queue_table()).await;
@@ -249,7 +251,7 @@ async fn retry_on_a_quiet_queue(delay: Duration) {
     let cfg = queue_worker::WorkerConfig {
         concurrency: 8,
         drains: 2,
-        handler_timeout: Duration::from_millis(1000),
+        handler_timeout,
         margin: Duration::from_millis(200),
         ..Default::default()
     };

@@ -210,7 +210,7 @@ async fn worker_scenarios(local: &Local) -> (Recorder, Tables) {
     let many: Vec<NewItem> =
         (0..40).map(|i| NewItem { due_ms: now, ..item(&format!("many{i}"), "pulse", "{}") }).collect();
     admin.enqueue_many(&many, 4).await.unwrap();
-    let grow = queue_worker::fleet::Growing::new(&fleet, None, 60_000);
+    let grow = queue_worker::growing::Growing::new(&fleet, None, 60_000);
     // Polls of four keys: a shard with four ready items is a full page, which wants two drains:
     // this one (in a slot it takes) and one it starts.
     let small = queue_worker::WorkerConfig { batch: 4, ..Default::default() };

@@ -71,7 +71,7 @@ async fn a_target_throttled_for_a_minute_loses_no_unit_and_dead_letters_none() {
             &unique("w"),
             &budget,
             &cfg,
-            &queue_worker::fleet::NoFleet,
+            &queue_worker::growing::NoFleet,
             &retry_at,
         )
         .await;

@@ -156,6 +156,7 @@ async fn case(sdk: &SdkConfig, what: &'static str, groups: u64) -> Result<Line> 
         latency_ms: LATENCY_MS as f64,
         per_kb_ms: PER_KB_US as f64 / 1000.0,
         tenant_id_bytes: TENANT_ID_BYTES,
+        one_off: false,
         server,
         tenant_concurrency: cfg.tenant_concurrency as u32,
         fire_concurrency: cfg.fire_concurrency as u32,

@@ -96,6 +96,12 @@ pub mod size {
         Wire { sent: 1_000.0 + 100.0 * groups as f64 + (5.0 + id) * units as f64, got: 53.0 }
     }
 
+    /// A one-off page's deletes in its transaction: each fired member's membership and
+    /// definition, conditioned on its version.
+    pub fn one_off_deletes(members: u64, id: f64) -> f64 {
+        2.0 * (150.0 + id) * members as f64
+    }
+
     /// A BatchWriteItem of `n` successors' puts (350 bytes each).
     pub fn puts(n: u64) -> Wire {
         Wire { sent: 100.0 + 350.0 * n as f64, got: 176.0 }
@@ -125,6 +131,11 @@ pub struct BurstInput {
     pub per_kb_ms: f64,
     /// A tenant id's bytes: the member pages, tenant reads and batch items grow with it.
     pub tenant_id_bytes: u64,
+    /// The groups are one-off (`at <instant>`) groups, a campaign's: fired as the sweep fires them
+    /// today, [`pulse_sweep::ONE_OFF_PAGE`] members a page, each page after its head's joins are
+    /// read, each fired member's membership and definition deleted in its page's transaction.
+    #[serde(default)]
+    pub one_off: bool,
     /// A server's own time a request that does not overlap: [`ServerTime::DYNAMODB`]; a local
     /// server that serves one request at a time (moto) is measured for the benchmark.
     pub server: ServerTime,
@@ -172,7 +183,12 @@ pub struct BurstTime {
     /// partition, of at most 1,000 write units a second; the shards fire at once, so the busiest
     /// partition sets it.
     pub partition_floor_ms: f64,
-    /// The control table's write units the burst spends (its groups' records).
+    /// The least time the largest one-off group's member partition allows, ms: each fired
+    /// member's membership deleted in a transaction (2 write units) in its group's one member
+    /// partition, at most 1,000 units a second.
+    pub member_floor_ms: f64,
+    /// The control table's write units the burst spends (its groups' records; a one-off's
+    /// members' and definitions' deletes).
     pub write_units: f64,
     /// The least time the control table's write throughput allows ([`BurstInput::table_wcu`]), ms.
     pub table_floor_ms: f64,
@@ -192,6 +208,11 @@ pub struct BurstTime {
 /// [`pulse_sweep::FIRE_CHUNK`] groups).
 pub const DUE_WCU_PER_GROUP: f64 = 2.0 + 2.0 / pulse_sweep::FIRE_CHUNK as f64;
 
+/// Write units of a small item deleted in a transaction (DynamoDB bills a transactional write
+/// twice: "Capacity for transactions", Developer Guide): a fired one-off member's membership, and
+/// its definition.
+pub const ONE_OFF_MEMBER_DELETE_WCU: f64 = 2.0;
+
 /// The sweep's part of a burst, from its own paging (pure): per page of due records a Query, each
 /// group's first page of members (`fire_concurrency` Queries at once), their tenants 100 keys a
 /// BatchGetItem (`tenant_concurrency` at once), a transaction per [`pulse_sweep::FIRE_CHUNK`]
@@ -204,12 +225,23 @@ pub const DUE_WCU_PER_GROUP: f64 = 2.0 + 2.0 / pulse_sweep::FIRE_CHUNK as f64;
 /// shard's in turn. Not modelled: the calendar groups the same invocation sweeps first (at a
 /// local hour that is not midnight, a tick with no boundary: a read).
 pub fn burst(b: &BurstInput) -> BurstTime {
-    use size::{deletes, due_page, member_page, puts, tenants, transaction, SMALL};
+    use size::{deletes, due_page, member_page, one_off_deletes, puts, tenants, transaction, SMALL};
     let page = pulse_sweep::FIRE_PAGE as u64;
-    let mpage = pulse_sweep::MEMBER_PAGE as u64;
+    let id = b.tenant_id_bytes as f64;
+    let mpage = if b.one_off { pulse_sweep::ONE_OFF_PAGE } else { pulse_sweep::MEMBER_PAGE } as u64;
+    // A one-off page's transaction deletes its members too; each of its pages reads its head's
+    // joins first (the group may be retired at any page).
+    let txn = |groups: u64, units: u64| {
+        let w = transaction(groups, units, id);
+        if b.one_off {
+            Wire { sent: w.sent + one_off_deletes(units, id), ..w }
+        } else {
+            w
+        }
+    };
+    let heads = u64::from(b.one_off);
     let chunk = pulse_sweep::FIRE_CHUNK as u64;
     let shards = u64::from(tickwork::schedules::DUE_SHARDS);
-    let id = b.tenant_id_bytes as f64;
     let groups = b.groups.clamp(1, b.fires.max(1));
     // Groups as even as the fires allow: `big` of them one member more.
     let (small, big) = (b.fires / groups, b.fires % groups);
@@ -256,11 +288,13 @@ pub fn burst(b: &BurstInput) -> BurstTime {
             seen += r;
             let firsts: Vec<u64> = members.iter().map(|m| (*m).min(mpage)).collect();
             let first: u64 = firsts.iter().sum();
-            // Each group's first member page, `f` at once: a round as long as its largest.
+            // Each group's first member page (a one-off's after its head), `f` at once: a round
+            // as long as its largest.
             for (i, m) in firsts.iter().enumerate() {
+                sent(&mut t, heads, SMALL, false);
                 sent(&mut t, 1, member_page(*m, id), true);
                 if i as u64 % f == 0 {
-                    shard += round(member_page(*m, id));
+                    shard += heads as f64 * round(SMALL) + round(member_page(*m, id));
                 }
             }
             // Their tenants, 100 a BatchGetItem, `c` at once.
@@ -271,11 +305,12 @@ pub fn burst(b: &BurstInput) -> BurstTime {
             // chunk), their successors put before it 25 a request, its fired records deleted after
             // it 25 a request, each a round of requests at once.
             let txns = r.div_ceil(chunk);
-            let per_txn = transaction(r.div_ceil(txns), first.div_ceil(txns), id);
+            let per_txn = txn(r.div_ceil(txns), first.div_ceil(txns));
             sent(&mut t, txns, per_txn, false);
             shard += txns as f64 * round(per_txn);
-            // (A group larger than a page puts its successor with its last page.)
-            let single = members.iter().filter(|m| **m < mpage).count() as u64;
+            // (A group larger than a page puts its successor with its last page; a one-off
+            // group has none, and its record goes in its last page's transaction.)
+            let single = if b.one_off { 0 } else { members.iter().filter(|m| **m < mpage).count() as u64 };
             for part in std::iter::repeat_n(chunk, (single / chunk) as usize).chain(std::iter::once(single % chunk)) {
                 let requests = part.div_ceil(25);
                 let rounds = requests.div_ceil(AT_ONCE) as f64;
@@ -291,14 +326,16 @@ pub fn burst(b: &BurstInput) -> BurstTime {
                     let left = (m - j * mpage).min(mpage);
                     t.member_pages += 1;
                     let gets = left.div_ceil(100);
+                    sent(&mut t, heads, SMALL, false);
                     sent(&mut t, 1, member_page(left, id), true);
                     sent(&mut t, gets, tenants(100.min(left), id), false);
-                    sent(&mut t, 1, transaction(1, left, id), false);
-                    shard += round(member_page(left, id))
+                    sent(&mut t, 1, txn(1, left), false);
+                    shard += heads as f64 * round(SMALL)
+                        + round(member_page(left, id))
                         + gets.div_ceil(c) as f64 * round(tenants(100.min(left), id))
-                        + round(transaction(1, left, id));
+                        + round(txn(1, left));
                     // The last page's successor put too, and its record's delete after it.
-                    if j == m / mpage {
+                    if j == m / mpage && !b.one_off {
                         sent(&mut t, 1, puts(1), false);
                         sent(&mut t, 1, deletes(1), false);
                         shard += round(puts(1)) + round(deletes(1));
@@ -319,14 +356,21 @@ pub fn burst(b: &BurstInput) -> BurstTime {
     t.requests_ms = work_ms;
     // Every shard's partition takes its own groups' writes, the shards at once.
     let busiest = groups.div_ceil(shards);
-    t.partition_floor_ms = busiest as f64 * DUE_WCU_PER_GROUP / crate::boundary::PARTITION_MAX_WCU_PER_SEC * 1000.0;
+    let per_sec = crate::boundary::PARTITION_MAX_WCU_PER_SEC;
+    t.partition_floor_ms = busiest as f64 * DUE_WCU_PER_GROUP / per_sec * 1000.0;
     t.write_units = groups as f64 * DUE_WCU_PER_GROUP;
+    if b.one_off {
+        // Each fired member's membership and definition deleted in a transaction: 2 units each.
+        let largest = small + u64::from(big > 0);
+        t.member_floor_ms = largest as f64 * ONE_OFF_MEMBER_DELETE_WCU / per_sec * 1000.0;
+        t.write_units += b.fires as f64 * 2.0 * ONE_OFF_MEMBER_DELETE_WCU;
+    }
     t.table_floor_ms = t.write_units / b.table_wcu.max(1.0) * 1000.0;
     t.read_units = (t.member_pages as f64).max(b.fires as f64);
     t.read_floor_ms = t.read_units / b.table_rcu.max(1.0) * 1000.0;
     t.in_flight = f * shards;
     // Requests faster than the partitions or the tables take them are throttled down to them.
-    let work_ms = work_ms.max(t.partition_floor_ms).max(t.table_floor_ms).max(t.read_floor_ms);
+    let work_ms = work_ms.max(t.partition_floor_ms).max(t.member_floor_ms).max(t.table_floor_ms).max(t.read_floor_ms);
     let window = b.invocation_ms.max(1.0);
     let extra = (work_ms / window).ceil().max(1.0) - 1.0;
     t.invocations = extra as u64 + 1;
@@ -349,6 +393,7 @@ mod tests {
             latency_ms: 10.0,
             per_kb_ms: 0.0,
             tenant_id_bytes: 36,
+            one_off: false,
             server: ServerTime::DYNAMODB,
             tenant_concurrency: 8,
             fire_concurrency: 8,
@@ -474,5 +519,26 @@ mod tests {
         let w = Wire { sent: 2048.0, got: 1024.0 };
         let per_kb = ServerTime { sent_per_kb_ms: 1.0, got_per_kb_ms: 3.0, ..ServerTime::DYNAMODB };
         assert_eq!(per_kb.of(w, false), 2.0 + 3.0);
+    }
+
+    #[test]
+    fn a_one_off_campaign_of_a_million_is_paged_forty_a_transaction_and_waits_on_its_member_partition() {
+        assert_eq!(pulse_sweep::ONE_OFF_PAGE, 40, "the figures below");
+        let m = burst(&BurstInput { one_off: true, ..burst_of(1_000_000, 1) });
+        // 25,000 pages of 40 and an empty one; each its head's joins, a member Query, a
+        // BatchGetItem of its tenants (none for the empty one) and a transaction: 100,003 with the
+        // shard's first record, lease and due page, and the 4 around the shards.
+        assert_eq!(m.member_pages, 25_001);
+        assert_eq!(m.requests, 8 + 2 + 1 + 4 + 25_000 * 4 - 1 + 3);
+        // Every fired member's membership deleted in a transaction (2 units) in its group's one
+        // member partition: 2,000 s at 1,000 units a second; its definition too, 4 million units
+        // in the table.
+        assert!((m.member_floor_ms - 2_000_000.0).abs() < 1e-6, "{m:?}");
+        assert!((m.write_units - (4_000_000.0 + DUE_WCU_PER_GROUP)).abs() < 1e-6, "{m:?}");
+        assert!(m.handover_ms >= m.member_floor_ms, "{m:?}");
+        // The same million in a recurring group: a thousand a page, a hundredth of the requests.
+        let daily = burst(&burst_of(1_000_000, 1));
+        assert_eq!(daily.member_floor_ms, 0.0);
+        assert!(m.requests > 8 * daily.requests, "{} vs {}", m.requests, daily.requests);
     }
 }

@@ -56,8 +56,8 @@ use tickwork::queue::{Claim, Job, Queue, QueueError, Settle};
 
 use crate::config::WorkerConfig;
 use crate::feed::{take, Feed, TakeRun};
-use crate::fleet::{Grow, NoFleet};
-use crate::handon::in_hand_retries;
+use crate::growing::{Grow, NoFleet};
+use crate::handon::{in_hand_retries, InHand};
 use crate::registry::{HandlerError, Registry};
 use crate::report::tally;
 pub use crate::report::Report;
@@ -84,6 +84,22 @@ pub async fn drain(
 
 type UnitRun<'a> = BoxFuture<'a, (u64, Vec<(String, UnitEnd)>)>;
 type SettleRun<'a> = BoxFuture<'a, Result<Settled, QueueError>>;
+type Tracked<'a> = BoxFuture<'a, (u64, Result<Settled, QueueError>)>;
+
+/// A settle named by `n`, so that it is known to be in flight until it ends.
+fn tracked(n: u64, run: SettleRun<'_>) -> Tracked<'_> {
+    Box::pin(async move { (n, run.await) })
+}
+
+/// What a held item may yet send back when the budget ends (its running units may fail; its
+/// unstarted ones go back). Pure.
+fn in_hand(h: &Held) -> InHand {
+    InHand {
+        attempts: h.job.attempts,
+        may_fail: h.running > 0 || h.ends.iter().any(|(_, e)| !matches!(e, UnitEnd::Done)),
+        refunds: h.unstarted() > 0,
+    }
+}
 
 /// [`drain`], asking `fleet` to grow when a poll shows a backlog.
 pub async fn drain_with(
@@ -137,7 +153,10 @@ async fn drain_as(
     let mut held: BTreeMap<u64, Held> = BTreeMap::new();
     let mut next_id = 0u64;
     let mut running: FuturesUnordered<UnitRun<'_>> = FuturesUnordered::new();
-    let mut settling: FuturesUnordered<SettleRun<'_>> = FuturesUnordered::new();
+    let mut settling: FuturesUnordered<Tracked<'_>> = FuturesUnordered::new();
+    // What each settle in flight may send back ([`InHand`]), for a hand-on at the budget's end.
+    let mut in_settle: BTreeMap<u64, InHand> = BTreeMap::new();
+    let mut next_settle = 0u64;
     let mut growing: FuturesUnordered<BoxFuture<'_, ()>> = FuturesUnordered::new();
     let mut stopping = false;
     // Every retry instant this drain scheduled (or was started for) not yet waited for.
@@ -160,10 +179,12 @@ async fn drain_as(
             let work_left =
                 taking.is_some() || feed.as_ref().is_some_and(Feed::more) || held.values().any(|h| h.unstarted() > 0);
             let deadline = now + cfg.stop_before().as_millis() as Millis;
-            let may_retry =
-                held.values().filter(|h| h.running > 0 || h.ends.iter().any(|(_, e)| !matches!(e, UnitEnd::Done)));
+            // A claim in flight comes back at once, its units unstarted.
+            let claiming = taking.as_ref().map(|_| InHand { attempts: 0, may_fail: false, refunds: true });
+            let hands: Vec<InHand> =
+                held.values().map(in_hand).chain(in_settle.values().copied()).chain(claiming).collect();
             let mut retries: Vec<Millis> = retry_due.iter().copied().collect();
-            retries.extend(in_hand_retries(may_retry.map(|h| h.job.attempts), deadline, queue.config()));
+            retries.extend(in_hand_retries(&hands, deadline, queue.config()));
             growing.push(fleet.hand_on_at_stop(work_left, retries, now));
         }
         // Step 2: fill the handler slots.
@@ -220,7 +241,9 @@ async fn drain_as(
             .collect();
         for id in through {
             let h = held.remove(&id).expect("held");
-            settling.push(settle_tried(queue, h, budget));
+            in_settle.insert(next_settle, in_hand(&h));
+            settling.push(tracked(next_settle, settle_tried(queue, h, budget)));
+            next_settle += 1;
         }
         if running.is_empty() && settling.is_empty() && taking.is_none() && growing.is_empty() {
             let f = feed.as_mut().expect("the feed is home");
@@ -266,7 +289,8 @@ async fn drain_as(
                     None => limit.passed(),
                 }
             }
-            Some(s) = settling.next(), if !settling.is_empty() => {
+            Some((done, s)) = settling.next(), if !settling.is_empty() => {
+                in_settle.remove(&done);
                 let s = match s {
                     Ok(s) => s,
                     Err(e) => {
@@ -313,7 +337,10 @@ async fn drain_as(
                             r.claims_ahead += 1;
                         }
                         if let Some(s) = admit(queue, job, &mut held, &mut next_id) {
-                            settling.push(s);
+                            // Dead-lettered or split: whatever comes back is ready at once.
+                            in_settle.insert(next_settle, InHand { attempts: 0, may_fail: false, refunds: true });
+                            settling.push(tracked(next_settle, s));
+                            next_settle += 1;
                         }
                     }
                     Some(Claim::Taken) => unreachable!("a take tries candidates until one is claimed"),

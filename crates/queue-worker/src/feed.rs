@@ -12,7 +12,7 @@ use futures::future::BoxFuture;
 use tickwork::budget::Budget;
 use tickwork::queue::{Candidate, Claim, Queue, QueueError, PAUSE_PREFIX};
 
-use crate::fleet::Grow;
+use crate::growing::Grow;
 
 pub(crate) type TakeRun<'a> = BoxFuture<'a, (Feed, Result<Option<Claim>, QueueError>)>;
 

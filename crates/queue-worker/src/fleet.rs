@@ -35,7 +35,6 @@ use tickwork::config::ConfigError;
 use tickwork::lease::{Acquire, Lease, LeaseConfig, LeaseStore};
 use tickwork_lambda::BadEvent;
 
-pub use crate::growing::{Grow, Growing, NoFleet};
 pub use crate::handon::HANDED_RETRIES;
 use crate::handon::{Link, MAX_FAILED_LINKS};
 

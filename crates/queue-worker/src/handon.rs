@@ -80,32 +80,48 @@ pub fn handed_retries(pending: &[Millis], now: Millis, full_budget: Millis) -> V
     secs
 }
 
-/// The instants a drain stopped by its budget names for the items still in its hands (each by
-/// its `attempts`), when it hands on before their last units end: if a unit of one fails, its
-/// settle, written by the invocation's deadline (`deadline_ms`), puts the item back
-/// `backoff(attempts)` after it, so the successor that polls again at that instant finds it ready.
-/// An item on its last attempt is dead-lettered, not retried. Pure.
-pub fn in_hand_retries(attempts: impl IntoIterator<Item = u32>, deadline_ms: Millis, q: &QueueConfig) -> Vec<Millis> {
-    attempts
-        .into_iter()
-        .filter(|a| *a < q.max_attempts)
-        .map(|a| deadline_ms + q.backoff(a).as_millis() as Millis)
-        .collect()
+/// An item still in a drain's hands when its budget ends: what may yet send it back to the queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InHand {
+    /// Its claim's attempts.
+    pub attempts: u32,
+    /// A unit of it failed or is still running: it may come back after its backoff.
+    pub may_fail: bool,
+    /// Units of it will go back unstarted (the attempt refunded): ready at once when settled.
+    pub refunds: bool,
+}
+
+/// The instants a drain stopped by its budget names for the items still in its hands (held, or
+/// being settled), when it hands on before they are settled: each settle is written by the
+/// invocation's deadline (`deadline_ms`) at the latest. Units sent back unstarted are ready from
+/// it; a failed unit puts its item back `backoff(attempts)` after it, unless its attempts are
+/// spent (dead-lettered). The successor polls again at each instant and finds what came back.
+/// Pure.
+pub fn in_hand_retries(items: &[InHand], deadline_ms: Millis, q: &QueueConfig) -> Vec<Millis> {
+    let mut at = Vec::new();
+    for i in items {
+        if i.refunds {
+            at.push(deadline_ms);
+        }
+        if i.may_fail && i.attempts < q.max_attempts {
+            at.push(deadline_ms + q.backoff(i.attempts).as_millis() as Millis);
+        }
+    }
+    at
 }
 
 /// What a drain hands on at its end beyond the `early` link it handed when its budget ended
 /// ([`crate::growing`]): `late` ([`next_link`]) less what the early successor already covers —
-/// the work left, and every retry due no later than the last instant it polls again at. A failed
-/// drain's link is handed whole: its backoff chain is its own. `None`: nothing more. Pure.
+/// the work left, and every retry due no later than the last instant it polls again at (the
+/// early link names the deadline whenever units go back unstarted). A drain that failed after it
+/// handed on early hands on no chain of its own: its successor runs, and fails and backs off in
+/// turn if the fault lasts. `None`: nothing more. Pure.
 pub fn beyond(late: Option<Link>, early: Option<&Link>) -> Option<Link> {
     let late = late?;
     let Some(early) = early else { return Some(late) };
-    if late.failures > 0 {
-        return Some(late);
-    }
     let last = early.retry_at_ms.iter().max();
     let rest: Vec<Millis> = late.retry_at_ms.iter().copied().filter(|at| last.is_none_or(|m| at > m)).collect();
-    (!rest.is_empty()).then_some(Link { retry_at_ms: rest, ..late })
+    (!rest.is_empty()).then_some(Link { retry_at_ms: rest, ..Link::default() })
 }
 
 #[cfg(test)]
@@ -164,11 +180,18 @@ mod tests {
     }
 
     #[test]
-    fn items_in_hand_at_the_stop_are_polled_for_a_backoff_after_the_deadline() {
+    fn items_in_hand_at_the_stop_are_polled_for_at_the_deadline_and_a_backoff_after_it() {
         let q = QueueConfig { backoff_base: std::time::Duration::from_secs(10), max_attempts: 3, ..Default::default() };
-        let at = in_hand_retries([1, 2, 3], NOW, &q);
+        let failing = |attempts| InHand { attempts, may_fail: true, refunds: false };
+        let at = in_hand_retries(&[failing(1), failing(2), failing(3)], NOW, &q);
         assert_eq!(at, [NOW + q.backoff(1).as_millis() as Millis, NOW + q.backoff(2).as_millis() as Millis]);
         assert!(at[0] > NOW, "after the deadline, when the settle is written at the latest");
+        // An item on its last attempt whose unstarted units go back: ready at the deadline (the
+        // review's case: it was left out, and its units waited for the hourly poll).
+        let last = InHand { attempts: 3, may_fail: true, refunds: true };
+        assert_eq!(in_hand_retries(&[last], NOW, &q), [NOW]);
+        let done = InHand { attempts: 1, may_fail: false, refunds: false };
+        assert!(in_hand_retries(&[done], NOW, &q).is_empty(), "settled as finished: nothing comes back");
     }
 
     #[test]
@@ -183,6 +206,7 @@ mod tests {
         let work = Link::default();
         assert_eq!(beyond(Some(work.clone()), Some(&Link::default())), None, "work left: the successor takes it");
         let failed = Link { failures: 1, not_before_ms: Some(NOW + 5_000), ..Link::default() };
-        assert_eq!(beyond(Some(failed.clone()), Some(&early)), Some(failed), "a failure's chain is its own");
+        assert_eq!(beyond(Some(failed.clone()), None), Some(failed.clone()), "no early successor: the failure's chain");
+        assert_eq!(beyond(Some(failed), Some(&early)), None, "the early successor runs: no second chain");
     }
 }

@@ -247,7 +247,7 @@ async fn run(deps: &Deps, event: &Value, deadline_ms: Millis) -> Result<Report, 
         return Ok(drain(&deps.queue, &deps.handlers, &owner, &budget, &deps.cfg).await?);
     };
     let full_budget = deadline_ms - started_ms - deps.cfg.stop_before().as_millis() as i64;
-    let grow = fleet::Growing::new(fleet, slot.clone(), full_budget);
+    let grow = growing::Growing::new(fleet, slot.clone(), full_budget);
     let link = slot.as_ref().map(|e| e.link.clone()).unwrap_or_default();
     // A failed predecessor's backoff (handon): its fault has had time to pass.
     let wait = handon::wait_ms(&link, started_ms, full_budget);
@@ -270,14 +270,28 @@ async fn run(deps: &Deps, event: &Value, deadline_ms: Millis) -> Result<Report, 
     let retry_at = handon::handed_retries(&r.retry_at_ms, now, full_budget);
     let next = handon::next_link(failed.is_some(), r.work_left, &retry_at, link.failures, now);
     let handed = match grow.early() {
-        // Handed on when the budget ended (`growing`): only what that link did not cover.
-        Some(early) => {
-            let more = match handon::beyond(next, early.handed.as_ref()) {
-                Some(l) => fleet.hand_on_any(&l).await,
+        // Handed on when the budget ended (`growing`).
+        Some(early) => match (early.handed.is_some(), grow.own()) {
+            // A slot taken after that hand-on (a backlog seen at the stop) is ended as any is.
+            (started, Some(ev)) if !early.slot_ended => {
+                let rest = if started { handon::beyond(next, early.handed.as_ref()) } else { next };
+                fleet.end_slot_with(&ev, rest.as_ref()).await || started
+            }
+            // A successor runs: only what its link did not cover goes to a free slot.
+            (true, _) => {
+                if let Some(l) = handon::beyond(next, early.handed.as_ref()) {
+                    fleet.hand_on_any(&l).await;
+                }
+                true
+            }
+            // The slot was given up and no successor started in it (a twin's took it, or the
+            // Invoke failed): its slot again and only it, as a drain ending would.
+            (false, Some(ev)) => fleet.end_slot_with(&ev, next.as_ref()).await,
+            (false, None) => match &next {
+                Some(l) => fleet.hand_on_any(l).await,
                 None => false,
-            };
-            early.handed.is_some() || more
-        }
+            },
+        },
         None => match grow.own() {
             Some(ev) => fleet.end_slot_with(&ev, next.as_ref()).await,
             None => match &next {
@@ -288,7 +302,10 @@ async fn run(deps: &Deps, event: &Value, deadline_ms: Millis) -> Result<Report, 
     };
     if let Some(e) = failed {
         if handed {
-            tracing::warn!(failures = link.failures + 1, "the drain failed; a successor starts after a backoff");
+            tracing::warn!(
+                failures = link.failures + 1,
+                "the drain failed; a successor runs (after a backoff, unless it started when the budget ended)"
+            );
         }
         return Err(e.into());
     }

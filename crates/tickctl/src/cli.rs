@@ -217,6 +217,10 @@ pub struct CostArgs {
     /// 1,000-member page read is about 200 KB.
     #[arg(long, default_value_t = tickctl::burst::PER_KB_MS, value_parser = per_kb_arg)]
     pub latency_per_kb_ms: f64,
+    /// With `--schedules`: the burst's groups are one-off (`at <instant>`) groups shared by their
+    /// members, a campaign's, fired as the sweep fires them today.
+    #[arg(long)]
+    pub burst_one_off: bool,
     /// With `--schedules`: a tenant id's bytes (member pages, tenant reads and batch items grow
     /// with it; a UUID is 36).
     #[arg(long, default_value_t = tickctl::burst::TENANT_ID_BYTES, value_parser = clap::value_parser!(u64).range(1..=1024))]

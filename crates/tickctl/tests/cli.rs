@@ -323,6 +323,15 @@ fn cost_prices_schedules_a_burst_and_a_target() {
     let t = &cold["burst"]["time"];
     assert_eq!((t["requests"].as_u64(), t["invocations"].as_u64()), (Some(1_100_042), Some(2)), "{t}");
     assert!((t["handover_ms"].as_f64().unwrap() - 562_500.0).abs() < 1e-3, "{t}");
+    // A campaign: one one-off group of a million, fired as the sweep fires one-offs today (40
+    // members a transaction, each member's membership and definition deleted in it): its member
+    // partition's 2 million units at 1,000 a second bound it, 2,000 s of work in 5 invocations,
+    // handed over in 2,240 s; $3.28 a million fires whole.
+    let campaign = json(&tickctl(&p, &["--json", "cost", "--schedules", "--burst-one-off", "--latency", "10ms"]));
+    let t = &campaign["burst"]["time"];
+    assert!(near(&t["member_floor_ms"], 2_000_000.0, 1e-3) && near(&t["handover_ms"], 2_240_000.0, 1e-3), "{t}");
+    assert_eq!((t["member_pages"].as_u64(), t["invocations"].as_u64()), (Some(25_001), Some(5)), "{t}");
+    assert!(near(&campaign["burst"]["full"]["total_usd"], 3.280, 0.001), "{campaign}");
     // Every fire its own group: its record replaced, $1.65 a million of the sweep's; $2.29 whole.
     assert!(near(&cold["burst"]["full"]["total_usd"], 2.285, 0.001), "{cold}");
     let warm = json(&tickctl(&p, &[&distinct[..], &["--latency", "50ms", "--control-table-wcu", "12000"]].concat()));

@@ -185,6 +185,7 @@ fn burst(
         latency_ms,
         per_kb_ms: a.latency_per_kb_ms,
         tenant_id_bytes: a.tenant_id_bytes,
+        one_off: a.burst_one_off,
         server: tickctl::schedules::ServerTime::DYNAMODB,
         tenant_concurrency: sweep.tenant_concurrency as u32,
         fire_concurrency: sweep.fire_concurrency as u32,
@@ -202,7 +203,17 @@ fn burst(
     // A fire's whole cost beside the Scheduler's: the sweep's units (one group, or a group each
     // when most fires are their own), the drains', and the handler's one write or the target's
     // calls.
-    let sweep = if b.groups * 2 > b.fires { &per_fire.distinct } else { &per_fire.shared };
+    // A one-off campaign's sweep units are the burst's own (each member's deletes).
+    let one_off = tickctl::schedules::PerFire {
+        rcu: t.read_units / b.fires.max(1) as f64,
+        wcu: t.write_units / b.fires.max(1) as f64,
+        ..per_fire.shared.clone()
+    };
+    let sweep = match (b.one_off, b.groups * 2 > b.fires) {
+        (true, _) => &one_off,
+        (false, true) => &per_fire.distinct,
+        (false, false) => &per_fire.shared,
+    };
     let drains_usd = tickctl::delivery::burst_usd(&d, &delivery, tickctl::bill::Stack::default().memory_mb, prices);
     let batch = queue_worker::targets::function::function_batch(env)? as u64;
     let handler_usd = match a.deliver_to {

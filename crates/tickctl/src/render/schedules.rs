@@ -63,6 +63,13 @@ pub fn print_schedules(as_json: bool, s: &tickctl::schedules::SchedulesCost, b: 
         tickwork::schedules::DUE_SHARDS,
         t.partition_floor_ms / 1000.0
     );
+    if i.one_off {
+        println!(
+            "  (one-off groups: {} members a page, each fired member's membership and definition deleted in its page's transaction; the largest group's member partition takes {:.1} s at 1,000 write units a second)",
+            pulse_sweep::ONE_OFF_PAGE,
+            t.member_floor_ms / 1000.0
+        );
+    }
     println!(
         "  (the control table's {:.0} write units at {:.0} a second: {:.1} s at the least; {:.0} strongly consistent reads of the busier of it and the tenants table at {:.0} a second: {:.1} s; {} requests in flight at most, in one invocation at a time)",
         t.write_units,
@@ -85,6 +92,7 @@ pub fn print_schedules(as_json: bool, s: &tickctl::schedules::SchedulesCost, b: 
             let bounds = [
                 (t.requests_ms, "the sweep's requests (a member page a group, one after another in a due shard)"),
                 (t.partition_floor_ms, "the due partitions' 1,000 write units a second each"),
+                (t.member_floor_ms, "a one-off group's member partition, 1,000 write units a second"),
                 (t.table_floor_ms, "the control table's write throughput (--control-table-wcu: warm it for bursts)"),
                 (t.read_floor_ms, "the tables' read throughput (--table-rcu)"),
             ];
