@@ -96,6 +96,7 @@ fn tracked(n: u64, run: SettleRun<'_>) -> Tracked<'_> {
 fn in_hand(h: &Held) -> InHand {
     InHand {
         attempts: h.job.attempts,
+        throttles: h.job.throttles,
         may_fail: h.running > 0 || h.ends.iter().any(|(_, e)| !matches!(e, UnitEnd::Done)),
         refunds: h.unstarted() > 0,
     }
@@ -180,7 +181,8 @@ async fn drain_as(
                 taking.is_some() || feed.as_ref().is_some_and(Feed::more) || held.values().any(|h| h.unstarted() > 0);
             let deadline = now + cfg.stop_before().as_millis() as Millis;
             // A claim in flight comes back at once, its units unstarted.
-            let claiming = taking.as_ref().map(|_| InHand { attempts: 0, may_fail: false, refunds: true });
+            let claiming =
+                taking.as_ref().map(|_| InHand { attempts: 0, throttles: 0, may_fail: false, refunds: true });
             let hands: Vec<InHand> =
                 held.values().map(in_hand).chain(in_settle.values().copied()).chain(claiming).collect();
             let mut retries: Vec<Millis> = retry_due.iter().copied().collect();
@@ -264,7 +266,11 @@ async fn drain_as(
             r.retry_at_ms = retry_due.iter().copied().collect();
             break;
         }
+        // The budget's end is noticed when it comes, not when a slow unit next ends: the hand-on
+        // it starts needs the time after it.
+        let stop_in = if stopping { None } else { budget.remaining_ms() };
         tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(stop_in.unwrap_or(0).max(1) as u64)), if stop_in.is_some() => {}
             Some((id, ends)) = running.next(), if !running.is_empty() => {
                 let h = held.get_mut(&id).expect("a running unit's item is held");
                 h.running -= ends.len();
@@ -338,7 +344,7 @@ async fn drain_as(
                         }
                         if let Some(s) = admit(queue, job, &mut held, &mut next_id) {
                             // Dead-lettered or split: whatever comes back is ready at once.
-                            in_settle.insert(next_settle, InHand { attempts: 0, may_fail: false, refunds: true });
+                            in_settle.insert(next_settle, InHand { attempts: 0, throttles: 0, may_fail: false, refunds: true });
                             settling.push(tracked(next_settle, s));
                             next_settle += 1;
                         }

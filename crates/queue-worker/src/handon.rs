@@ -85,6 +85,9 @@ pub fn handed_retries(pending: &[Millis], now: Millis, full_budget: Millis) -> V
 pub struct InHand {
     /// Its claim's attempts.
     pub attempts: u32,
+    /// Its target's throttles so far: under [`crate::throttle::FREE_THROTTLES`], a throttled
+    /// unit goes back without spending the attempt, after a throttle's delay.
+    pub throttles: u32,
     /// A unit of it failed or is still running: it may come back after its backoff.
     pub may_fail: bool,
     /// Units of it will go back unstarted (the attempt refunded): ready at once when settled.
@@ -95,8 +98,9 @@ pub struct InHand {
 /// being settled), when it hands on before they are settled: each settle is written by the
 /// invocation's deadline (`deadline_ms`) at the latest. Units sent back unstarted are ready from
 /// it; a failed unit puts its item back `backoff(attempts)` after it, unless its attempts are
-/// spent (dead-lettered). The successor polls again at each instant and finds what came back.
-/// Pure.
+/// spent (dead-lettered); a throttled one, a throttle's delay after it, at most
+/// [`crate::throttle::MAX_BACKOFF_MS`]. The successor polls again at each instant and finds what
+/// came back. Pure.
 pub fn in_hand_retries(items: &[InHand], deadline_ms: Millis, q: &QueueConfig) -> Vec<Millis> {
     let mut at = Vec::new();
     for i in items {
@@ -105,6 +109,9 @@ pub fn in_hand_retries(items: &[InHand], deadline_ms: Millis, q: &QueueConfig) -
         }
         if i.may_fail && i.attempts < q.max_attempts {
             at.push(deadline_ms + q.backoff(i.attempts).as_millis() as Millis);
+        }
+        if i.may_fail && i.throttles < crate::throttle::FREE_THROTTLES {
+            at.push(deadline_ms + crate::throttle::MAX_BACKOFF_MS as Millis);
         }
     }
     at
@@ -182,15 +189,19 @@ mod tests {
     #[test]
     fn items_in_hand_at_the_stop_are_polled_for_at_the_deadline_and_a_backoff_after_it() {
         let q = QueueConfig { backoff_base: std::time::Duration::from_secs(10), max_attempts: 3, ..Default::default() };
-        let failing = |attempts| InHand { attempts, may_fail: true, refunds: false };
+        let throttled = crate::throttle::FREE_THROTTLES;
+        let failing = |attempts| InHand { attempts, throttles: throttled, may_fail: true, refunds: false };
         let at = in_hand_retries(&[failing(1), failing(2), failing(3)], NOW, &q);
         assert_eq!(at, [NOW + q.backoff(1).as_millis() as Millis, NOW + q.backoff(2).as_millis() as Millis]);
         assert!(at[0] > NOW, "after the deadline, when the settle is written at the latest");
         // An item on its last attempt whose unstarted units go back: ready at the deadline (the
         // review's case: it was left out, and its units waited for the hourly poll).
-        let last = InHand { attempts: 3, may_fail: true, refunds: true };
+        let last = InHand { attempts: 3, throttles: throttled, may_fail: true, refunds: true };
         assert_eq!(in_hand_retries(&[last], NOW, &q), [NOW]);
-        let done = InHand { attempts: 1, may_fail: false, refunds: false };
+        // A unit that may yet be throttled comes back within a throttle's longest delay.
+        let fresh = InHand { attempts: 3, throttles: 0, may_fail: true, refunds: false };
+        assert_eq!(in_hand_retries(&[fresh], NOW, &q), [NOW + crate::throttle::MAX_BACKOFF_MS as Millis]);
+        let done = InHand { attempts: 1, throttles: 0, may_fail: false, refunds: false };
         assert!(in_hand_retries(&[done], NOW, &q).is_empty(), "settled as finished: nothing comes back");
     }
 
