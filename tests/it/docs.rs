@@ -639,3 +639,70 @@ fn the_fold_defaults_the_schedules_page_gives_are_the_codes() {
     }
     assert!(page.contains("`30 2 * * *` or `0 0-23/2 * * *`"), "the page's fixed examples");
 }
+
+/// A number as a page writes it (`1,100,042`, `70.7 s`, `**2,240 s**`). Pure.
+fn figure(cell: &str) -> Option<f64> {
+    let n: String = cell.trim_matches('*').split_whitespace().next()?.replace(',', "");
+    n.trim_matches('*').parse().ok()
+}
+
+/// The options a row of a page's table adds to its command: its backquoted `--flag value`s, on
+/// top of the row before's when it begins "the same" (a later value of a flag replaces the
+/// earlier). Pure.
+fn row_options(label: &str, before: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut opts = if label.starts_with("the same") { before.clone() } else { BTreeMap::new() };
+    for quoted in label.split('`').skip(1).step_by(2).filter(|q| q.starts_with("--")) {
+        let mut w = quoted.split_whitespace();
+        let flag = w.next().unwrap_or_default().to_string();
+        opts.insert(flag, w.next().unwrap_or_default().to_string());
+    }
+    opts
+}
+
+#[test]
+fn a_rows_options_are_its_own_and_the_same_rows_before_it() {
+    let first = row_options("every one its own (`--burst-groups 1000000`)", &BTreeMap::new());
+    let next = row_options("the same at 50 ms (`--latency 50ms`)", &first);
+    assert_eq!(next.len(), 2);
+    assert_eq!(row_options("one zone's `daily 08:00` (one group)", &next), BTreeMap::new());
+    assert_eq!(figure("**2,240 s** (five invocations)"), Some(2240.0));
+    assert_eq!(figure("1,100,042"), Some(1_100_042.0));
+}
+
+/// `docs/cost.md`'s table of a million fires at one instant is what `tickctl cost --schedules`
+/// says, row by row: its requests, their time and the hand-over, to the tenth of a second.
+#[test]
+fn the_cost_pages_burst_table_is_tickctls() {
+    let doc = read("docs/cost.md");
+    let base = ["--json", "cost", "--tenants", "1000000", "--schedules", "--target", "5m"];
+    let (mut before, mut checked) = (BTreeMap::new(), 0);
+    let section = doc.split("| a million fires due at one instant |").nth(1).expect("the burst table");
+    for line in section.lines().skip(2).take_while(|l| l.starts_with('|')) {
+        let cells: Vec<&str> = line.trim().trim_matches('|').split(" | ").map(str::trim).collect();
+        let mut opts = row_options(cells[0], &before);
+        before = opts.clone();
+        opts.entry("--latency".into()).or_insert_with(|| "10ms".into());
+        let mut args: Vec<String> = base.iter().map(|s| s.to_string()).collect();
+        for (flag, value) in &opts {
+            args.push(flag.clone());
+            if !value.is_empty() {
+                args.push(value.clone());
+            }
+        }
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_tickctl-cli")).args(&args).output().unwrap();
+        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        let out: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let t = &out["burst"]["time"];
+        let got = [
+            t["requests"].as_f64().unwrap(),
+            (t["requests_ms"].as_f64().unwrap() / 100.0).round() / 10.0,
+            (t["handover_ms"].as_f64().unwrap() / 100.0).round() / 10.0,
+        ];
+        let stated = [figure(cells[1]), figure(cells[2]), figure(cells[4])].map(|f| f.expect(line));
+        // The page gives a time over 1,000 s to the second.
+        let near = |a: f64, b: f64| (a - b).abs() <= if b >= 1000.0 { 0.5 } else { 0.05 };
+        assert!(got.iter().zip(&stated).all(|(g, s)| near(*g, *s)), "docs/cost.md: {line}\ntickctl {args:?}: {got:?}");
+        checked += 1;
+    }
+    assert_eq!(checked, 6, "every row checked");
+}

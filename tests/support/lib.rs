@@ -208,18 +208,11 @@ impl Local {
     }
 
     /// A fresh metered client whose every request is `delay` late ([`slow::Slow`]), that knows
-    /// `table`'s GSIs: the shipped retry policy and the IAM suite log, as [`Local::fresh_db`].
+    /// `table`'s GSIs: [`Local::fresh_db`] on a slow HTTP client.
     pub fn slow_db(&self, delay: std::time::Duration, table: &str, def: &TableDef) -> Db {
-        let policy = RetryPolicy::default();
-        let mut b = aws_sdk_dynamodb::config::Builder::from(&self.sdk)
-            .http_client(slow::Slow::of(&self.sdk, delay))
-            .retry_config(policy.sdk())
-            .retry_partition(aws_sdk_dynamodb::config::retry::RetryPartition::new(unique("partition")))
-            .retry_classifier(tickwork::retry::ConflictClassifier);
-        if let Some(r) = tickwork::iam::suite_recorder() {
-            b = b.interceptor(r);
-        }
-        let db = Db::new(aws_sdk_dynamodb::Client::from_conf(b.build()), Meter::new(CapacitySource::Estimate));
+        let sdk = self.sdk.to_builder().http_client(slow::Slow::of(&self.sdk, delay)).build();
+        let client = tickwork::retry::work_client(&sdk, &RetryPolicy::default(), &unique("partition"));
+        let db = Db::new(client, Meter::new(CapacitySource::Estimate));
         db.register_gsis(table, def.gsi_shapes());
         db
     }

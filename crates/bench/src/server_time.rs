@@ -83,7 +83,7 @@ pub(crate) async fn measure(
     let keys: Vec<HashMap<String, AttributeValue>> = tenant_ids
         .iter()
         .take(100)
-        .map(|t| HashMap::from([("pk".to_string(), AttributeValue::S(t.clone()))]))
+        .map(|t| HashMap::from([(schema::PK.to_string(), AttributeValue::S(t.clone()))]))
         .collect();
     let gets = timed(&log, |_| {
         let ka = KeysAndAttributes::builder().set_keys(Some(keys.clone())).consistent_read(true).build().expect("keys");

@@ -340,6 +340,21 @@ pub fn month(tenants: u64, sample: u64, job: &str, prices: &Prices) -> Result<Sc
     })
 }
 
+/// The sweep's units a fire of burst `b` (modelled as `t`): a one-off campaign's are the burst's
+/// own (each fired member's deletes); otherwise a group each when most fires are their own, one
+/// group when they share. Pure.
+pub fn sweep_per_fire(cost: &SchedulesCost, b: &BurstInput, t: &BurstTime) -> PerFire {
+    if b.one_off {
+        let fires = b.fires.max(1) as f64;
+        return PerFire { rcu: t.read_units / fires, wcu: t.write_units / fires, ..cost.shared.clone() };
+    }
+    if b.groups * 2 > b.fires {
+        cost.distinct.clone()
+    } else {
+        cost.shared.clone()
+    }
+}
+
 /// A million fires' whole cost, US dollars: what the Scheduler's price covers (its invocation of
 /// a target) is the sweep's hand-over and the drains' delivery here, and a fire's handler then
 /// does its work (one write by the shipped handlers; a queue or a bus, its calls instead).
@@ -405,5 +420,38 @@ mod tests {
         assert!((c.delivery_usd - 1.0).abs() < 1e-12, "{c:?}");
         assert!((c.total_usd - (c.sweep_usd + 1.0 + p.ddb_write_million)).abs() < 1e-12, "{c:?}");
         assert_eq!(c.scheduler_usd, p.scheduler_million);
+    }
+
+    #[test]
+    fn a_bursts_sweep_units_are_its_kinds() {
+        let fire = |wcu: f64| PerFire { requests: 0.0, rcu: 1.0, wcu, month_usd: 0.0, storage_usd: 0.0 };
+        let cost = SchedulesCost {
+            tenants: 100,
+            fires: 100,
+            shared: fire(0.04),
+            distinct: fire(2.2),
+            scheduler_month_usd: 0.0,
+        };
+        let b = |groups: u64, one_off: bool| BurstInput {
+            fires: 100,
+            groups,
+            start_ms: 0.0,
+            latency_ms: 10.0,
+            per_kb_ms: 0.0,
+            tenant_id_bytes: 36,
+            one_off,
+            server: ServerTime::DYNAMODB,
+            tenant_concurrency: 8,
+            fire_concurrency: 8,
+            table_wcu: 4_000.0,
+            table_rcu: 12_000.0,
+            invocation_ms: 475_000.0,
+            interval_ms: 900_000.0,
+        };
+        let t = BurstTime { write_units: 400.0, read_units: 100.0, ..Default::default() };
+        assert_eq!(sweep_per_fire(&cost, &b(1, false), &t).wcu, 0.04);
+        assert_eq!(sweep_per_fire(&cost, &b(30, false), &t).wcu, 0.04, "a spread still shares");
+        assert_eq!(sweep_per_fire(&cost, &b(100, false), &t).wcu, 2.2);
+        assert_eq!(sweep_per_fire(&cost, &b(1, true), &t).wcu, 4.0, "a campaign: its own deletes");
     }
 }

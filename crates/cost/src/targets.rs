@@ -115,6 +115,19 @@ pub fn month(kind: TargetKind, units: f64, unit_bytes: f64, function_batch: u64,
     TargetMonth { kind, units, calls, billed, usd }
 }
 
+/// What a million fires' work costs where they are delivered, dollars: a handler in the worker
+/// writes one row each (the shipped handlers' summary); a function target is billed its Invokes
+/// and writes the same row; a queue or a bus is billed its calls and writes nothing of ours.
+/// Pure.
+pub fn per_million_fires(kind: TargetKind, function_batch: u64, p: &Prices) -> f64 {
+    let write = p.units_usd(0.0, 1e6);
+    let calls = month(kind, 1e6, PULSE_UNIT_BYTES, function_batch, p).usd;
+    match kind {
+        TargetKind::Rust | TargetKind::Function => calls + write,
+        TargetKind::Sqs | TargetKind::SqsFifo | TargetKind::Events => calls,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,5 +173,17 @@ mod tests {
         assert_eq!(TargetKind::Rust.call_ms(10.0, 30.0, 10), 10.0);
         assert_eq!("sqs-fifo".parse::<TargetKind>(), Ok(TargetKind::SqsFifo));
         assert!("kafka".parse::<TargetKind>().unwrap_err().contains("one of"));
+    }
+
+    #[test]
+    fn a_million_fires_cost_the_handlers_write_or_the_targets_calls() {
+        let p = Prices::default();
+        assert_eq!(per_million_fires(TargetKind::Rust, 10, &p), p.ddb_write_million);
+        // 100,000 Invokes of 10 units, and the function's row each.
+        let f = per_million_fires(TargetKind::Function, 10, &p);
+        assert!((f - (0.1 * p.lambda_requests_million + p.ddb_write_million)).abs() < 1e-12, "{f}");
+        // 100,000 SendMessageBatch requests of 10 units of 256 bytes (one 64 KB chunk each).
+        let q = per_million_fires(TargetKind::Sqs, 10, &p);
+        assert!((q - 0.1 * p.sqs_standard_million).abs() < 1e-12, "{q}");
     }
 }

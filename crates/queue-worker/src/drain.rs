@@ -481,4 +481,18 @@ mod tests {
         held.get_mut(&1).unwrap().next = 1;
         assert_eq!(startable(&held), None, "nothing left to start");
     }
+
+    #[test]
+    fn a_held_item_may_fail_while_a_unit_runs_or_after_one_failed_and_refunds_what_has_not_started() {
+        let mut h = Held::new(job(false, false), None);
+        let n = h.units.len();
+        assert_eq!(in_hand(&h), InHand { attempts: 1, throttles: 0, may_fail: false, refunds: n > 0 });
+        h.next = n;
+        h.running = 1;
+        assert!(in_hand(&h).may_fail && !in_hand(&h).refunds, "running: may fail; nothing unstarted");
+        h.running = 0;
+        assert!(!in_hand(&h).may_fail, "every unit done");
+        h.ends.push(("k".into(), UnitEnd::Failed(HandlerError::Retry("down".into()))));
+        assert!(in_hand(&h).may_fail, "a unit failed: its item comes back after its backoff");
+    }
 }

@@ -200,30 +200,13 @@ fn burst(
     let per_item = (a.burst / b.groups).clamp(pulse_sweep::FIRE_CHUNK as u64, pulse_sweep::MEMBER_PAGE as u64);
     let d = drains_input(env, a, a.burst, per_item, t.handover_ms, latency_ms, invoke_ms)?;
     let delivery = predict(&d);
-    // A fire's whole cost beside the Scheduler's: the sweep's units (one group, or a group each
-    // when most fires are their own), the drains', and the handler's one write or the target's
-    // calls.
-    // A one-off campaign's sweep units are the burst's own (each member's deletes).
-    let one_off = tickctl::schedules::PerFire {
-        rcu: t.read_units / b.fires.max(1) as f64,
-        wcu: t.write_units / b.fires.max(1) as f64,
-        ..per_fire.shared.clone()
-    };
-    let sweep = match (b.one_off, b.groups * 2 > b.fires) {
-        (true, _) => &one_off,
-        (false, true) => &per_fire.distinct,
-        (false, false) => &per_fire.shared,
-    };
+    // A fire's whole cost beside the Scheduler's: the sweep's units, the drains', and the
+    // handler's one write or the target's calls.
+    let sweep = tickctl::schedules::sweep_per_fire(per_fire, &b, &t);
     let drains_usd = tickctl::delivery::burst_usd(&d, &delivery, tickctl::bill::Stack::default().memory_mb, prices);
     let batch = queue_worker::targets::function::function_batch(env)? as u64;
-    let handler_usd = match a.deliver_to {
-        TargetKind::Rust => prices.units_usd(0.0, 1e6),
-        kind => {
-            let calls = tickctl::targets::month(kind, 1e6, tickctl::targets::PULSE_UNIT_BYTES, batch, prices).usd;
-            calls + if kind == TargetKind::Function { prices.units_usd(0.0, 1e6) } else { 0.0 }
-        }
-    };
-    let full = tickctl::schedules::full_cost(sweep, drains_usd, a.burst.max(1), handler_usd, prices);
+    let handler_usd = tickctl::targets::per_million_fires(a.deliver_to, batch, prices);
+    let full = tickctl::schedules::full_cost(&sweep, drains_usd, a.burst.max(1), handler_usd, prices);
     Ok(render::Burst { input: b, time: t, done_ms: delivery.done_ms, target_ms, delivery: d, full })
 }
 
