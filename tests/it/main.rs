@@ -10,6 +10,8 @@ mod archive;
 mod atomicity;
 /// The `tickctl` binary as the tests run it.
 mod binary;
+/// A one-off campaign larger than a page: fixed at its first page, cleaned after its fire.
+mod campaign;
 /// Estimated capacity against dynalite's, and EMF output.
 mod capacity;
 /// Randomised fault schedules over all four jobs, and the checks every schedule must pass.

@@ -19,15 +19,15 @@ use tickwork_tests::{ms, unique, Local};
 use crate::binary::{ok, tickctl};
 
 /// The catch-up rules adds are checked against (a one-off the sweep would pass over is refused).
-const POLICY: Policy = Policy { catch_up: CatchUp::All, max_lateness_ms: 2 * 86_400_000, interval_ms: 900_000 };
+pub(crate) const POLICY: Policy = Policy { catch_up: CatchUp::All, max_lateness_ms: 2 * 86_400_000, interval_ms: 900_000 };
 
-fn sweep(local: &Local, prefix: &str, faults: Option<&Faults>) -> (pulse_sweep::Deps, String) {
+pub(crate) fn sweep(local: &Local, prefix: &str, faults: Option<&Faults>) -> (pulse_sweep::Deps, String) {
     (local.stack_sweep(prefix, &[], faults), format!("{prefix}-queue"))
 }
 
 /// A tick at `at`, the writers' records handed to the sweep first (the stream's mapping runs
 /// within a second or so of a write).
-async fn tick(local: &Local, deps: &pulse_sweep::Deps, at: &str) -> pulse_sweep::Report {
+pub(crate) async fn tick(local: &Local, deps: &pulse_sweep::Deps, at: &str) -> pulse_sweep::Report {
     local.clock.set(ms(at));
     settle(local, deps).await;
     // Boxed: the tick's future held in each test's outgrew a test thread's stack.
@@ -35,12 +35,12 @@ async fn tick(local: &Local, deps: &pulse_sweep::Deps, at: &str) -> pulse_sweep:
     Box::pin(pulse_sweep::run(deps, &t, &Unlimited, "w")).await.unwrap()
 }
 
-fn def(name: &str, spec: &str) -> ScheduleDef {
+pub(crate) fn def(name: &str, spec: &str) -> ScheduleDef {
     ScheduleDef::new(name, spec.parse().unwrap(), 0, Dst::default()).unwrap()
 }
 
 /// Every fire queued, `(tenant, name, occurrence)`, each checked to be queued once.
-async fn fires(local: &Local, queue: &str) -> BTreeSet<(String, String, String)> {
+pub(crate) async fn fires(local: &Local, queue: &str) -> BTreeSet<(String, String, String)> {
     let mut out = BTreeSet::new();
     for (key, n) in queued_units(&local.db, queue).await.unwrap() {
         if let ["sched", t, name, occ] = key.split('#').collect::<Vec<_>>()[..] {
@@ -69,7 +69,7 @@ async fn handled(local: &Local, queue: &str) -> BTreeSet<String> {
         .collect()
 }
 
-fn fire(t: &str, name: &str, occ: &str) -> (String, String, String) {
+pub(crate) fn fire(t: &str, name: &str, occ: &str) -> (String, String, String) {
     (t.to_string(), name.to_string(), occ.to_string())
 }
 
@@ -249,9 +249,10 @@ async fn a_process_that_dies_before_or_after_its_fire_transaction_fires_each_occ
 }
 
 /// A group larger than a page goes out a page and a transaction at a time, its progress in its
-/// record: 45 tenants' one-off at one instant (40 members a page), the process dying after the
-/// first page's transaction, or before the second's; the next tick fires the rest, each once, and
-/// the one-off leaves nothing behind (definitions, members, head, record).
+/// record: 45 tenants' one-off at one instant (40 members its first page, which fixes the group),
+/// the process dying after the first page's transaction, or before the second's; the next tick
+/// fires the rest, each once, and the one-off leaves nothing behind (definitions, members, head,
+/// record) once cleaned.
 #[tokio::test]
 async fn a_group_larger_than_a_page_goes_out_a_page_at_a_time_and_a_crash_between_pages_repeats_nothing() {
     let local = Local::new().await;
@@ -287,9 +288,12 @@ async fn a_group_larger_than_a_page_goes_out_a_page_at_a_time_and_a_crash_betwee
         let got = fires(&local, &queue).await;
         let want: BTreeSet<_> = ids.iter().map(|id| fire(id, "call", "2026-12-24T09:00:00+01:00")).collect();
         assert_eq!(got, want, "{fault:?}: each once (`fires` checks every key was queued once)");
-        // Nothing left behind: no definition, member, head or due record (a one-off's record is
-        // deleted as its group retires; a recurring group's fired records stay behind the shard's
-        // cursor until they expire).
+        // Nothing left behind: no definition, member, head or due record. The fire's definitions
+        // and members are cleaned after it; its cleaning record's next visit finds none left and
+        // retires the group (a one-off's record is deleted as its group retires; a recurring
+        // group's fired records are deleted behind the shard's cursor).
+        assert_eq!(r.schedules_cleaned, 45, "{fault:?}");
+        tick(&local, &deps, "2026-12-24T08:30:00Z").await;
         for id in &ids {
             assert!(schedules(&deps).list(id).await.unwrap().is_empty(), "{fault:?}: {id}'s definition");
         }

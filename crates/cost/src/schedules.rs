@@ -48,6 +48,7 @@ fn record(g: &Group, due_ms: i64, cursor: Option<&str>) -> DueRecord {
         cursor: cursor.map(str::to_string),
         plan_at: cursor.map(|_| due_ms),
         shard: None,
+        stage: tickwork::schedules::Stage::Open,
     }
 }
 

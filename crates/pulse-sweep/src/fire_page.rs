@@ -6,11 +6,13 @@ use std::collections::HashMap;
 use futures::stream::{self, StreamExt};
 use tickwork::budget::Budget;
 use tickwork::lease::Fence;
-use tickwork::schedules::{plan, plan_own, successor, DueRecord, Quarantined, RecordEnd, ShardCursor, Successor};
+use tickwork::schedules::{
+    plan, plan_own, successor, DueRecord, Quarantined, RecordEnd, ShardCursor, Stage, Successor,
+};
 
 use crate::deps::Deps;
 use crate::fire_plan::{page_end, Action, Planned, Segment, TenantRead};
-use crate::fire_reads::{read_page, read_tenants};
+use crate::fire_reads::{read_clean, read_page, read_tenants};
 use crate::fire_write::{sk_of, write_chunk, Wrote};
 use crate::report::{PulseError, Report};
 
@@ -52,6 +54,11 @@ pub(crate) async fn fire_page(
             Ok(r) => r,
             Err((item, problem)) => return Ok(Step::Bad(Box::new(Quarantined::of(item, problem, now_ms)))),
         };
+        // A fired one-off's cleaning record: nothing to plan or fire.
+        if rec.stage == Stage::Cleaning {
+            let action = Box::pin(read_clean(deps, &rec)).await?;
+            return Ok(Step::Seg(Box::new(Segment { rec, action })));
+        }
         let planned = match Box::pin(plan_record(deps, &rec, now_ms)).await? {
             Ok(p) => p,
             Err(why) => return Ok(Step::Seg(Box::new(Segment { rec, action: Action::Isolate(why) }))),
@@ -100,7 +107,7 @@ pub(crate) async fn fire_page(
                 (None, bad.len() == SET_ASIDE_CHUNK)
             }
             Step::Seg(seg) => {
-                let first = advances(&seg) || pending.len() == FIRE_CHUNK;
+                let first = advances(&seg, now_ms) || pending.len() == FIRE_CHUNK;
                 (Some(*seg), first)
             }
         };
@@ -125,7 +132,7 @@ pub(crate) async fn fire_page(
         }
         let Some(seg) = seg else { continue };
         let sk = sk_of(deps, &seg.rec);
-        let alone = advances(&seg);
+        let alone = advances(&seg, now_ms);
         if alone {
             match Box::pin(run_alone(deps, fence, now_ms, k, cursor, seg, &tenants, last_try, budget, report)).await? {
                 Wrote::On | Wrote::SetAside => continue,
@@ -176,11 +183,16 @@ async fn plan_record(deps: &Deps, rec: &DueRecord, now_ms: i64) -> Result<Result
 }
 
 /// `seg`'s page is not its group's last.
-fn advances(seg: &Segment) -> bool {
+fn advances(seg: &Segment, now_ms: i64) -> bool {
     match &seg.action {
-        Action::Page(p, read) => matches!(page_end(&seg.rec, p, read), RecordEnd::Advance(_)),
-        Action::Isolate(_) => false,
+        Action::Page(p, read) => moves_on(&page_end(&seg.rec, p, read, now_ms)),
+        Action::Isolate(_) | Action::Clean { .. } => false,
     }
+}
+
+/// A page that ends so moves its record's member cursor, not the shard's: `Some(the last member)`.
+fn moves_on(end: &RecordEnd) -> bool {
+    matches!(end, RecordEnd::Advance(_) | RecordEnd::Fix { .. })
 }
 
 /// Writes the `pending` records (the cursor moved to `to`), in chunks that fit a transaction, and
@@ -225,8 +237,8 @@ async fn run_alone(
     loop {
         let t = own_tenants.as_ref().unwrap_or(tenants);
         let Action::Page(planned, read) = &seg.action else { unreachable!("a set-aside record has one page") };
-        let end = page_end(&seg.rec, planned, read);
-        let to = if matches!(end, RecordEnd::Advance(_)) { "" } else { sk.as_str() };
+        let end = page_end(&seg.rec, planned, read, now_ms);
+        let to = if moves_on(&end) { "" } else { sk.as_str() };
         let (rec, planned) = (seg.rec.clone(), (**planned).clone());
         let w = write_chunk(deps, fence, now_ms, k, cursor, (vec![seg], Vec::new()), to, t, last_try, budget, report);
         match Box::pin(w).await? {
@@ -234,11 +246,15 @@ async fn run_alone(
             Wrote::SetAside => return Ok(Wrote::On),
             other => return Ok(other),
         }
-        let RecordEnd::Advance(last) = end else { return Ok(Wrote::On) };
+        let (last, stage) = match end {
+            RecordEnd::Advance(last) => (last, rec.stage),
+            RecordEnd::Fix { last, .. } => (last, Stage::Fixed),
+            _ => return Ok(Wrote::On),
+        };
         if budget.exhausted() {
             return Ok(Wrote::Stopped);
         }
-        let rec = DueRecord { cursor: Some(last), plan_at: Some(rec.plan_at.unwrap_or(now_ms)), ..rec };
+        let rec = DueRecord { cursor: Some(last), plan_at: Some(rec.plan_at.unwrap_or(now_ms)), stage, ..rec };
         let read = Box::pin(read_page(deps, &rec, &planned)).await?;
         seg = Segment { rec, action: Action::Page(Box::new(planned), read) };
         own_tenants = Some(Box::pin(read_tenants(deps, &[&seg])).await?);

@@ -9,7 +9,8 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 use tickwork::batch::Batch;
 use tickwork::schedules::{
-    member_fires, own_successor, DueRecord, FirePlan, Member, MemberFires, RecordEnd, Successor, TenantNow,
+    member_fires, own_successor, DueRecord, FirePlan, Group, Member, MemberFires, RecordEnd, Stage, Successor,
+    TenantNow,
 };
 use tickwork::tenants::Tenant;
 
@@ -20,9 +21,10 @@ pub const ISOLATED_RETRY_MS: i64 = 3_600_000;
 /// kilobytes, so a page is one transaction of the fence, that item and the record's cursor.
 pub const MEMBER_PAGE: usize = 1000;
 
-/// Members of a one-off group a page: each finished member's membership and definition are
-/// deleted in its page's transaction (two writes each, within the 100 a transaction takes).
-pub const ONE_OFF_PAGE: usize = 40;
+/// Members a one-off group's first page reads ([`tickwork::schedules::ONE_OFF_FIRST_PAGE`]): a
+/// group of no more is retired with its members' memberships and definitions in that page's
+/// transaction; a larger one is fixed by it, and its later pages are a thousand members each.
+pub const ONE_OFF_PAGE: usize = tickwork::schedules::ONE_OFF_FIRST_PAGE;
 
 /// Units a page hands over at most (members × occurrences, a backlog caught up under `all`): at
 /// the longest tenant ids a key allows (about 1 KB each in a batch item), their batch items stay
@@ -37,9 +39,10 @@ pub fn entry(name: &str, occurrence: &str) -> Map<String, Value> {
     ])
 }
 
-/// The members one page of `plan`'s fire reads.
-pub fn member_page(plan: &FirePlan, one_off: bool) -> usize {
-    let cap = if one_off { ONE_OFF_PAGE } else { MEMBER_PAGE };
+/// The members one page of `plan`'s fire reads: a one-off group's first page (its record open)
+/// a few, every other page a thousand.
+pub fn member_page(plan: &FirePlan, stage: Stage) -> usize {
+    let cap = if plan.finished && stage == Stage::Open { ONE_OFF_PAGE } else { MEMBER_PAGE };
     (PAGE_UNITS / plan.fire.len().max(1)).clamp(1, cap)
 }
 
@@ -87,18 +90,40 @@ pub(crate) enum Action {
     /// unit and looked at again in [`ISOLATED_RETRY_MS`] (not at every tick, which would keep
     /// `sched_next` in the past and cost every idle tick a query).
     Isolate(String),
+    /// A fired one-off group's cleaning record ([`Stage::Cleaning`]): its head's joins (read
+    /// first) and whether a member is left.
+    Clean {
+        /// The head's joins; `None`: no head.
+        joins: Option<u64>,
+        /// No member left.
+        empty: bool,
+    },
 }
 
-/// How a page ends: see [`RecordEnd`]. A group retired takes its record's own successor with it
-/// (an attempt before may have put it).
-pub(crate) fn page_end(rec: &DueRecord, p: &Planned, read: &PageRead) -> RecordEnd {
+/// How far after the sweep's instant a cleaning record moves at each visit: at once, so the
+/// wake a minute on visits it again (its cleaning runs after the shards' fires, the lease let go).
+pub const CLEAN_STEP_MS: i64 = 1;
+
+/// The cleaning record of `rec`, a one-off group fixed and fired to its last member, at `now_ms`:
+/// moved after the shard's cursor, out of the way of the shard's later records.
+pub(crate) fn cleaning(rec: &DueRecord, now_ms: i64) -> DueRecord {
+    DueRecord { pos_ms: now_ms + CLEAN_STEP_MS, cursor: None, plan_at: None, stage: Stage::Cleaning, ..rec.clone() }
+}
+
+/// How a page ends at `now_ms`: see [`RecordEnd`]. A group retired takes its record's own
+/// successor with it (an attempt before may have put it). A one-off's first page with more
+/// members to come fixes its group; its last fixed page leaves a cleaning record after the cursor.
+pub(crate) fn page_end(rec: &DueRecord, p: &Planned, read: &PageRead, now_ms: i64) -> RecordEnd {
     let last = read.members.last().map(|m| match m {
         Ok(m) => m.tenant.clone(),
         Err((t, _)) => t.clone(),
     });
     let retire = |joins: u64| RecordEnd::Retire { joins, successor: own_successor(rec).ok().flatten() };
+    let open_one_off = p.plan.finished && rec.stage == Stage::Open;
     match (read.more, last) {
+        (true, Some(last)) if open_one_off => RecordEnd::Fix { last, joins: read.joins },
         (true, Some(last)) => RecordEnd::Advance(last),
+        _ if p.plan.finished && rec.stage == Stage::Fixed => RecordEnd::Done(Some(cleaning(rec, now_ms))),
         _ if p.plan.finished => read.joins.map_or(RecordEnd::Done(None), retire),
         (_, None) if rec.cursor.is_none() && read.headless => RecordEnd::Pass,
         (_, None) if rec.cursor.is_none() && read.joins.is_some() => read.joins.map_or(RecordEnd::Done(None), retire),
@@ -144,6 +169,8 @@ pub(crate) struct ChunkPlan {
     /// Members whose tenants are in another zone than their group's (tenant, zone), for the log:
     /// their schedules wait for a retarget.
     pub(crate) moved: Vec<(String, String)>,
+    /// Fired one-off groups whose members and definitions are to be cleaned once this is written.
+    pub(crate) cleaning: Vec<Group>,
 }
 
 /// The writes and counts of `segs` at `now_ms`, their members' tenants read as `tenants` (an id
@@ -165,8 +192,27 @@ pub(crate) fn chunk_plan(segs: &[Segment], tenants: &HashMap<String, TenantRead>
                 c.ends.push((rec.clone(), RecordEnd::Done(Some(aside)), Vec::new()));
                 continue;
             }
+            Action::Clean { joins, empty } => {
+                let end = match (empty, joins) {
+                    (true, Some(j)) => RecordEnd::Retire { joins: *j, successor: None },
+                    (true, None) => RecordEnd::Pass,
+                    (false, _) => {
+                        c.cleaning.push(rec.group.clone());
+                        RecordEnd::Done(Some(cleaning(rec, now_ms)))
+                    }
+                };
+                c.ends.push((rec.clone(), end, Vec::new()));
+                continue;
+            }
             Action::Page(p, read) => (p, read),
         };
+        let end = page_end(rec, plan, read, now_ms);
+        // A one-off retired in this page's transaction takes its members and definitions with it;
+        // a fixed one leaves them to its cleaning.
+        let retires = plan.plan.finished && matches!(end, RecordEnd::Retire { .. });
+        if matches!(&end, RecordEnd::Done(Some(n)) if n.stage == Stage::Cleaning) {
+            c.cleaning.push(rec.group.clone());
+        }
         let (planned, plan) = (plan, &plan.plan);
         let mut owed: Vec<Vec<String>> = vec![Vec::new(); plan.fire.len()];
         let mut finished = Vec::new();
@@ -176,7 +222,7 @@ pub(crate) fn chunk_plan(segs: &[Segment], tenants: &HashMap<String, TenantRead>
                 Err((tenant, why)) => {
                     c.isolated += 1;
                     c.failures.push((tenant.clone(), format!("member unreadable: {why}")));
-                    if plan.finished {
+                    if retires {
                         finished.push((tenant.clone(), None));
                     }
                     continue;
@@ -186,7 +232,7 @@ pub(crate) fn chunk_plan(segs: &[Segment], tenants: &HashMap<String, TenantRead>
                 Some(TenantRead::Unreadable(why)) => {
                     c.isolated += 1;
                     c.failures.push((m.tenant.clone(), format!("tenant unreadable: {why}")));
-                    if plan.finished {
+                    if retires {
                         finished.push((m.tenant.clone(), None));
                     }
                     continue;
@@ -195,7 +241,7 @@ pub(crate) fn chunk_plan(segs: &[Segment], tenants: &HashMap<String, TenantRead>
                 None => None,
             };
             let fate = member_fires(&plan.fire, m, t, &rec.group);
-            if plan.finished {
+            if retires {
                 // A moved tenant's local one-off keeps its definition: its retarget owes it in the
                 // new zone (or removes it, if its instant there has passed).
                 let keeps_def = matches!(fate, MemberFires::Unreadable(_) | MemberFires::Moved(_));
@@ -231,7 +277,6 @@ pub(crate) fn chunk_plan(segs: &[Segment], tenants: &HashMap<String, TenantRead>
                 c.batch.add_with(vec![entry(&rec.group.name, &o.key)], rec.group.unit_fields(), tenants);
             }
         }
-        let end = page_end(rec, planned, read);
         c.before.extend(put_before(planned, &end));
         c.ends.push((rec.clone(), end, finished));
     }
@@ -245,6 +290,8 @@ mod tests {
     use tickwork::schedules::{first_record, member_of, plan, successor, Dst, Schedule, ScheduleDef};
 
     const POLICY: Policy = Policy { catch_up: CatchUp::All, max_lateness_ms: 86_400_000, interval_ms: 900_000 };
+    /// The sweep's instant in the tests of how a page ends (only a cleaning record takes it).
+    const NOW: i64 = 1_800_000_000_000;
 
     fn ms(s: &str) -> i64 {
         s.parse::<jiff::Timestamp>().unwrap().as_millisecond()
@@ -263,6 +310,10 @@ mod tests {
 
     fn berlin(id: &str) -> (String, TenantRead) {
         (id.to_string(), TenantRead::Found(Tenant::new(id, "Europe/Berlin")))
+    }
+
+    fn c_rec(r: &DueRecord) -> DueRecord {
+        cleaning(r, NOW - 60_000)
     }
 
     fn planned(rec: &DueRecord, now: i64) -> Planned {
@@ -324,8 +375,8 @@ mod tests {
         let Successor::Within { next, check } = &p.successor else { panic!("{:?}", p.successor) };
         assert_eq!((next.due_ms, check.due_ms), (ms("2026-12-04T07:00:00Z"), ms("2026-12-03T07:00:00Z")));
         let read = PageRead { members: vec![Ok(m.clone())], ..Default::default() };
-        assert_eq!(page_end(&rec, &p, &read), RecordEnd::Done(Some(next.clone())));
-        assert_eq!(put_before(&p, &page_end(&rec, &p, &read)), None);
+        assert_eq!(page_end(&rec, &p, &read, NOW), RecordEnd::Done(Some(next.clone())));
+        assert_eq!(put_before(&p, &page_end(&rec, &p, &read, NOW)), None);
         // A slice of a long backlog: its successor is due already, positioned after now.
         let (g, m) = member_of(&sched("a", "n", "cron * * * * *", "2026-12-01T00:00:00Z"), "Europe/Berlin").unwrap();
         let rec = first_record(&g, m.owed_ms).unwrap().unwrap();
@@ -348,10 +399,29 @@ mod tests {
             joins,
             headless: false,
         };
-        // A full page: the member cursor moves to its last member, finished or not.
-        assert_eq!(page_end(&rec, &p, &read(3, true, Some(4))), RecordEnd::Advance("t2".into()));
-        // The last page of a one-off: the head goes at the joins read before the members.
-        assert_eq!(page_end(&rec, &p, &read(3, false, Some(4))), RecordEnd::Retire { joins: 4, successor: None });
+        // An open one-off's first page, more to come: the group fixed at the joins read before it,
+        // the member cursor at its last member.
+        assert_eq!(page_end(&rec, &p, &read(3, true, Some(4)), NOW), RecordEnd::Fix { last: "t2".into(), joins: Some(4) });
+        // Fixed: a full page moves the cursor on; the last leaves a cleaning record after the
+        // sweep's instant (its members and definitions are deleted after the fire).
+        let fixed = DueRecord { stage: Stage::Fixed, cursor: Some("t2".into()), ..rec.clone() };
+        assert_eq!(page_end(&fixed, &p, &read(3, true, None), NOW), RecordEnd::Advance("t2".into()));
+        let RecordEnd::Done(Some(c)) = page_end(&fixed, &p, &read(3, false, None), NOW) else { panic!() };
+        assert_eq!((c.stage, c.pos_ms, c.cursor.clone(), c.due_ms), (Stage::Cleaning, NOW + 1, None, rec.due_ms));
+        let seg = Segment { rec: fixed.clone(), action: Action::Page(Box::new(p.clone()), read(3, false, None)) };
+        let c = chunk_plan(&[seg], &[berlin("t0"), berlin("t1"), berlin("t2")].into_iter().collect(), NOW);
+        assert_eq!((c.fired, c.ends[0].2.len(), c.cleaning.len()), (3, 0, 1), "fired; cleaned after, not in it");
+        // The cleaning record's visits: members left, moved on and cleaned after; none, retired.
+        let clean = |joins, empty| Segment { rec: c_rec(&fixed), action: Action::Clean { joins, empty } };
+        let c = chunk_plan(&[clean(Some(4), false)], &HashMap::new(), NOW);
+        assert!(matches!(&c.ends[0].1, RecordEnd::Done(Some(n)) if n.pos_ms == NOW + 1));
+        assert_eq!((c.cleaning.len(), c.fired), (1, 0));
+        let c = chunk_plan(&[clean(Some(4), true)], &HashMap::new(), NOW);
+        assert_eq!(c.ends[0].1, RecordEnd::Retire { joins: 4, successor: None });
+        assert_eq!(chunk_plan(&[clean(None, true)], &HashMap::new(), NOW).ends[0].1, RecordEnd::Pass);
+        // The last page of an open one-off (its only one): the head goes at the joins read before
+        // the members, its members and definitions with it.
+        assert_eq!(page_end(&rec, &p, &read(3, false, Some(4)), NOW), RecordEnd::Retire { joins: 4, successor: None });
         let seg = Segment { rec: rec.clone(), action: Action::Page(Box::new(p.clone()), read(2, false, Some(4))) };
         let mut tenants: HashMap<String, TenantRead> = [berlin("t0"), berlin("t1")].into_iter().collect();
         let c = chunk_plan(std::slice::from_ref(&seg), &tenants, ms("2026-12-24T08:31:00Z"));
@@ -372,14 +442,14 @@ mod tests {
         let (g, m) = member_of(&daily, "Europe/Berlin").unwrap();
         let rec = first_record(&g, m.owed_ms).unwrap().unwrap();
         let p = planned(&rec, rec.due_ms);
-        assert_eq!(page_end(&rec, &p, &read(1, false, None)), RecordEnd::Done(None));
+        assert_eq!(page_end(&rec, &p, &read(1, false, None), NOW), RecordEnd::Done(None));
         let own = tickwork::schedules::own_successor(&rec).unwrap();
-        assert_eq!(page_end(&rec, &p, &read(0, false, Some(9))), RecordEnd::Retire { joins: 9, successor: own });
+        assert_eq!(page_end(&rec, &p, &read(0, false, Some(9)), NOW), RecordEnd::Retire { joins: 9, successor: own });
         let resumed = DueRecord { cursor: Some("t5".into()), ..rec.clone() };
-        assert_eq!(page_end(&resumed, &p, &read(0, false, None)), RecordEnd::Done(None), "the end of a paged group");
+        assert_eq!(page_end(&resumed, &p, &read(0, false, None), NOW), RecordEnd::Done(None), "the end of a paged group");
         // Empty, and no head: a record left over is passed, and nothing follows it.
         let headless = PageRead { headless: true, ..read(0, false, None) };
-        assert_eq!(page_end(&rec, &p, &headless), RecordEnd::Pass);
+        assert_eq!(page_end(&rec, &p, &headless, NOW), RecordEnd::Pass);
         assert_eq!(put_before(&p, &RecordEnd::Pass), None);
         // A group that cannot be planned is set an hour aside.
         let seg = Segment { rec: rec.clone(), action: Action::Isolate("no zone".into()) };
@@ -401,9 +471,11 @@ mod tests {
             next: None,
             finished: false,
         };
-        assert_eq!(member_page(&p(1), false), MEMBER_PAGE);
-        assert_eq!(member_page(&p(1), true), ONE_OFF_PAGE);
-        assert_eq!(member_page(&p(500), false), 4);
-        assert_eq!(member_page(&p(0), false), MEMBER_PAGE);
+        assert_eq!(member_page(&p(1), Stage::Open), MEMBER_PAGE);
+        let once = FirePlan { finished: true, ..p(1) };
+        assert_eq!(member_page(&once, Stage::Open), ONE_OFF_PAGE, "an open one-off's first page");
+        assert_eq!(member_page(&once, Stage::Fixed), MEMBER_PAGE, "a fixed one-off's pages");
+        assert_eq!(member_page(&p(500), Stage::Open), 4);
+        assert_eq!(member_page(&p(0), Stage::Open), MEMBER_PAGE);
     }
 }

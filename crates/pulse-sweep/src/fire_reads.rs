@@ -9,20 +9,20 @@ use futures::stream::{self, StreamExt};
 use crate::deps::Deps;
 use crate::fire_plan::{member_page, Action, PageRead, Planned, Segment, TenantRead};
 use crate::report::PulseError;
-use tickwork::schedules::DueRecord;
+use tickwork::schedules::{DueRecord, Stage};
 
-/// The next page of `rec`'s members for `p`: after its member cursor (a one-off group's from its
-/// start: its fired members are deleted as they go). A group that may be retired — a one-off
-/// done, or no member at its first page — has its head's joins read first, and an empty group is
-/// looked at again after that read: a member that joined before it is seen, one after it moves
-/// the joins and refuses the retirement.
+/// The next page of `rec`'s members for `p`: after its member cursor (an open one-off group's
+/// from its start: fixed, or retired with its members, by the page that reads it). A group that
+/// may be retired or fixed — an open one-off, or no member at its first page — has its head's
+/// joins read first, and an empty group is looked at again after that read: a member that joined
+/// before it is seen, one after it moves the joins and refuses the retirement or the fixing.
 pub(crate) async fn read_page(deps: &Deps, rec: &DueRecord, p: &Planned) -> Result<PageRead, PulseError> {
     let s = &deps.schedules;
     let gid = rec.group.id();
-    let one_off = rec.group.spec.one_off();
-    let limit = member_page(&p.plan, one_off) as i32;
-    let start = if one_off { None } else { rec.cursor.as_deref() };
-    let joins = if p.plan.finished { s.head_joins(&gid).await? } else { None };
+    let open_one_off = p.plan.finished && rec.stage == Stage::Open;
+    let limit = member_page(&p.plan, rec.stage) as i32;
+    let start = if open_one_off { None } else { rec.cursor.as_deref() };
+    let joins = if open_one_off { s.head_joins(&gid).await? } else { None };
     let (members, more) = s.members_page(&gid, start, limit).await?;
     if !members.is_empty() || rec.cursor.is_some() || p.plan.finished {
         return Ok(PageRead { members, more, joins, headless: false });
@@ -33,6 +33,16 @@ pub(crate) async fn read_page(deps: &Deps, rec: &DueRecord, p: &Planned) -> Resu
     Ok(PageRead { members, more, joins: joins.filter(|_| empty), headless: empty && joins.is_none() })
 }
 
+/// A cleaning record's visit: its group's head's joins, read first (a head firing takes no join,
+/// so they are the joins its retirement is conditional on), then whether a member is left.
+pub(crate) async fn read_clean(deps: &Deps, rec: &DueRecord) -> Result<Action, PulseError> {
+    let s = &deps.schedules;
+    let gid = rec.group.id();
+    let joins = s.head_joins(&gid).await?;
+    let (members, _) = s.members_page(&gid, None, 1).await?;
+    Ok(Action::Clean { joins, empty: members.is_empty() })
+}
+
 /// The tenants of the members `segs` read.
 pub(crate) async fn read_tenants(deps: &Deps, segs: &[&Segment]) -> Result<HashMap<String, TenantRead>, PulseError> {
     let mut ids: Vec<&str> = segs
@@ -41,7 +51,7 @@ pub(crate) async fn read_tenants(deps: &Deps, segs: &[&Segment]) -> Result<HashM
             Action::Page(_, read) => {
                 Some(read.members.iter().filter_map(|m| m.as_ref().ok()).map(|m| m.tenant.as_str()))
             }
-            Action::Isolate(_) => None,
+            Action::Isolate(_) | Action::Clean { .. } => None,
         })
         .flatten()
         .collect();

@@ -74,7 +74,7 @@ pub(crate) async fn write_chunk(
     let mut set_aside = false;
     let mut recounts = 0;
     for _ in 0..=chunk.len() + RECOUNTS {
-        let ChunkPlan { batch, ends, before, fired, skipped, dropped, isolated, ready_ms, failures, moved } =
+        let ChunkPlan { batch, ends, before, fired, skipped, dropped, isolated, ready_ms, failures, moved, cleaning } =
             chunk_plan(&chunk, tenants, now_ms);
         let mut queued = Vec::new();
         for item in fire_items(batch, ready_ms) {
@@ -158,6 +158,7 @@ pub(crate) async fn write_chunk(
                     report.fires += fired;
                     report.fires_skipped += skipped;
                     report.schedules_dropped += dropped;
+                    report.cleaning.extend(cleaning.iter().cloned());
                     report.failed_tenants += isolated + bad.len() as u64;
                     for q in &bad {
                         tracing::error!(

@@ -105,6 +105,12 @@ impl LeasedJob for Deps {
                 tracing::warn!(error = %e, "lease release after schedules failed; it lapses on its own");
             }
         }
+        // Fired one-offs' members and definitions, after the lease is let go: a cleaning of
+        // minutes holds back no fire, and its deletes are repeatable without a fence.
+        if !report.cleaning.is_empty() && report.outcome != Outcome::LostLease {
+            let groups = std::mem::take(&mut report.cleaning);
+            report.schedules_cleaned += Box::pin(crate::clean::clean(self, &groups, budget)).await;
+        }
         Ok(report)
     }
 

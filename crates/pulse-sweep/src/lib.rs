@@ -37,9 +37,11 @@
 //!   one-time schedule that wakes the sweep at a schedule's instant;
 //! - `shared` a boundary shared by shard workers (the lease per shard, the watermark last);
 //!   [`helpers`] how the leader starts them;
+//! - `clean` fired one-off groups' members and definitions, deleted after the tick's fires;
 //! - [`lowering`] the control table's stream: writers' records lower `sched_next`;
 //! - this file: the entry points.
 
+mod clean;
 pub mod config;
 pub mod deps;
 pub mod due;

@@ -41,6 +41,12 @@ pub struct Report {
     pub fires_skipped: u64,
     /// Due records dropped unfired: their schedule changed, paused or went, or their tenant did.
     pub schedules_dropped: u64,
+    /// Fired one-off groups' members cleaned (their memberships deleted, and their definitions
+    /// when still the version fired) after the fire ([`crate::clean`]).
+    pub schedules_cleaned: u64,
+    /// Fired one-off groups to clean once the shards' fires are done.
+    #[serde(skip)]
+    pub(crate) cleaning: Vec<tickwork::schedules::Group>,
     /// Due shards a shard's firing put successors in other than its own (a record written under
     /// the shard count before): read again for `sched_next`, their first read being older.
     #[serde(skip)]
@@ -55,6 +61,7 @@ impl Report {
         self.schedules_dropped += other.schedules_dropped;
         self.failed_tenants += other.failed_tenants;
         self.shards_written.extend(&other.shards_written);
+        self.cleaning.extend(other.cleaning.iter().cloned());
     }
 }
 

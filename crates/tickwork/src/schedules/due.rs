@@ -3,41 +3,19 @@
 //! fire goes out, and the state item's `sched_next`.
 
 use super::record::{
-    cursor_key, def_pk, due_bound, due_pk, head_key, member_pk, pos_of, DueRecord, Member, CUR, CURSOR, CURSOR_SK,
-    DUE_SHARDS, JOINS, PLAN_AT, WRITES,
+    cursor_key, due_bound, due_pk, head_key, member_pk, pos_of, DueRecord, Member, CUR, CURSOR_SK, DUE_SHARDS, JOINS,
+    WRITES,
 };
 use super::store::Schedules;
-use super::writes::{cursor_move_item, member_delete, record_put, ShardCursor};
+use super::writes::{cursor_move_item, ShardCursor};
 use crate::clock::Millis;
 use crate::error::DbError;
 use crate::item::Item;
 use crate::pager::{fetch_page, Cursor, PageError};
 use crate::schema::{av_n, av_s, get_i64, key, PK, SK};
 use crate::watermark::{watermark_key, SCHED_ADDS, SCHED_NEXT, SCHED_WAKE};
-use aws_sdk_dynamodb::types::{Delete, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::TransactWriteItem;
 use std::convert::Infallible;
-
-/// How a record's fire of one page of members ends.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RecordEnd {
-    /// More members follow: the record's member cursor moves to this member.
-    Advance(String),
-    /// Every member done: the shard's cursor moves past the record (in the same transaction), and
-    /// this successor is put with it (one written before the transaction is not here).
-    Done(Option<DueRecord>),
-    /// A record whose group has no head and no member (a successor an attempt before put for a
-    /// group retired since): the cursor passes it, and nothing follows it.
-    Pass,
-    /// The group is done (a one-off fired) or found empty: its record and head (at the `joins`
-    /// read before its members) are deleted, and the record's own successor if an attempt before
-    /// put one.
-    Retire {
-        /// The head's joins, as read.
-        joins: u64,
-        /// The record's own successor.
-        successor: Option<DueRecord>,
-    },
-}
 
 /// A page of due records (each, or its item and what is wrong with it), and where the next
 /// starts.
@@ -87,93 +65,6 @@ impl Schedules {
     pub async fn head_joins(&self, gid: &str) -> Result<Option<u64>, DbError> {
         let item = self.db.get_strong(&self.table, head_key(&self.job, gid)).await?;
         Ok(item.map(|i| get_i64(&i, JOINS).unwrap_or(0).max(0) as u64))
-    }
-
-    /// The writes of one page of `rec`'s fire, for the sweep's transaction with the page's queue
-    /// items (all or nothing: the members' fires are queued exactly when the record moves past
-    /// them). An advance is conditional on the member cursor the sweep read, and the shard
-    /// cursor's move ([`Schedules::cursor_move`]) on the shard cursor it read, so a page written
-    /// twice (a retry after a lost answer, another sweep) cancels instead of firing again.
-    /// `finished` are members of a one-off group that is done (tenant, the definition's `ver`):
-    /// their memberships and definitions go too (a definition only if still the version fired).
-    pub fn record_items(
-        &self,
-        rec: &DueRecord,
-        end: &RecordEnd,
-        finished: &[(String, Option<u64>)],
-        plan_at: Millis,
-    ) -> Vec<TransactWriteItem> {
-        let gid = rec.group.id();
-        let (cond, seen) = match &rec.cursor {
-            Some(c) => ("attribute_exists(#pk) AND #c = :seen", Some(av_s(c))),
-            None => ("attribute_exists(#pk) AND attribute_not_exists(#c)", None),
-        };
-        let mut out = Vec::new();
-        match end {
-            RecordEnd::Advance(to) => {
-                let u = Update::builder()
-                    .table_name(&self.table)
-                    .set_key(Some(rec.key(&self.job)))
-                    // The plan's instant kept at the first page: a later tick resumes the same plan.
-                    .update_expression("SET #c = :to, #at = if_not_exists(#at, :at)")
-                    .condition_expression(cond)
-                    .expression_attribute_names("#pk", PK)
-                    .expression_attribute_names("#c", CURSOR)
-                    .expression_attribute_names("#at", PLAN_AT)
-                    .set_expression_attribute_values(Some(
-                        [(":to".to_string(), av_s(to)), (":at".to_string(), av_n(plan_at))]
-                            .into_iter()
-                            .chain(seen.map(|v| (":seen".to_string(), v)))
-                            .collect(),
-                    ))
-                    .build()
-                    .expect("update is whole");
-                out.push(TransactWriteItem::builder().update(u).build());
-            }
-            RecordEnd::Done(next) => out.extend(next.iter().map(|n| record_put(&self.table, &self.job, n))),
-            RecordEnd::Pass => {}
-            RecordEnd::Retire { joins, successor } => {
-                let d = Delete::builder()
-                    .table_name(&self.table)
-                    .set_key(Some(rec.key(&self.job)))
-                    .condition_expression(cond)
-                    .expression_attribute_names("#pk", PK)
-                    .expression_attribute_names("#c", CURSOR)
-                    .set_expression_attribute_values(seen.map(|v| [(":seen".to_string(), v)].into_iter().collect()))
-                    .build()
-                    .expect("delete is whole");
-                out.push(TransactWriteItem::builder().delete(d).build());
-                let d = Delete::builder()
-                    .table_name(&self.table)
-                    .set_key(Some(head_key(&self.job, &gid)))
-                    .condition_expression("#j = :j")
-                    .expression_attribute_names("#j", JOINS)
-                    .expression_attribute_values(":j", av_n(*joins))
-                    .build()
-                    .expect("delete is whole");
-                out.push(TransactWriteItem::builder().delete(d).build());
-                if let Some(k) = successor.as_ref().map(|n| n.key(&self.job)).filter(|k| *k != rec.key(&self.job)) {
-                    let d = Delete::builder().table_name(&self.table).set_key(Some(k)).build();
-                    out.push(TransactWriteItem::builder().delete(d.expect("delete is whole")).build());
-                }
-            }
-        }
-        for (tenant, ver) in finished {
-            out.push(member_delete(&self.table, &self.job, &gid, tenant));
-            // A member whose item does not read leaves its group; its definition stays, for an
-            // operator to see.
-            let Some(ver) = ver else { continue };
-            let del = Delete::builder()
-                .table_name(&self.table)
-                .set_key(Some(key(def_pk(&self.job, tenant), &rec.group.name)))
-                .condition_expression("attribute_not_exists(#ver) OR #ver = :ver")
-                .expression_attribute_names("#ver", "ver")
-                .expression_attribute_values(":ver", av_n(*ver))
-                .build()
-                .expect("delete has table and key");
-            out.push(TransactWriteItem::builder().delete(del).build());
-        }
-        out
     }
 
     /// The key of the item at sort key `sk` in shard `k`'s due partition (where a Query resumes).

@@ -143,6 +143,7 @@ fn next_record(group: &Group, tz: &jiff::tz::TimeZone, after_ms: Millis) -> Resu
         cursor: None,
         plan_at: None,
         shard: None,
+        stage: super::record::Stage::Open,
     }))
 }
 

@@ -111,24 +111,32 @@ impl Schedules {
             by_group.entry(g.id()).or_insert((g, m, 0)).2 += 1;
         }
         for _ in 0..ATTEMPTS {
-            let mut writes = Vec::new();
-            for (s, g, m) in chunk {
-                writes.push(put_new_item(&self.table, s.to_item(&self.job)));
-                writes.push(member_put(&self.table, &self.job, &g.id(), m));
-            }
-            let defs = writes.len();
+            // Each group's generation joined first (one whose head is firing is passed for the
+            // next): the definitions and memberships name it.
             let mut cursors = super::writes::Cursors::new();
-            for (g, m, n) in by_group.values() {
+            let mut joined: BTreeMap<String, String> = BTreeMap::new();
+            let mut heads = Vec::new();
+            for (base, (g, m, n)) in &by_group {
                 // The group's first record owed after the earliest member's instant: every member
                 // of an import is owed from the same `now`, or a one-off from its own instant.
-                let first = chunk.iter().filter(|(_, cg, _)| cg.id() == g.id()).map(|(_, _, cm)| cm.owed_ms).min();
+                let first = chunk.iter().filter(|(_, cg, _)| cg.id() == *base).map(|(_, _, cm)| cm.owed_ms).min();
                 let m = Member { owed_ms: first.unwrap_or(m.owed_ms), ..(*m).clone() };
-                let (head, record) = self.join_items(g, &m, *n, &mut cursors).await?;
-                writes.push(head);
+                let (gen, head, record) = self.join_items(g, &m, *n, &mut cursors).await?;
+                joined.insert(base.clone(), gen.id());
+                heads.push(head);
                 if let Some(r) = record {
-                    writes.push(written_record_put(&self.table, &self.job, &r));
+                    heads.push(written_record_put(&self.table, &self.job, &r));
                 }
             }
+            let mut writes = Vec::new();
+            for (s, g, m) in chunk {
+                let gid = joined.get(&g.id()).cloned().unwrap_or_else(|| g.id());
+                let s = Schedule { group: Some(gid.clone()), ..s.clone() };
+                writes.push(put_new_item(&self.table, s.to_item(&self.job)));
+                writes.push(member_put(&self.table, &self.job, &gid, m));
+            }
+            let defs = writes.len();
+            writes.extend(heads);
             writes.extend(self.cursor_bumps(&cursors));
             match commit(&self.db, writes).await? {
                 Committed::Written => return Ok(true),

@@ -4,7 +4,8 @@
 
 use super::error::ScheduleError;
 use super::fire::first_record;
-use super::record::{head_key, pos_of, DueRecord, Group, Member, JOINS};
+use super::record::{head_key, pos_of, DueRecord, Group, Member, FIRING, JOINS};
+use aws_sdk_dynamodb::types::TransactWriteItem;
 use super::store::Schedules;
 use super::writes::{cursor_bump_item, Cursors};
 use crate::error::DbError;
@@ -13,9 +14,16 @@ use crate::schema::{av_n, put_new_item, PK};
 /// How far past a writer's clock a sweep's cursor may be: its clock's skew, with room.
 pub(super) const CURSOR_REACH_MS: crate::clock::Millis = 3_600_000;
 
+/// Generations of a group a join looks through for one not firing: each firing one is a one-off
+/// whose members are being fired or cleaned (minutes), and a generation of a few members is fired
+/// and retired in one transaction, never firing; so more than two at once is rare.
+const MAX_GENERATIONS: u32 = 16;
+
 impl Schedules {
-    /// How `n` members join group `g` (the first of them `m`): the head counted (it must still
-    /// be there), or, when the group has none, the head put (it must still be absent) and the
+    /// How `n` members join group `g` (the first of them `m`), and the generation of it they join:
+    /// the first whose head is not firing ([`Group::gen`]). Its head counted (it must still be
+    /// there, and not firing: a one-off's fire that fixed its members passes over no one who
+    /// joined after), or, when it has none, the head put (it must still be absent) and the
     /// group's first record, owed after `m`'s instant, positioned after its shard's cursor (read
     /// into `cursors` once a shard: the caller checks each in its transaction).
     pub(super) async fn join_items(
@@ -24,29 +32,42 @@ impl Schedules {
         m: &Member,
         n: u64,
         cursors: &mut Cursors,
-    ) -> Result<(aws_sdk_dynamodb::types::TransactWriteItem, Option<DueRecord>), ScheduleError> {
-        let gid = g.id();
-        let head = self.db.get_strong(&self.table, head_key(&self.job, &gid)).await?;
-        if head.is_none() {
-            let mut item = g.head_item(&self.job);
-            item.insert(JOINS.to_string(), av_n(n));
-            let record = match first_record(g, m.owed_ms)? {
-                Some(r) => Some(self.positioned(r, cursors).await?),
-                None => None,
-            };
-            return Ok((put_new_item(&self.table, item), record));
+    ) -> Result<(Group, TransactWriteItem, Option<DueRecord>), ScheduleError> {
+        let mut g = g.clone();
+        for _ in 0..MAX_GENERATIONS {
+            let gid = g.id();
+            let head = self.db.get_strong(&self.table, head_key(&self.job, &gid)).await?;
+            match head {
+                Some(h) if h.contains_key(FIRING) => {
+                    g = g.next_gen();
+                    continue;
+                }
+                Some(_) => {
+                    let u = aws_sdk_dynamodb::types::Update::builder()
+                        .table_name(&self.table)
+                        .set_key(Some(head_key(&self.job, &gid)))
+                        .update_expression("ADD #j :n")
+                        .condition_expression("attribute_exists(#pk) AND attribute_not_exists(#f)")
+                        .expression_attribute_names("#j", JOINS)
+                        .expression_attribute_names("#pk", PK)
+                        .expression_attribute_names("#f", FIRING)
+                        .expression_attribute_values(":n", av_n(n))
+                        .build()
+                        .expect("update has table, key and expression");
+                    return Ok((g, TransactWriteItem::builder().update(u).build(), None));
+                }
+                None => {
+                    let mut item = g.head_item(&self.job);
+                    item.insert(JOINS.to_string(), av_n(n));
+                    let record = match first_record(&g, m.owed_ms)? {
+                        Some(r) => Some(self.positioned(r, cursors).await?),
+                        None => None,
+                    };
+                    return Ok((g, put_new_item(&self.table, item), record));
+                }
+            }
         }
-        let u = aws_sdk_dynamodb::types::Update::builder()
-            .table_name(&self.table)
-            .set_key(Some(head_key(&self.job, &gid)))
-            .update_expression("ADD #j :n")
-            .condition_expression("attribute_exists(#pk)")
-            .expression_attribute_names("#j", JOINS)
-            .expression_attribute_names("#pk", PK)
-            .expression_attribute_values(":n", av_n(n))
-            .build()
-            .expect("update has table, key and expression");
-        Ok((aws_sdk_dynamodb::types::TransactWriteItem::builder().update(u).build(), None))
+        Err(DbError::Contended { what: format!("the generations of schedule `{}`'s group, each firing", g.name), attempts: MAX_GENERATIONS }.into())
     }
 
     /// `r` positioned after its shard's cursor (read into `cursors` once a shard: the caller

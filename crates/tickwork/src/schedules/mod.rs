@@ -16,7 +16,9 @@
 mod check;
 mod commit;
 pub mod cron;
+mod clean;
 mod due;
+mod ends;
 pub mod error;
 pub mod fire;
 pub mod import;
@@ -33,7 +35,9 @@ mod writes;
 mod oracle_tests;
 
 pub use check::ONE_OFF_MARGIN_MS;
-pub use due::{DuePage, RecordEnd};
+pub use clean::{clean_read, CleanRead};
+pub use due::DuePage;
+pub use ends::RecordEnd;
 pub use error::{ScheduleError, SpecError};
 pub use fire::{
     first_record, member_fires, member_of, member_resumed, never_fires, own_successor, plan, plan_own, successor,
@@ -43,7 +47,7 @@ pub use import::Imported;
 pub use lowering::{inserted_position, Lowered};
 pub use occurrence::{between, catch_up, next_after, occurrence_key, resolve, spread_ms, Occurrence};
 pub use quarantine::{quarantine_pk, Quarantined, Repair};
-pub use record::{due_shard, DueRecord, Group, Member, Schedule, DUE_SHARDS, SCHED_KIND};
+pub use record::{due_shard, DueRecord, Group, Member, Schedule, Stage, DUE_SHARDS, ONE_OFF_FIRST_PAGE, SCHED_KIND};
 pub use spec::{Dst, Fold, Gap, MonthDay, ScheduleDef, Spec, MAX_PAYLOAD_BYTES};
 pub use store::{Changed, Schedules};
 pub use writes::ShardCursor;

@@ -26,7 +26,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
 use super::commit::{commit, Committed};
 use super::error::{ScheduleError, SpecError};
 use super::fire::first_record;
-use super::record::{head_key, pos_of, DueRecord, Group, CURSOR, PLAN_AT};
+use super::record::{head_key, pos_of, DueRecord, Group, Stage, CURSOR, PLAN_AT, STAGE};
 use super::store::Schedules;
 use super::writes::{written_record_put, Cursors};
 use crate::clock::Millis;
@@ -124,6 +124,9 @@ impl Quarantined {
                 DueRecord {
                     cursor: get_s(&self.record, CURSOR).map(str::to_string),
                     plan_at: get_i64(&self.record, PLAN_AT),
+                    // A one-off fixed or cleaning stays so: open, it would read its group from
+                    // the start and fire again the members fixed pages fired.
+                    stage: Stage::from_attr(get_s(&self.record, STAGE)).unwrap_or(r.stage),
                     ..r
                 },
                 Repair::FromHead,
@@ -276,6 +279,7 @@ mod tests {
             cursor: None,
             plan_at: None,
             shard: None,
+            stage: Stage::Open,
         };
         let mut item = rec.to_item("j");
         let q = Quarantined::of(item.clone(), "x", 5);

@@ -101,6 +101,11 @@ pub struct Group {
     /// The payload every fire of it delivers (canonical JSON text): members share it, so tenants
     /// with distinct payloads are distinct groups.
     pub payload: Option<String>,
+    /// Its generation: 0, or the next after a generation whose one-off fire has fixed its members
+    /// (its head `firing`): a join that finds a head firing joins the next generation, a group of
+    /// its own with its own head and record, so a firing group's members can be paged behind a
+    /// cursor and none who joined after its first page is passed over.
+    pub gen: u32,
 }
 
 /// A member of a group: one tenant's schedule.
@@ -139,7 +144,32 @@ pub struct DueRecord {
     /// where its group's id puts it ([`due_shard`]). A record read keeps its own, so it is
     /// written, moved and deleted where it is even after [`DUE_SHARDS`] changed.
     pub shard: Option<u32>,
+    /// Where a one-off group's fire is ([`Stage`]).
+    pub stage: Stage,
 }
+
+/// Where a one-off group's fire is. A recurring group's record is always [`Stage::Open`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Stage {
+    /// Members may join: a one-off's page reads its group from the start, a few members
+    /// ([`ONE_OFF_FIRST_PAGE`]): all of them, and the group is retired with its members and
+    /// definitions in that page's transaction; or more follow, and the page fixes the group.
+    #[default]
+    Open,
+    /// Its first page's transaction marked the head `firing` at the joins read before it: no member
+    /// joins it any more, so its members are paged behind the record's cursor a thousand a
+    /// transaction, as a recurring group's, and none is deleted as it fires.
+    Fixed,
+    /// Every member fired: the record, moved after the fire, leads the cleaning of its members
+    /// and their definitions (plain deletes, outside any transaction, after the lease is let go);
+    /// the group is retired when a visit finds no member left.
+    Cleaning,
+}
+
+/// Members a one-off group's first page reads: a group of no more is fired and retired in one
+/// transaction, its members' memberships and definitions deleted in it (two writes each, within
+/// DynamoDB's 100 a transaction); a larger one is fixed by that page ([`Stage::Fixed`]).
+pub const ONE_OFF_FIRST_PAGE: usize = 40;
 
 /// The definition item's `pk` for `tenant`'s schedules.
 pub fn def_pk(job: &str, tenant: &str) -> String {
@@ -208,10 +238,17 @@ const NAME: &str = "name";
 const ZONE: &str = "zone";
 const AFTER: &str = "after";
 const DUE: &str = "due";
-const GRP: &str = "grp";
+/// The definition's group attribute (a fired one-off's cleaning deletes a definition only while it names the group).
+pub const GRP: &str = "grp";
 const OFFSET: &str = "offset";
 const OWED: &str = "owed";
 const PAYLOAD: &str = "payload";
+const GEN: &str = "gen";
+/// The record's stage attribute ([`Stage`]; the sweep's update of a record names it).
+pub const STAGE: &str = "stage";
+/// The head's mark that its one-off group's fire has fixed its members ([`Stage::Fixed`]): a join
+/// is conditional on its absence.
+pub const FIRING: &str = "firing";
 /// The record's member cursor attribute (the sweep's conditions name it).
 pub const CURSOR: &str = "cursor";
 /// The shard cursor item's attribute: the sort key of the last record handled.
@@ -298,6 +335,7 @@ impl Group {
             name: def.name.clone(),
             offset_ms: spread_ms(tenant, &def.name, def.spread_min),
             payload: def.payload.clone(),
+            gen: 0,
         }
     }
 
@@ -313,6 +351,10 @@ impl Group {
         if let Some(p) = &self.payload {
             text.push('\n');
             text.push_str(p);
+        }
+        // Only past the first: generation 0 keeps the id it had before generations.
+        if self.gen > 0 {
+            text.push_str(&format!("\ngeneration {}", self.gen));
         }
         let d = sha2::Sha256::digest(text.as_bytes());
         d[..16].iter().map(|b| format!("{b:02x}")).collect()
@@ -330,6 +372,14 @@ impl Group {
         if let Some(p) = &self.payload {
             item.insert(PAYLOAD.to_string(), av_s(p));
         }
+        if self.gen > 0 {
+            item.insert(GEN.to_string(), av_n(self.gen));
+        }
+    }
+
+    /// The same group's next generation (where a join goes when this one's head is firing).
+    pub fn next_gen(&self) -> Group {
+        Group { gen: self.gen + 1, ..self.clone() }
     }
 
     /// What every unit of its fires carries beside its key: the payload, parsed (a record whose
@@ -352,6 +402,7 @@ impl Group {
             name: s(NAME)?.to_string(),
             offset_ms: get_i64(item, OFFSET).ok_or_else(|| SpecError("group item without `offset`".into()))?,
             payload: get_s(item, PAYLOAD).map(str::to_string),
+            gen: get_i64(item, GEN).unwrap_or(0).clamp(0, i64::from(u32::MAX)) as u32,
         })
     }
 
@@ -427,6 +478,9 @@ impl DueRecord {
         if let Some(at) = self.plan_at {
             item.insert(PLAN_AT.to_string(), av_n(at));
         }
+        if let Some(st) = self.stage.as_attr() {
+            item.insert(STAGE.to_string(), av_s(st));
+        }
         item
     }
 
@@ -442,9 +496,36 @@ impl DueRecord {
             cursor: get_s(item, CURSOR).map(str::to_string),
             plan_at: get_i64(item, PLAN_AT),
             shard: get_s(item, PK).and_then(shard_of_pk),
+            stage: Stage::from_attr(get_s(item, STAGE))?,
         })
     }
 }
+
+impl Stage {
+    /// The record's `stage` attribute (none while open).
+    pub fn as_attr(self) -> Option<&'static str> {
+        match self {
+            Stage::Open => None,
+            Stage::Fixed => Some(STAGE_FIXED),
+            Stage::Cleaning => Some(STAGE_CLEANING),
+        }
+    }
+
+    /// Read back: a stage this version does not know does not read (the record is set aside, not
+    /// fired as if open).
+    pub(super) fn from_attr(v: Option<&str>) -> Result<Stage, SpecError> {
+        match v {
+            None => Ok(Stage::Open),
+            Some(STAGE_FIXED) => Ok(Stage::Fixed),
+            Some(STAGE_CLEANING) => Ok(Stage::Cleaning),
+            Some(other) => Err(SpecError(format!("due record of an unknown stage `{other}`"))),
+        }
+    }
+}
+
+/// [`Stage::Fixed`]'s attribute value (the sweep's update of a record names it).
+pub const STAGE_FIXED: &str = "fixed";
+const STAGE_CLEANING: &str = "cleaning";
 
 #[cfg(test)]
 mod tests {
@@ -489,6 +570,7 @@ mod tests {
             cursor: Some("t9".into()),
             plan_at: Some(7),
             shard: None,
+            stage: Stage::Fixed,
         };
         let item = r.to_item("pulse-sweep");
         // Read back with the shard its key names: the one its group's id gives.
@@ -497,6 +579,16 @@ mod tests {
         assert_eq!((read.key("pulse-sweep"), read.shard()), (r.key("pulse-sweep"), r.shard()));
         assert!(get_s(&item, PK).unwrap().starts_with("sdue#pulse-sweep#"));
         assert_eq!(pos_of(get_s(&item, SK).unwrap()), Some(r.pos_ms), "sorted by its position");
+        // A later generation is a group of its own, read back with its generation; a stage this
+        // version does not know does not read.
+        let next = DueRecord { group: r.group.next_gen(), stage: Stage::Cleaning, ..r.clone() };
+        assert_ne!(next.group.id(), r.group.id());
+        assert_eq!(next.group.next_gen().gen, 2);
+        assert_eq!(DueRecord::from_item(&next.to_item("j")).unwrap(), DueRecord { shard: Some(next.shard()), ..next });
+        assert_eq!(Group::read_from(&r.group.head_item("j")).unwrap().gen, 0);
+        let mut odd = item.clone();
+        odd.insert(STAGE.into(), av_s("later"));
+        assert!(DueRecord::from_item(&odd).unwrap_err().0.contains("unknown stage `later`"));
         assert!(get_s(&item, SK).unwrap() < CURSOR_SK, "the cursor sorts after every record");
         let m = Member { tenant: "acme".into(), ver: 3, since_ms: 7, owed_ms: 6 };
         assert_eq!(Member::from_item(&m.to_item("pulse-sweep", "g")).unwrap(), m);
@@ -545,6 +637,7 @@ mod tests {
             cursor: None,
             plan_at: None,
             shard: Some(old),
+            stage: Stage::Open,
         };
         let item = r.to_item("j");
         assert_eq!(get_s(&item, PK), Some(format!("sdue#j#{old}").as_str()));

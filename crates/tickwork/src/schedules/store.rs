@@ -260,9 +260,15 @@ impl Schedules {
                 .into());
             }
         }
-        let s = Schedule { group: joined.as_ref().map(|(g, _)| g.id()), ..s.clone() };
         let raced = || ScheduleError::Raced { tenant: s.tenant.clone(), name: s.def.name.clone() };
         for _ in 0..ATTEMPTS {
+            // The generation joined first: the definition names it.
+            let mut cursors = Cursors::new();
+            let join = match &joined {
+                Some((g, m)) => Some((self.join_items(g, m, 1, &mut cursors).await?, m)),
+                None => None,
+            };
+            let s = Schedule { group: join.as_ref().map(|((g, _, _), _)| g.id()), ..s.clone() };
             let def_put = match old {
                 None => put_new_item(&self.table, s.to_item(&self.job)),
                 Some(o) => {
@@ -282,9 +288,7 @@ impl Schedules {
                 items.push(member_delete(&self.table, &self.job, og, &s.tenant));
             }
             let mut head_at = usize::MAX;
-            if let Some((g, m)) = &joined {
-                let mut cursors = Cursors::new();
-                let (joins, record) = self.join_items(g, m, 1, &mut cursors).await?;
+            if let Some(((g, joins, record), m)) = join {
                 head_at = items.len() + 1;
                 items.push(member_put(&self.table, &self.job, &g.id(), m));
                 items.push(joins);
