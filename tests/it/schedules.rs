@@ -19,7 +19,8 @@ use tickwork_tests::{ms, unique, Local};
 use crate::binary::{ok, tickctl};
 
 /// The catch-up rules adds are checked against (a one-off the sweep would pass over is refused).
-pub(crate) const POLICY: Policy = Policy { catch_up: CatchUp::All, max_lateness_ms: 2 * 86_400_000, interval_ms: 900_000 };
+pub(crate) const POLICY: Policy =
+    Policy { catch_up: CatchUp::All, max_lateness_ms: 2 * 86_400_000, interval_ms: 900_000 };
 
 pub(crate) fn sweep(local: &Local, prefix: &str, faults: Option<&Faults>) -> (pulse_sweep::Deps, String) {
     (local.stack_sweep(prefix, &[], faults), format!("{prefix}-queue"))

@@ -131,9 +131,11 @@ pub struct BurstInput {
     pub per_kb_ms: f64,
     /// A tenant id's bytes: the member pages, tenant reads and batch items grow with it.
     pub tenant_id_bytes: u64,
-    /// The groups are one-off (`at <instant>`) groups, a campaign's: fired as the sweep fires them
-    /// today, [`pulse_sweep::ONE_OFF_PAGE`] members a page, each page after its head's joins are
-    /// read, each fired member's membership and definition deleted in its page's transaction.
+    /// The groups are one-off (`at <instant>`) groups, a campaign's: a group's first page is
+    /// [`pulse_sweep::ONE_OFF_PAGE`] members, read after its head's joins. A group no larger is
+    /// fired and retired in that page's transaction, each member's membership and definition
+    /// deleted in it; a larger one is fixed by it, its other pages a thousand members each, and its
+    /// members and definitions cleaned after the hand-over by plain deletes.
     #[serde(default)]
     pub one_off: bool,
     /// A server's own time a request that does not overlap: [`ServerTime::DYNAMODB`]; a local
@@ -185,8 +187,19 @@ pub struct BurstTime {
     pub partition_floor_ms: f64,
     /// The least time the largest one-off group's member partition allows, ms: each fired
     /// member's membership deleted in a transaction (2 write units) in its group's one member
-    /// partition, at most 1,000 units a second.
+    /// partition, at most 1,000 units a second (a group fired in one transaction; a larger one's
+    /// are cleaned after the hand-over).
     pub member_floor_ms: f64,
+    /// From the fires' instant until a campaign's members and definitions are cleaned, ms (0:
+    /// none to clean). Its member partition takes a unit a member at 1,000 a second, and a tick
+    /// cleans for [`pulse_sweep::CLEAN_FOR_MS`] of each minute's wake.
+    pub cleaned_ms: f64,
+    /// A campaign's cleaning's write units: a plain delete of each member's membership and of its
+    /// definition.
+    pub clean_write_units: f64,
+    /// A campaign's cleaning's read units: its member pages, and each member's tenant (strongly
+    /// consistent).
+    pub clean_read_units: f64,
     /// The control table's write units the burst spends (its groups' records; a one-off's
     /// members' and definitions' deletes).
     pub write_units: f64,
@@ -228,12 +241,18 @@ pub fn burst(b: &BurstInput) -> BurstTime {
     use size::{deletes, due_page, member_page, one_off_deletes, puts, tenants, transaction, SMALL};
     let page = pulse_sweep::FIRE_PAGE as u64;
     let id = b.tenant_id_bytes as f64;
-    let mpage = if b.one_off { pulse_sweep::ONE_OFF_PAGE } else { pulse_sweep::MEMBER_PAGE } as u64;
-    // A one-off page's transaction deletes its members too; each of its pages reads its head's
-    // joins first (the group may be retired at any page).
+    let mpage = pulse_sweep::MEMBER_PAGE as u64;
+    // A one-off group's first page is a few members, read after its head's joins.
+    let first_cap = if b.one_off { pulse_sweep::ONE_OFF_PAGE as u64 } else { mpage };
+    let groups = b.groups.clamp(1, b.fires.max(1));
+    let largest = b.fires / groups + u64::from(b.fires % groups > 0);
+    // A one-off group its first page holds whole is retired in that page's transaction, its
+    // members' memberships and definitions deleted in it; a larger one is fixed by it, and
+    // cleaned after.
+    let deleting = b.one_off && largest < first_cap;
     let txn = |groups: u64, units: u64| {
         let w = transaction(groups, units, id);
-        if b.one_off {
+        if deleting {
             Wire { sent: w.sent + one_off_deletes(units, id), ..w }
         } else {
             w
@@ -242,7 +261,6 @@ pub fn burst(b: &BurstInput) -> BurstTime {
     let heads = u64::from(b.one_off);
     let chunk = pulse_sweep::FIRE_CHUNK as u64;
     let shards = u64::from(tickwork::schedules::DUE_SHARDS);
-    let groups = b.groups.clamp(1, b.fires.max(1));
     // Groups as even as the fires allow: `big` of them one member more.
     let (small, big) = (b.fires / groups, b.fires % groups);
     let mut t = BurstTime::default();
@@ -286,7 +304,7 @@ pub fn burst(b: &BurstInput) -> BurstTime {
             // This page's groups, and how many members each.
             let members: Vec<u64> = (seen..seen + r).map(|i| small + u64::from(i < big)).collect();
             seen += r;
-            let firsts: Vec<u64> = members.iter().map(|m| (*m).min(mpage)).collect();
+            let firsts: Vec<u64> = members.iter().map(|m| (*m).min(first_cap)).collect();
             let first: u64 = firsts.iter().sum();
             // Each group's first member page (a one-off's after its head), `f` at once: a round
             // as long as its largest.
@@ -309,7 +327,8 @@ pub fn burst(b: &BurstInput) -> BurstTime {
             sent(&mut t, txns, per_txn, false);
             shard += txns as f64 * round(per_txn);
             // (A group larger than a page puts its successor with its last page; a one-off
-            // group has none, and its record goes in its last page's transaction.)
+            // group has none: its record goes in its last page's transaction, or is followed by
+            // its cleaning record.)
             let single = if b.one_off { 0 } else { members.iter().filter(|m| **m < mpage).count() as u64 };
             for part in std::iter::repeat_n(chunk, (single / chunk) as usize).chain(std::iter::once(single % chunk)) {
                 let requests = part.div_ceil(25);
@@ -320,25 +339,27 @@ pub fn burst(b: &BurstInput) -> BurstTime {
             }
             t.member_pages += r;
             for m in members {
-                // Pages after the first: a Query, its tenants' BatchGetItems and a transaction
-                // each (an exactly full last page is followed by an empty one).
-                for j in 1..=m / mpage {
-                    let left = (m - j * mpage).min(mpage);
+                // Pages after the first, a thousand members each (a one-off's fixed by its
+                // first): a Query, its tenants' BatchGetItems and a transaction each (an exactly
+                // full last page is followed by an empty one).
+                let after_first = if m >= first_cap { (m - first_cap) / mpage + 1 } else { 0 };
+                for j in 1..=after_first {
+                    let left = (m - first_cap - (j - 1) * mpage).min(mpage);
                     t.member_pages += 1;
                     let gets = left.div_ceil(100);
-                    sent(&mut t, heads, SMALL, false);
                     sent(&mut t, 1, member_page(left, id), true);
                     sent(&mut t, gets, tenants(100.min(left), id), false);
                     sent(&mut t, 1, txn(1, left), false);
-                    shard += heads as f64 * round(SMALL)
-                        + round(member_page(left, id))
+                    shard += round(member_page(left, id))
                         + gets.div_ceil(c) as f64 * round(tenants(100.min(left), id))
                         + round(txn(1, left));
-                    // The last page's successor put too, and its record's delete after it.
-                    if j == m / mpage && !b.one_off {
-                        sent(&mut t, 1, puts(1), false);
+                    // The last page's successor (a campaign's cleaning record) in or before its
+                    // transaction, and its record's delete after it.
+                    if j == after_first {
+                        let put = u64::from(!b.one_off);
+                        sent(&mut t, put, puts(1), false);
                         sent(&mut t, 1, deletes(1), false);
-                        shard += round(puts(1)) + round(deletes(1));
+                        shard += put as f64 * round(puts(1)) + round(deletes(1));
                     }
                 }
             }
@@ -359,9 +380,8 @@ pub fn burst(b: &BurstInput) -> BurstTime {
     let per_sec = crate::boundary::PARTITION_MAX_WCU_PER_SEC;
     t.partition_floor_ms = busiest as f64 * DUE_WCU_PER_GROUP / per_sec * 1000.0;
     t.write_units = groups as f64 * DUE_WCU_PER_GROUP;
-    if b.one_off {
+    if deleting {
         // Each fired member's membership and definition deleted in a transaction: 2 units each.
-        let largest = small + u64::from(big > 0);
         t.member_floor_ms = largest as f64 * ONE_OFF_MEMBER_DELETE_WCU / per_sec * 1000.0;
         t.write_units += b.fires as f64 * 2.0 * ONE_OFF_MEMBER_DELETE_WCU;
     }
@@ -378,7 +398,40 @@ pub fn burst(b: &BurstInput) -> BurstTime {
     // next tick comes first): the next goes on at most a minute after it stopped.
     let period = b.interval_ms.min(window + WAKE_WAIT_MS);
     t.handover_ms = b.start_ms + extra * period + (work_ms - extra * window);
+    if b.one_off && !deleting {
+        clean(b, &mut t, largest, groups);
+    }
     t
+}
+
+/// A campaign's cleaning after its hand-over ([`BurstTime::cleaned_ms`]): a page of a thousand
+/// members a round of a Query, its tenants' BatchGetItems, its definitions' deletes
+/// (`CLEAN_CONCURRENCY`, 64, at once) and its memberships' BatchWriteItems; bound by the member
+/// partition's 1,000 units a second and the table's write throughput; a tick cleans for
+/// [`pulse_sweep::CLEAN_FOR_MS`] of each minute. Pure.
+fn clean(b: &BurstInput, t: &mut BurstTime, largest: u64, groups: u64) {
+    use size::{deletes, member_page, tenants, SMALL};
+    let id = b.tenant_id_bytes as f64;
+    let round = |w: Wire| b.latency_ms + b.per_kb_ms * w.kb();
+    let c = u64::from(b.tenant_concurrency.max(1));
+    const AT_ONCE: u64 = tickwork::db::BATCH_WRITES_AT_ONCE as u64;
+    const DEF_DELETES_AT_ONCE: u64 = 64;
+    let pages = largest.div_ceil(pulse_sweep::MEMBER_PAGE as u64) * groups.min(b.fires);
+    let page_ms = round(member_page(1000, id))
+        + 10u64.div_ceil(c) as f64 * round(tenants(100, id))
+        + 1000u64.div_ceil(DEF_DELETES_AT_ONCE) as f64 * round(SMALL)
+        + 40u64.div_ceil(AT_ONCE) as f64 * round(deletes(25));
+    let per_sec = crate::boundary::PARTITION_MAX_WCU_PER_SEC;
+    t.clean_write_units = 2.0 * b.fires as f64;
+    t.clean_read_units = pages as f64 * member_page(1000, id).got / 4096.0 + b.fires as f64;
+    let work = (pages as f64 * page_ms)
+        .max(largest as f64 / per_sec * 1000.0)
+        .max(t.clean_write_units / b.table_wcu.max(1.0) * 1000.0)
+        .max(t.clean_read_units / b.table_rcu.max(1.0) * 1000.0);
+    // A tick cleans for `CLEAN_FOR_MS`; the wake a minute on goes on.
+    let slice = pulse_sweep::CLEAN_FOR_MS as f64;
+    let visits = (work / slice).ceil().max(1.0);
+    t.cleaned_ms = t.handover_ms + work + (visits - 1.0) * (WAKE_WAIT_MS - slice);
 }
 
 #[cfg(test)]
@@ -522,23 +575,29 @@ mod tests {
     }
 
     #[test]
-    fn a_one_off_campaign_of_a_million_is_paged_forty_a_transaction_and_waits_on_its_member_partition() {
+    fn a_one_off_campaign_of_a_million_is_fixed_at_its_first_page_paged_like_a_recurring_group_and_cleaned_after() {
         assert_eq!(pulse_sweep::ONE_OFF_PAGE, 40, "the figures below");
         let m = burst(&BurstInput { one_off: true, ..burst_of(1_000_000, 1) });
-        // 25,000 pages of 40 and an empty one; each its head's joins, a member Query, a
-        // BatchGetItem of its tenants (none for the empty one) and a transaction: 100,003 with the
-        // shard's first record, lease and due page, and the 4 around the shards.
-        assert_eq!(m.member_pages, 25_001);
-        assert_eq!(m.requests, 8 + 2 + 1 + 4 + 25_000 * 4 - 1 + 3);
-        // Every fired member's membership deleted in a transaction (2 units) in its group's one
-        // member partition: 2,000 s at 1,000 units a second; its definition too, 4 million units
-        // in the table.
-        assert!((m.member_floor_ms - 2_000_000.0).abs() < 1e-6, "{m:?}");
-        assert!((m.write_units - (4_000_000.0 + DUE_WCU_PER_GROUP)).abs() < 1e-6, "{m:?}");
-        assert!(m.handover_ms >= m.member_floor_ms, "{m:?}");
-        // The same million in a recurring group: a thousand a page, a hundredth of the requests.
+        // Its first page of 40 after its head's joins, then 999 full pages of a thousand and one
+        // of 960 (a Query, 10 BatchGets, a transaction each): a recurring group's requests but
+        // for the head's read and the first page's.
         let daily = burst(&burst_of(1_000_000, 1));
-        assert_eq!(daily.member_floor_ms, 0.0);
-        assert!(m.requests > 8 * daily.requests, "{} vs {}", m.requests, daily.requests);
+        assert_eq!(m.member_pages, 1_001);
+        assert_eq!(m.requests, 8 + 2 + 1 + (1 + 1 + 1 + 1) + 999 * 12 + (1 + 10 + 1) + 1 + 3);
+        assert!(m.requests.abs_diff(daily.requests) < 20, "{} vs {}", m.requests, daily.requests);
+        // Nothing deleted in the hand-over: no member partition's floor, its write units its
+        // record's; handed over within the recurring group's time.
+        assert_eq!(m.member_floor_ms, 0.0);
+        assert!((m.write_units - DUE_WCU_PER_GROUP).abs() < 1e-6, "{m:?}");
+        assert!(m.handover_ms <= daily.handover_ms * 1.01 && m.handover_ms < 300_000.0, "{m:?}");
+        // Cleaned after: a unit a member in its one member partition, 1,000 s at 1,000 a second,
+        // 45 s of each minute: 23 visits, 1,330 s after the hand-over.
+        assert!((m.clean_write_units - 2_000_000.0).abs() < 1e-6, "{m:?}");
+        assert!((m.cleaned_ms - m.handover_ms - (1_000_000.0 + 22.0 * 15_000.0)).abs() < 1e-3, "{m:?}");
+        // Distinct one-offs (a group each): fired and retired in one transaction each, their
+        // deletes in it; nothing to clean after.
+        let each = burst(&BurstInput { one_off: true, ..burst_of(800, 800) });
+        assert_eq!((each.cleaned_ms, each.clean_write_units), (0.0, 0.0));
+        assert!((each.write_units - 800.0 * (DUE_WCU_PER_GROUP + 4.0)).abs() < 1e-6, "{each:?}");
     }
 }

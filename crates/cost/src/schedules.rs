@@ -341,12 +341,21 @@ pub fn month(tenants: u64, sample: u64, job: &str, prices: &Prices) -> Result<Sc
     })
 }
 
-/// The sweep's units a fire of burst `b` (modelled as `t`): a one-off campaign's are the burst's
-/// own (each fired member's deletes); otherwise a group each when most fires are their own, one
-/// group when they share. Pure.
+/// The sweep's units a fire of burst `b` (modelled as `t`): a campaign cleaned after its fire's
+/// are a shared group's and its cleaning's; a one-off fired and retired in one transaction's are
+/// the burst's own (each fired member's deletes in it); otherwise a group each when most fires
+/// are their own, one group when they share. Pure.
 pub fn sweep_per_fire(cost: &SchedulesCost, b: &BurstInput, t: &BurstTime) -> PerFire {
+    let fires = b.fires.max(1) as f64;
+    if b.one_off && t.clean_write_units > 0.0 {
+        let s = &cost.shared;
+        return PerFire {
+            rcu: s.rcu + t.clean_read_units / fires,
+            wcu: s.wcu + t.clean_write_units / fires,
+            ..s.clone()
+        };
+    }
     if b.one_off {
-        let fires = b.fires.max(1) as f64;
         return PerFire { rcu: t.read_units / fires, wcu: t.write_units / fires, ..cost.shared.clone() };
     }
     if b.groups * 2 > b.fires {
@@ -453,6 +462,9 @@ mod tests {
         assert_eq!(sweep_per_fire(&cost, &b(1, false), &t).wcu, 0.04);
         assert_eq!(sweep_per_fire(&cost, &b(30, false), &t).wcu, 0.04, "a spread still shares");
         assert_eq!(sweep_per_fire(&cost, &b(100, false), &t).wcu, 2.2);
-        assert_eq!(sweep_per_fire(&cost, &b(1, true), &t).wcu, 4.0, "a campaign: its own deletes");
+        assert_eq!(sweep_per_fire(&cost, &b(1, true), &t).wcu, 4.0, "one-offs retired as fired: their own deletes");
+        let cleaned = BurstTime { clean_write_units: 200.0, clean_read_units: 100.0, ..t.clone() };
+        let campaign = sweep_per_fire(&cost, &b(1, true), &cleaned);
+        assert_eq!((campaign.wcu, campaign.rcu), (0.04 + 2.0, 2.0), "a campaign: a shared fire and its cleaning");
     }
 }

@@ -401,7 +401,10 @@ mod tests {
         };
         // An open one-off's first page, more to come: the group fixed at the joins read before it,
         // the member cursor at its last member.
-        assert_eq!(page_end(&rec, &p, &read(3, true, Some(4)), NOW), RecordEnd::Fix { last: "t2".into(), joins: Some(4) });
+        assert_eq!(
+            page_end(&rec, &p, &read(3, true, Some(4)), NOW),
+            RecordEnd::Fix { last: "t2".into(), joins: Some(4) }
+        );
         // Fixed: a full page moves the cursor on; the last leaves a cleaning record after the
         // sweep's instant (its members and definitions are deleted after the fire).
         let fixed = DueRecord { stage: Stage::Fixed, cursor: Some("t2".into()), ..rec.clone() };
@@ -446,7 +449,11 @@ mod tests {
         let own = tickwork::schedules::own_successor(&rec).unwrap();
         assert_eq!(page_end(&rec, &p, &read(0, false, Some(9)), NOW), RecordEnd::Retire { joins: 9, successor: own });
         let resumed = DueRecord { cursor: Some("t5".into()), ..rec.clone() };
-        assert_eq!(page_end(&resumed, &p, &read(0, false, None), NOW), RecordEnd::Done(None), "the end of a paged group");
+        assert_eq!(
+            page_end(&resumed, &p, &read(0, false, None), NOW),
+            RecordEnd::Done(None),
+            "the end of a paged group"
+        );
         // Empty, and no head: a record left over is passed, and nothing follows it.
         let headless = PageRead { headless: true, ..read(0, false, None) };
         assert_eq!(page_end(&rec, &p, &headless, NOW), RecordEnd::Pass);

@@ -66,6 +66,7 @@ use tickwork::budget::Budget;
 use tickwork::clock::Millis;
 use tickwork_lambda::Tick;
 
+pub use clean::CLEAN_FOR_MS;
 pub use config::ROLE;
 pub use config::{PulseConfig, MAX_LATENESS_LIMIT, MAX_SHARED_SHARDS};
 pub use deps::{add_tenants, Deps, Tables};

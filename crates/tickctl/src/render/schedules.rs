@@ -63,9 +63,18 @@ pub fn print_schedules(as_json: bool, s: &tickctl::schedules::SchedulesCost, b: 
         tickwork::schedules::DUE_SHARDS,
         t.partition_floor_ms / 1000.0
     );
-    if i.one_off {
+    if i.one_off && t.cleaned_ms > 0.0 {
         println!(
-            "  (one-off groups: {} members a page, each fired member's membership and definition deleted in its page's transaction; the largest group's member partition takes {:.1} s at 1,000 write units a second)",
+            "  (a campaign: its first page of {} members fixes the group, the rest go out {} a page; its members and definitions are cleaned after the hand-over, {:.0} write units, {:.1} s after their instant, its member partition at 1,000 a second, {} s of each minute's wake)",
+            pulse_sweep::ONE_OFF_PAGE,
+            pulse_sweep::MEMBER_PAGE,
+            t.clean_write_units,
+            t.cleaned_ms / 1000.0,
+            pulse_sweep::CLEAN_FOR_MS / 1000
+        );
+    } else if i.one_off {
+        println!(
+            "  (one-off groups of fewer than {} members: each fired and retired in one transaction, each fired member's membership and definition deleted in it; the largest group's member partition takes {:.1} s at 1,000 write units a second)",
             pulse_sweep::ONE_OFF_PAGE,
             t.member_floor_ms / 1000.0
         );

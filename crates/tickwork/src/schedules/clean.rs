@@ -32,20 +32,23 @@ impl Schedules {
         // Boxed: an unboxed closure over borrowed ids is not accepted where the sweep's future must
         // be `Send` for every lifetime.
         type Delete<'a> = futures::future::BoxFuture<'a, Result<bool, DbError>>;
-        let deletes: Vec<Delete<'_>> = defs.iter().map(|(tenant, ver)| {
-            let req = self
-                .db
-                .client()
-                .delete_item()
-                .table_name(&self.table)
-                .set_key(Some(key(def_pk(&self.job, tenant), name)))
-                .condition_expression("#ver = :ver AND #grp = :gid")
-                .expression_attribute_names("#ver", "ver")
-                .expression_attribute_names("#grp", GRP)
-                .expression_attribute_values(":ver", av_n(*ver))
-                .expression_attribute_values(":gid", av_s(gid));
-            Box::pin(async move { condition_held(self.db.delete(req).await) }) as Delete<'_>
-        }).collect();
+        let deletes: Vec<Delete<'_>> = defs
+            .iter()
+            .map(|(tenant, ver)| {
+                let req = self
+                    .db
+                    .client()
+                    .delete_item()
+                    .table_name(&self.table)
+                    .set_key(Some(key(def_pk(&self.job, tenant), name)))
+                    .condition_expression("#ver = :ver AND #grp = :gid")
+                    .expression_attribute_names("#ver", "ver")
+                    .expression_attribute_names("#grp", GRP)
+                    .expression_attribute_values(":ver", av_n(*ver))
+                    .expression_attribute_values(":gid", av_s(gid));
+                Box::pin(async move { condition_held(self.db.delete(req).await) }) as Delete<'_>
+            })
+            .collect();
         let gone: Vec<Result<bool, DbError>> =
             stream::iter(deletes).buffer_unordered(concurrency.max(1)).collect().await;
         let mut n = 0;

@@ -124,7 +124,6 @@ impl Schedules {
         out
     }
 
-
     /// The move of `rec`'s member cursor from the one the sweep read to `to`, the plan's instant
     /// kept at the first page (a later tick resumes the same plan); `fix`: its stage set to
     /// [`Stage::Fixed`] with it.
@@ -146,7 +145,8 @@ impl Schedules {
             u = u.expression_attribute_names("#st", STAGE);
             values.insert(":st".to_string(), av_s(Stage::Fixed.as_attr().expect("fixed has an attribute")));
         }
-        let u = u.update_expression(set).set_expression_attribute_values(Some(values)).build().expect("update is whole");
+        let u =
+            u.update_expression(set).set_expression_attribute_values(Some(values)).build().expect("update is whole");
         TransactWriteItem::builder().update(u).build()
     }
 }

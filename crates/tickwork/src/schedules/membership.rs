@@ -5,11 +5,11 @@
 use super::error::ScheduleError;
 use super::fire::first_record;
 use super::record::{head_key, pos_of, DueRecord, Group, Member, FIRING, JOINS};
-use aws_sdk_dynamodb::types::TransactWriteItem;
 use super::store::Schedules;
 use super::writes::{cursor_bump_item, Cursors};
 use crate::error::DbError;
 use crate::schema::{av_n, put_new_item, PK};
+use aws_sdk_dynamodb::types::TransactWriteItem;
 
 /// How far past a writer's clock a sweep's cursor may be: its clock's skew, with room.
 pub(super) const CURSOR_REACH_MS: crate::clock::Millis = 3_600_000;
@@ -67,7 +67,11 @@ impl Schedules {
                 }
             }
         }
-        Err(DbError::Contended { what: format!("the generations of schedule `{}`'s group, each firing", g.name), attempts: MAX_GENERATIONS }.into())
+        Err(DbError::Contended {
+            what: format!("the generations of schedule `{}`'s group, each firing", g.name),
+            attempts: MAX_GENERATIONS,
+        }
+        .into())
     }
 
     /// `r` positioned after its shard's cursor (read into `cursors` once a shard: the caller

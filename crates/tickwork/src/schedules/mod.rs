@@ -14,9 +14,9 @@
 //!   index and the groups.
 
 mod check;
+mod clean;
 mod commit;
 pub mod cron;
-mod clean;
 mod due;
 mod ends;
 pub mod error;
