@@ -248,10 +248,12 @@ fn done_of(id: &str, outcome: Change) -> Done {
 }
 
 /// Whether any active schedule is a member of a group computed in another zone than `zone` (a
-/// move that stopped before its schedules followed). Pure.
+/// move that stopped before its schedules followed), or of none (a one-off its group's fire
+/// passed over as moved, awaiting its retarget). Any generation of its group is its group. Pure.
 pub fn stale_schedules(list: &[tickwork::schedules::Schedule], zone: &str) -> bool {
+    use tickwork::schedules::Group;
     list.iter().filter(|s| !s.paused).any(|s| match tickwork::schedules::member_of(s, zone) {
-        Ok((g, _)) => s.group.as_deref() != Some(g.id().as_str()),
+        Ok((g, _)) => s.group.as_deref().map(Group::base_id) != Some(g.id().as_str()),
         Err(_) => false,
     })
 }
@@ -343,10 +345,16 @@ mod tests {
         use tickwork::schedules::{Dst, Schedule, ScheduleDef};
         let def = ScheduleDef::new("nudge", "daily 08:00".parse().unwrap(), 0, Dst::default()).unwrap();
         let mut s = Schedule { tenant: "t".into(), def, paused: false, ver: 1, since_ms: 0, group: None };
-        let berlin = tickwork::schedules::member_of(&s, "Europe/Berlin").unwrap().0.id();
-        s.group = Some(berlin);
+        let group = tickwork::schedules::member_of(&s, "Europe/Berlin").unwrap().0;
+        s.group = Some(group.id());
         assert!(!stale_schedules(std::slice::from_ref(&s), "Europe/Berlin"));
         assert!(stale_schedules(std::slice::from_ref(&s), "Asia/Tokyo"));
+        // A later generation of its group (a join after a campaign's fire fixed it) is its group.
+        s.group = Some(group.with_gen(7).id());
+        assert!(!stale_schedules(std::slice::from_ref(&s), "Europe/Berlin"));
+        // Unlinked by a fire that passed it over as moved: its retarget is owed.
+        s.group = None;
+        assert!(stale_schedules(std::slice::from_ref(&s), "Europe/Berlin"));
         s.paused = true;
         assert!(!stale_schedules(&[s], "Asia/Tokyo"), "a paused schedule is in no group");
     }

@@ -339,12 +339,20 @@ pub fn burst(b: &BurstInput) -> BurstTime {
             }
             t.member_pages += r;
             for m in members {
-                // Pages after the first, a thousand members each (a one-off's fixed by its
-                // first): a Query, its tenants' BatchGetItems and a transaction each (an exactly
-                // full last page is followed by an empty one).
-                let after_first = if m >= first_cap { (m - first_cap) / mpage + 1 } else { 0 };
+                // A one-off larger than its first page is fixed (its head read again, and the
+                // transaction counted above fixes it, firing nothing), then fired from its start.
+                let fixed = b.one_off && !deleting && m >= first_cap;
+                if fixed {
+                    sent(&mut t, 1, SMALL, false);
+                    shard += round(SMALL);
+                }
+                // Pages after the first, a thousand members each: a Query, its tenants'
+                // BatchGetItems and a transaction each (an exactly full last page is followed by
+                // an empty one).
+                let offset = if fixed { 0 } else { first_cap };
+                let after_first = if m >= first_cap { (m - offset) / mpage + 1 } else { 0 };
                 for j in 1..=after_first {
-                    let left = (m - first_cap - (j - 1) * mpage).min(mpage);
+                    let left = (m - offset - (j - 1) * mpage).min(mpage);
                     t.member_pages += 1;
                     let gets = left.div_ceil(100);
                     sent(&mut t, 1, member_page(left, id), true);
@@ -353,13 +361,13 @@ pub fn burst(b: &BurstInput) -> BurstTime {
                     shard += round(member_page(left, id))
                         + gets.div_ceil(c) as f64 * round(tenants(100.min(left), id))
                         + round(txn(1, left));
-                    // The last page's successor (a campaign's cleaning record) in or before its
-                    // transaction, and its record's delete after it.
-                    if j == after_first {
-                        let put = u64::from(!b.one_off);
-                        sent(&mut t, put, puts(1), false);
+                    // The last page's successor put before its transaction, and its record's
+                    // delete after it (a campaign's record is replaced by its cleaning record in
+                    // the transaction).
+                    if j == after_first && !b.one_off {
+                        sent(&mut t, 1, puts(1), false);
                         sent(&mut t, 1, deletes(1), false);
-                        shard += put as f64 * round(puts(1)) + round(deletes(1));
+                        shard += round(puts(1)) + round(deletes(1));
                     }
                 }
             }
@@ -405,25 +413,22 @@ pub fn burst(b: &BurstInput) -> BurstTime {
 }
 
 /// A campaign's cleaning after its hand-over ([`BurstTime::cleaned_ms`]): a page of a thousand
-/// members a round of a Query, its tenants' BatchGetItems, its definitions' deletes
-/// (`CLEAN_CONCURRENCY`, 64, at once) and its memberships' BatchWriteItems; bound by the member
-/// partition's 1,000 units a second and the table's write throughput; a tick cleans for
-/// [`pulse_sweep::CLEAN_FOR_MS`] of each minute. Pure.
+/// members a round of a Query, its definitions' deletes (`CLEAN_CONCURRENCY`, 64, at once) and its
+/// memberships' BatchWriteItems; bound by the member partition's 1,000 units a second and the
+/// table's write throughput; a tick cleans for [`pulse_sweep::CLEAN_FOR_MS`] of each minute. Pure.
 fn clean(b: &BurstInput, t: &mut BurstTime, largest: u64, groups: u64) {
-    use size::{deletes, member_page, tenants, SMALL};
+    use size::{deletes, member_page, SMALL};
     let id = b.tenant_id_bytes as f64;
     let round = |w: Wire| b.latency_ms + b.per_kb_ms * w.kb();
-    let c = u64::from(b.tenant_concurrency.max(1));
     const AT_ONCE: u64 = tickwork::db::BATCH_WRITES_AT_ONCE as u64;
     const DEF_DELETES_AT_ONCE: u64 = 64;
     let pages = largest.div_ceil(pulse_sweep::MEMBER_PAGE as u64) * groups.min(b.fires);
     let page_ms = round(member_page(1000, id))
-        + 10u64.div_ceil(c) as f64 * round(tenants(100, id))
         + 1000u64.div_ceil(DEF_DELETES_AT_ONCE) as f64 * round(SMALL)
         + 40u64.div_ceil(AT_ONCE) as f64 * round(deletes(25));
     let per_sec = crate::boundary::PARTITION_MAX_WCU_PER_SEC;
     t.clean_write_units = 2.0 * b.fires as f64;
-    t.clean_read_units = pages as f64 * member_page(1000, id).got / 4096.0 + b.fires as f64;
+    t.clean_read_units = pages as f64 * member_page(1000, id).got / 4096.0;
     let work = (pages as f64 * page_ms)
         .max(largest as f64 / per_sec * 1000.0)
         .max(t.clean_write_units / b.table_wcu.max(1.0) * 1000.0)
@@ -578,12 +583,14 @@ mod tests {
     fn a_one_off_campaign_of_a_million_is_fixed_at_its_first_page_paged_like_a_recurring_group_and_cleaned_after() {
         assert_eq!(pulse_sweep::ONE_OFF_PAGE, 40, "the figures below");
         let m = burst(&BurstInput { one_off: true, ..burst_of(1_000_000, 1) });
-        // Its first page of 40 after its head's joins, then 999 full pages of a thousand and one
-        // of 960 (a Query, 10 BatchGets, a transaction each): a recurring group's requests but
-        // for the head's read and the first page's.
+        // Its first page of 40 after its head's joins (a Query and a BatchGet of their tenants),
+        // its head read again and the group fixed (a transaction), then from its start 1,000
+        // full pages (a Query, 10 BatchGets, a transaction each) and an empty one (a Query and a
+        // transaction, its record replaced by its cleaning record in it): a recurring group's
+        // requests and a few.
         let daily = burst(&burst_of(1_000_000, 1));
-        assert_eq!(m.member_pages, 1_001);
-        assert_eq!(m.requests, 8 + 2 + 1 + (1 + 1 + 1 + 1) + 999 * 12 + (1 + 10 + 1) + 1 + 3);
+        assert_eq!(m.member_pages, 1_002);
+        assert_eq!(m.requests, 8 + 2 + 1 + (1 + 1 + 1 + 1) + 1 + 1_000 * 12 + (1 + 1) + 3);
         assert!(m.requests.abs_diff(daily.requests) < 20, "{} vs {}", m.requests, daily.requests);
         // Nothing deleted in the hand-over: no member partition's floor, its write units its
         // record's; handed over within the recurring group's time.
@@ -591,8 +598,9 @@ mod tests {
         assert!((m.write_units - DUE_WCU_PER_GROUP).abs() < 1e-6, "{m:?}");
         assert!(m.handover_ms <= daily.handover_ms * 1.01 && m.handover_ms < 300_000.0, "{m:?}");
         // Cleaned after: a unit a member in its one member partition, 1,000 s at 1,000 a second,
-        // 45 s of each minute: 23 visits, 1,330 s after the hand-over.
+        // 45 s of each minute: 23 visits, 1,330 s after the hand-over; its member pages' reads.
         assert!((m.clean_write_units - 2_000_000.0).abs() < 1e-6, "{m:?}");
+        assert!((m.clean_read_units - 1_000.0 * size::member_page(1000, 36.0).got / 4096.0).abs() < 1e-6);
         assert!((m.cleaned_ms - m.handover_ms - (1_000_000.0 + 22.0 * 15_000.0)).abs() < 1e-3, "{m:?}");
         // Distinct one-offs (a group each): fired and retired in one transaction each, their
         // deletes in it; nothing to clean after.

@@ -11,6 +11,7 @@ use tickwork::schedules::{
 };
 
 use crate::deps::Deps;
+use crate::fire_fix::{fix, Fixing};
 use crate::fire_plan::{page_end, Action, Planned, Segment, TenantRead};
 use crate::fire_reads::{read_clean, read_page, read_tenants};
 use crate::fire_write::{sk_of, write_chunk, Wrote};
@@ -238,6 +239,19 @@ async fn run_alone(
         let t = own_tenants.as_ref().unwrap_or(tenants);
         let Action::Page(planned, read) = &seg.action else { unreachable!("a set-aside record has one page") };
         let end = page_end(&seg.rec, planned, read, now_ms);
+        // A one-off group larger than its first page: fixed first, then fired from its start.
+        if matches!(end, RecordEnd::Fix { .. }) {
+            let rec = match Box::pin(fix(deps, fence, &seg.rec, now_ms)).await? {
+                Fixing::Fixed(rec) => *rec,
+                Fixing::Refused => return Ok(Wrote::Reread),
+                Fixing::LeaseLost => return Ok(Wrote::LeaseLost),
+            };
+            let planned = (**planned).clone();
+            let read = Box::pin(read_page(deps, &rec, &planned)).await?;
+            seg = Segment { rec, action: Action::Page(Box::new(planned), read) };
+            own_tenants = Some(Box::pin(read_tenants(deps, &[&seg])).await?);
+            continue;
+        }
         let to = if moves_on(&end) { "" } else { sk.as_str() };
         let (rec, planned) = (seg.rec.clone(), (**planned).clone());
         let w = write_chunk(deps, fence, now_ms, k, cursor, (vec![seg], Vec::new()), to, t, last_try, budget, report);
@@ -246,15 +260,11 @@ async fn run_alone(
             Wrote::SetAside => return Ok(Wrote::On),
             other => return Ok(other),
         }
-        let (last, stage) = match end {
-            RecordEnd::Advance(last) => (last, rec.stage),
-            RecordEnd::Fix { last, .. } => (last, Stage::Fixed),
-            _ => return Ok(Wrote::On),
-        };
+        let RecordEnd::Advance(last) = end else { return Ok(Wrote::On) };
         if budget.exhausted() {
             return Ok(Wrote::Stopped);
         }
-        let rec = DueRecord { cursor: Some(last), plan_at: Some(rec.plan_at.unwrap_or(now_ms)), stage, ..rec };
+        let rec = DueRecord { cursor: Some(last), plan_at: Some(rec.plan_at.unwrap_or(now_ms)), ..rec };
         let read = Box::pin(read_page(deps, &rec, &planned)).await?;
         seg = Segment { rec, action: Action::Page(Box::new(planned), read) };
         own_tenants = Some(Box::pin(read_tenants(deps, &[&seg])).await?);

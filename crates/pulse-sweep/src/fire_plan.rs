@@ -22,8 +22,8 @@ pub const ISOLATED_RETRY_MS: i64 = 3_600_000;
 pub const MEMBER_PAGE: usize = 1000;
 
 /// Members a one-off group's first page reads ([`tickwork::schedules::ONE_OFF_FIRST_PAGE`]): a
-/// group of no more is retired with its members' memberships and definitions in that page's
-/// transaction; a larger one is fixed by it, and its later pages are a thousand members each.
+/// group of fewer is retired with its members' memberships and definitions in that page's
+/// transaction; a larger one is fixed (nothing fired), and its pages are a thousand members each.
 pub const ONE_OFF_PAGE: usize = tickwork::schedules::ONE_OFF_FIRST_PAGE;
 
 /// Units a page hands over at most (members × occurrences, a backlog caught up under `all`): at
@@ -90,13 +90,16 @@ pub(crate) enum Action {
     /// unit and looked at again in [`ISOLATED_RETRY_MS`] (not at every tick, which would keep
     /// `sched_next` in the past and cost every idle tick a query).
     Isolate(String),
-    /// A fired one-off group's cleaning record ([`Stage::Cleaning`]): its head's joins (read
-    /// first) and whether a member is left.
+    /// A fired one-off group's cleaning record ([`Stage::Cleaning`]): whether its head is there
+    /// and a member is left, and when its head may expire once the group is closed.
     Clean {
-        /// The head's joins; `None`: no head.
-        joins: Option<u64>,
+        /// Its head is there.
+        head: bool,
         /// No member left.
         empty: bool,
+        /// When no one can join its one-off any more (epoch seconds): its instant, the lateness
+        /// bound and a day.
+        expires_s: i64,
     },
 }
 
@@ -121,9 +124,9 @@ pub(crate) fn page_end(rec: &DueRecord, p: &Planned, read: &PageRead, now_ms: i6
     let retire = |joins: u64| RecordEnd::Retire { joins, successor: own_successor(rec).ok().flatten() };
     let open_one_off = p.plan.finished && rec.stage == Stage::Open;
     match (read.more, last) {
-        (true, Some(last)) if open_one_off => RecordEnd::Fix { last, joins: read.joins },
+        (true, Some(_)) if open_one_off => RecordEnd::Fix { joins: read.joins },
         (true, Some(last)) => RecordEnd::Advance(last),
-        _ if p.plan.finished && rec.stage == Stage::Fixed => RecordEnd::Done(Some(cleaning(rec, now_ms))),
+        _ if p.plan.finished && rec.stage == Stage::Fixed => RecordEnd::Replaced(cleaning(rec, now_ms)),
         _ if p.plan.finished => read.joins.map_or(RecordEnd::Done(None), retire),
         (_, None) if rec.cursor.is_none() && read.headless => RecordEnd::Pass,
         (_, None) if rec.cursor.is_none() && read.joins.is_some() => read.joins.map_or(RecordEnd::Done(None), retire),
@@ -171,6 +174,9 @@ pub(crate) struct ChunkPlan {
     pub(crate) moved: Vec<(String, String)>,
     /// Fired one-off groups whose members and definitions are to be cleaned once this is written.
     pub(crate) cleaning: Vec<Group>,
+    /// Definitions of a fixed group's members passed over as moved or unreadable (group, tenant,
+    /// `ver`): unlinked from it before the transaction, so that its cleaning keeps them.
+    pub(crate) unlink: Vec<(Group, String, u64)>,
 }
 
 /// The writes and counts of `segs` at `now_ms`, their members' tenants read as `tenants` (an id
@@ -192,13 +198,13 @@ pub(crate) fn chunk_plan(segs: &[Segment], tenants: &HashMap<String, TenantRead>
                 c.ends.push((rec.clone(), RecordEnd::Done(Some(aside)), Vec::new()));
                 continue;
             }
-            Action::Clean { joins, empty } => {
-                let end = match (empty, joins) {
-                    (true, Some(j)) => RecordEnd::Retire { joins: *j, successor: None },
-                    (true, None) => RecordEnd::Pass,
+            Action::Clean { head, empty, expires_s } => {
+                let end = match (empty, head) {
+                    (true, true) => RecordEnd::Close { expires_s: *expires_s },
+                    (true, false) => RecordEnd::Pass,
                     (false, _) => {
                         c.cleaning.push(rec.group.clone());
-                        RecordEnd::Done(Some(cleaning(rec, now_ms)))
+                        RecordEnd::Replaced(cleaning(rec, now_ms))
                     }
                 };
                 c.ends.push((rec.clone(), end, Vec::new()));
@@ -207,10 +213,18 @@ pub(crate) fn chunk_plan(segs: &[Segment], tenants: &HashMap<String, TenantRead>
             Action::Page(p, read) => (p, read),
         };
         let end = page_end(rec, plan, read, now_ms);
+        // A group fixed fires nothing in that transaction: fixed, its pages are read from its
+        // start (the sweep fixes a group in a transaction of its own, the joins read just before).
+        if matches!(end, RecordEnd::Fix { .. }) {
+            c.ends.push((rec.clone(), end, Vec::new()));
+            continue;
+        }
         // A one-off retired in this page's transaction takes its members and definitions with it;
-        // a fixed one leaves them to its cleaning.
+        // a fixed one leaves them to its cleaning, but for those passed over as moved or
+        // unreadable, whose definitions are unlinked from it (kept, for a retarget or an operator).
         let retires = plan.plan.finished && matches!(end, RecordEnd::Retire { .. });
-        if matches!(&end, RecordEnd::Done(Some(n)) if n.stage == Stage::Cleaning) {
+        let fixed = rec.stage == Stage::Fixed;
+        if matches!(&end, RecordEnd::Replaced(n) if n.stage == Stage::Cleaning) {
             c.cleaning.push(rec.group.clone());
         }
         let (planned, plan) = (plan, &plan.plan);
@@ -235,17 +249,24 @@ pub(crate) fn chunk_plan(segs: &[Segment], tenants: &HashMap<String, TenantRead>
                     if retires {
                         finished.push((m.tenant.clone(), None));
                     }
+                    if fixed {
+                        c.unlink.push((rec.group.clone(), m.tenant.clone(), m.ver));
+                    }
                     continue;
                 }
                 Some(TenantRead::Found(t)) => Some(TenantNow { zone: &t.zone, active: t.active }),
                 None => None,
             };
             let fate = member_fires(&plan.fire, m, t, &rec.group);
-            if retires {
+            if retires || fixed {
                 // A moved tenant's local one-off keeps its definition: its retarget owes it in the
                 // new zone (or removes it, if its instant there has passed).
                 let keeps_def = matches!(fate, MemberFires::Unreadable(_) | MemberFires::Moved(_));
-                finished.push((m.tenant.clone(), (!keeps_def).then_some(m.ver)));
+                if retires {
+                    finished.push((m.tenant.clone(), (!keeps_def).then_some(m.ver)));
+                } else if fixed && keeps_def {
+                    c.unlink.push((rec.group.clone(), m.tenant.clone(), m.ver));
+                }
             }
             match fate {
                 MemberFires::Fire(ix) => {
@@ -400,28 +421,34 @@ mod tests {
             headless: false,
         };
         // An open one-off's first page, more to come: the group fixed at the joins read before it,
-        // the member cursor at its last member.
-        assert_eq!(
-            page_end(&rec, &p, &read(3, true, Some(4)), NOW),
-            RecordEnd::Fix { last: "t2".into(), joins: Some(4) }
-        );
+        // nothing fired with it (fixed, its pages are read from its start).
+        assert_eq!(page_end(&rec, &p, &read(3, true, Some(4)), NOW), RecordEnd::Fix { joins: Some(4) });
+        let seg = Segment { rec: rec.clone(), action: Action::Page(Box::new(p.clone()), read(3, true, Some(4))) };
+        let c = chunk_plan(&[seg], &[berlin("t0"), berlin("t1"), berlin("t2")].into_iter().collect(), NOW);
+        assert_eq!((c.fired, c.ends[0].1.clone()), (0, RecordEnd::Fix { joins: Some(4) }));
         // Fixed: a full page moves the cursor on; the last leaves a cleaning record after the
         // sweep's instant (its members and definitions are deleted after the fire).
         let fixed = DueRecord { stage: Stage::Fixed, cursor: Some("t2".into()), ..rec.clone() };
         assert_eq!(page_end(&fixed, &p, &read(3, true, None), NOW), RecordEnd::Advance("t2".into()));
-        let RecordEnd::Done(Some(c)) = page_end(&fixed, &p, &read(3, false, None), NOW) else { panic!() };
+        let RecordEnd::Replaced(c) = page_end(&fixed, &p, &read(3, false, None), NOW) else { panic!() };
         assert_eq!((c.stage, c.pos_ms, c.cursor.clone(), c.due_ms), (Stage::Cleaning, NOW + 1, None, rec.due_ms));
         let seg = Segment { rec: fixed.clone(), action: Action::Page(Box::new(p.clone()), read(3, false, None)) };
-        let c = chunk_plan(&[seg], &[berlin("t0"), berlin("t1"), berlin("t2")].into_iter().collect(), NOW);
-        assert_eq!((c.fired, c.ends[0].2.len(), c.cleaning.len()), (3, 0, 1), "fired; cleaned after, not in it");
-        // The cleaning record's visits: members left, moved on and cleaned after; none, retired.
-        let clean = |joins, empty| Segment { rec: c_rec(&fixed), action: Action::Clean { joins, empty } };
-        let c = chunk_plan(&[clean(Some(4), false)], &HashMap::new(), NOW);
-        assert!(matches!(&c.ends[0].1, RecordEnd::Done(Some(n)) if n.pos_ms == NOW + 1));
+        // One of them moved to New York (not retargeted yet): passed over, its definition unlinked
+        // from the group so that the cleaning keeps it for the retarget.
+        let mut ts: HashMap<String, TenantRead> = [berlin("t0"), berlin("t1"), berlin("t2")].into_iter().collect();
+        ts.insert("t1".into(), TenantRead::Found(Tenant::new("t1", "America/New_York")));
+        let c = chunk_plan(&[seg], &ts, NOW);
+        assert_eq!((c.fired, c.ends[0].2.len(), c.cleaning.len()), (2, 0, 1), "fired; cleaned after, not in it");
+        assert_eq!(c.unlink, [(rec.group.clone(), "t1".to_string(), 7)]);
+        // The cleaning record's visits: members left, moved on and cleaned after; none, closed
+        // (its head kept, firing, to expire when no one can join its one-off).
+        let clean = |head, empty| Segment { rec: c_rec(&fixed), action: Action::Clean { head, empty, expires_s: 9 } };
+        let c = chunk_plan(&[clean(true, false)], &HashMap::new(), NOW);
+        assert!(matches!(&c.ends[0].1, RecordEnd::Replaced(n) if n.pos_ms == NOW + 1));
         assert_eq!((c.cleaning.len(), c.fired), (1, 0));
-        let c = chunk_plan(&[clean(Some(4), true)], &HashMap::new(), NOW);
-        assert_eq!(c.ends[0].1, RecordEnd::Retire { joins: 4, successor: None });
-        assert_eq!(chunk_plan(&[clean(None, true)], &HashMap::new(), NOW).ends[0].1, RecordEnd::Pass);
+        let c = chunk_plan(&[clean(true, true)], &HashMap::new(), NOW);
+        assert_eq!(c.ends[0].1, RecordEnd::Close { expires_s: 9 });
+        assert_eq!(chunk_plan(&[clean(false, true)], &HashMap::new(), NOW).ends[0].1, RecordEnd::Pass);
         // The last page of an open one-off (its only one): the head goes at the joins read before
         // the members, its members and definitions with it.
         assert_eq!(page_end(&rec, &p, &read(3, false, Some(4)), NOW), RecordEnd::Retire { joins: 4, successor: None });

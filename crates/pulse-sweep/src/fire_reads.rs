@@ -33,14 +33,16 @@ pub(crate) async fn read_page(deps: &Deps, rec: &DueRecord, p: &Planned) -> Resu
     Ok(PageRead { members, more, joins: joins.filter(|_| empty), headless: empty && joins.is_none() })
 }
 
-/// A cleaning record's visit: its group's head's joins, read first (a head firing takes no join,
-/// so they are the joins its retirement is conditional on), then whether a member is left.
+/// A cleaning record's visit: whether its group's head is there and a member is left, and when
+/// the head may expire once the group is closed (no one can join its one-off any more: its
+/// instant, the lateness bound, and a day).
 pub(crate) async fn read_clean(deps: &Deps, rec: &DueRecord) -> Result<Action, PulseError> {
     let s = &deps.schedules;
     let gid = rec.group.id();
-    let joins = s.head_joins(&gid).await?;
+    let head = s.head_joins(&gid).await?.is_some();
     let (members, _) = s.members_page(&gid, None, 1).await?;
-    Ok(Action::Clean { joins, empty: members.is_empty() })
+    let expires_ms = rec.due_ms + deps.cfg.policy.max_lateness_ms + 86_400_000;
+    Ok(Action::Clean { head, empty: members.is_empty(), expires_s: expires_ms / 1000 })
 }
 
 /// The tenants of the members `segs` read.

@@ -74,8 +74,20 @@ pub(crate) async fn write_chunk(
     let mut set_aside = false;
     let mut recounts = 0;
     for _ in 0..=chunk.len() + RECOUNTS {
-        let ChunkPlan { batch, ends, before, fired, skipped, dropped, isolated, ready_ms, failures, moved, cleaning } =
-            chunk_plan(&chunk, tenants, now_ms);
+        let ChunkPlan {
+            batch,
+            ends,
+            before,
+            fired,
+            skipped,
+            dropped,
+            isolated,
+            ready_ms,
+            failures,
+            moved,
+            cleaning,
+            unlink,
+        } = chunk_plan(&chunk, tenants, now_ms);
         let mut queued = Vec::new();
         for item in fire_items(batch, ready_ms) {
             queued.push(enqueue_item(&deps.tables.queue, &deps.queue_cfg, &item, now_ms)?);
@@ -136,6 +148,12 @@ pub(crate) async fn write_chunk(
             return Ok(Wrote::Stopped);
         }
         Box::pin(deps.schedules.put_records(&before)).await?;
+        // A fixed group's members passed over (moved, unreadable) keep their definitions, for a
+        // retarget or an operator: unlinked first (a crash after leaves them unlinked, which the
+        // next attempt finds so), so that its cleaning does not delete them.
+        for (g, tenant, ver) in &unlink {
+            Box::pin(deps.schedules.unlink(tenant, &g.name, *ver, &g.id())).await?;
+        }
         let mut passed = passed_keys(deps, &ends, &before);
         passed.extend(bad.iter().map(|q| tickwork::schema::key(&q.from.0, &q.from.1)));
         let mut failed = None;
@@ -255,7 +273,7 @@ const RECOUNTS: usize = 3;
 fn known_keys(deps: &Deps, before: &[DueRecord], ends: &[crate::fire_plan::End]) -> std::collections::BTreeSet<String> {
     let written = ends.iter().filter(|(_, e, _)| !matches!(e, RecordEnd::Pass)).flat_map(|(r, e, _)| {
         let successor = match e {
-            RecordEnd::Done(Some(n)) | RecordEnd::Retire { successor: Some(n), .. } => Some(n),
+            RecordEnd::Done(Some(n)) | RecordEnd::Replaced(n) | RecordEnd::Retire { successor: Some(n), .. } => Some(n),
             _ => None,
         };
         std::iter::once(r).chain(successor)
@@ -275,7 +293,7 @@ pub(crate) fn passed_keys(
     let successors: Vec<_> = before
         .iter()
         .chain(ends.iter().filter_map(|(_, e, _)| match e {
-            RecordEnd::Done(Some(n)) => Some(n),
+            RecordEnd::Done(Some(n)) | RecordEnd::Replaced(n) => Some(n),
             _ => None,
         }))
         .map(|n| n.key(job))

@@ -45,6 +45,7 @@ mod clean;
 pub mod config;
 pub mod deps;
 pub mod due;
+mod fire_fix;
 mod fire_page;
 mod fire_plan;
 mod fire_reads;

@@ -1,32 +1,38 @@
 //! How a record's page of fires ends, and that end's writes in the sweep's transaction: the
-//! member cursor moved (a one-off's group fixed with it), the record replaced or passed, or its
-//! group retired.
+//! member cursor moved, a one-off's group fixed, the record replaced or passed, or its group
+//! retired (or, a campaign cleaned, closed).
 
-use super::record::{def_pk, head_key, DueRecord, Stage, CURSOR, FIRING, JOINS, PLAN_AT, STAGE};
+use std::collections::HashMap;
+
+use super::record::{def_pk, head_key, DueRecord, Stage, CURSOR, FIRED, FIRED_ALL, FIRING, JOINS, PLAN_AT, STAGE};
 use super::store::Schedules;
 use super::writes::{member_delete, record_put};
 use crate::clock::Millis;
-use crate::schema::{av_n, av_s, key, PK};
-use aws_sdk_dynamodb::types::{Delete, TransactWriteItem, Update};
+use crate::schema::{av_n, av_s, key, put_new_item, PK, TTL};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, TransactWriteItem, Update};
 
 /// How a record's fire of one page of members ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RecordEnd {
     /// More members follow: the record's member cursor moves to this member.
     Advance(String),
-    /// A one-off group's first page, more members following: the record's member cursor moves to
-    /// this member and its stage to [`Stage::Fixed`], and the head is marked `firing` (when it
-    /// has one) at the joins read before the page: a member that joined after that read refuses
-    /// the transaction, and every later join goes to the group's next generation.
+    /// A one-off group's first page, more members following: nothing fired; the record's
+    /// stage set to [`Stage::Fixed`] (its member cursor cleared: fixed, it is read from its
+    /// group's start), and the head marked `firing` at the joins read just before (or put so,
+    /// when the group has none): a member that joined after that read refuses the transaction,
+    /// and every later join goes to another generation of the group.
     Fix {
-        /// The last member of the page.
-        last: String,
-        /// The head's joins, as read before the page; `None`: no head.
+        /// The head's joins, as read; `None`: no head.
         joins: Option<u64>,
     },
     /// Every member done: the shard's cursor moves past the record (in the same transaction), and
     /// this successor is put with it (one written before the transaction is not here).
     Done(Option<DueRecord>),
+    /// A one-off group's record replaced in the transaction by this one, after the shard's
+    /// cursor: a fixed group's last page by its cleaning record (its head marked every member
+    /// fired), or a cleaning record moved on at a visit. Deleted in the transaction, not after it
+    /// (a crash between would leave it behind the cursor for good).
+    Replaced(DueRecord),
     /// A record whose group has no head and no member (a successor an attempt before put for a
     /// group retired since): the cursor passes it, and nothing follows it.
     Pass,
@@ -38,6 +44,13 @@ pub enum RecordEnd {
         joins: u64,
         /// The record's own successor.
         successor: Option<DueRecord>,
+    },
+    /// A fixed one-off group cleaned: its cleaning record is deleted, and its head, still firing,
+    /// is set to expire at `expires_s` (epoch seconds), once no one can join its one-off: until
+    /// then every join goes to another generation, so this one is never made again.
+    Close {
+        /// When the head expires.
+        expires_s: i64,
     },
 }
 
@@ -57,40 +70,32 @@ impl Schedules {
         plan_at: Millis,
     ) -> Vec<TransactWriteItem> {
         let gid = rec.group.id();
-        let (cond, seen) = record_condition(rec);
         let mut out = Vec::new();
         match end {
-            RecordEnd::Fix { last, joins } => {
-                out.push(self.advance(rec, last, plan_at, true));
-                if let Some(j) = joins {
-                    let u = Update::builder()
-                        .table_name(&self.table)
-                        .set_key(Some(head_key(&self.job, &gid)))
-                        .update_expression("SET #f = :due")
-                        .condition_expression("#j = :j")
-                        .expression_attribute_names("#f", FIRING)
-                        .expression_attribute_names("#j", JOINS)
-                        .expression_attribute_values(":due", av_n(rec.due_ms))
-                        .expression_attribute_values(":j", av_n(*j))
-                        .build()
-                        .expect("update is whole");
-                    out.push(TransactWriteItem::builder().update(u).build());
+            RecordEnd::Fix { joins } => out.extend(self.fix_items(rec, *joins, plan_at)),
+            RecordEnd::Advance(to) => {
+                out.push(self.advance(rec, to, plan_at));
+                // A fixed group's progress on its head: a schedule at or before it has fired.
+                if rec.stage == Stage::Fixed {
+                    out.push(self.head_mark(&gid, "SET #m = :v", FIRED, av_s(to)));
                 }
             }
-            RecordEnd::Advance(to) => out.push(self.advance(rec, to, plan_at, false)),
             RecordEnd::Done(next) => out.extend(next.iter().map(|n| record_put(&self.table, &self.job, n))),
+            RecordEnd::Replaced(next) => {
+                out.push(self.record_delete(rec));
+                out.push(record_put(&self.table, &self.job, next));
+                // A fixed group's last page: every member fired.
+                if rec.stage == Stage::Fixed {
+                    out.push(self.head_mark(&gid, "SET #m = :v", FIRED_ALL, AttributeValue::Bool(true)));
+                }
+            }
+            RecordEnd::Close { expires_s } => {
+                out.push(self.record_delete(rec));
+                out.push(self.head_mark(&gid, "SET #m = :v", TTL, av_n(*expires_s)));
+            }
             RecordEnd::Pass => {}
             RecordEnd::Retire { joins, successor } => {
-                let d = Delete::builder()
-                    .table_name(&self.table)
-                    .set_key(Some(rec.key(&self.job)))
-                    .condition_expression(cond)
-                    .expression_attribute_names("#pk", PK)
-                    .expression_attribute_names("#c", CURSOR)
-                    .set_expression_attribute_values(seen.map(|v| [(":seen".to_string(), v)].into_iter().collect()))
-                    .build()
-                    .expect("delete is whole");
-                out.push(TransactWriteItem::builder().delete(d).build());
+                out.push(self.record_delete(rec));
                 let d = Delete::builder()
                     .table_name(&self.table)
                     .set_key(Some(head_key(&self.job, &gid)))
@@ -125,29 +130,103 @@ impl Schedules {
     }
 
     /// The move of `rec`'s member cursor from the one the sweep read to `to`, the plan's instant
-    /// kept at the first page (a later tick resumes the same plan); `fix`: its stage set to
-    /// [`Stage::Fixed`] with it.
-    fn advance(&self, rec: &DueRecord, to: &str, plan_at: Millis, fix: bool) -> TransactWriteItem {
+    /// kept at the first page (a later tick resumes the same plan).
+    fn advance(&self, rec: &DueRecord, to: &str, plan_at: Millis) -> TransactWriteItem {
         let (cond, seen) = record_condition(rec);
-        let mut values: std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue> =
+        let mut values: HashMap<String, AttributeValue> =
             [(":to".to_string(), av_s(to)), (":at".to_string(), av_n(plan_at))].into_iter().collect();
         values.extend(seen.map(|v| (":seen".to_string(), v)));
-        let mut set = "SET #c = :to, #at = if_not_exists(#at, :at)".to_string();
-        let mut u = Update::builder()
+        let u = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(rec.key(&self.job)))
+            .update_expression("SET #c = :to, #at = if_not_exists(#at, :at)")
+            .condition_expression(cond)
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_names("#c", CURSOR)
+            .expression_attribute_names("#at", PLAN_AT)
+            .set_expression_attribute_values(Some(values))
+            .build()
+            .expect("update is whole");
+        TransactWriteItem::builder().update(u).build()
+    }
+
+    /// `rec`'s group fixed ([`RecordEnd::Fix`]), its head's `joins` as read just before (`None`:
+    /// it has none, and is put, firing): the sweep's transaction, fenced, with nothing else.
+    pub fn fix_items(&self, rec: &DueRecord, joins: Option<u64>, plan_at: Millis) -> Vec<TransactWriteItem> {
+        let (cond, seen) = record_condition(rec);
+        let mut values: HashMap<String, AttributeValue> = [
+            (":st".to_string(), av_s(Stage::Fixed.as_attr().expect("fixed has an attribute"))),
+            (":at".to_string(), av_n(plan_at)),
+        ]
+        .into_iter()
+        .collect();
+        values.extend(seen.map(|v| (":seen".to_string(), v)));
+        let u = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(rec.key(&self.job)))
+            .update_expression("SET #st = :st, #at = if_not_exists(#at, :at) REMOVE #c")
+            .condition_expression(cond)
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_names("#c", CURSOR)
+            .expression_attribute_names("#at", PLAN_AT)
+            .expression_attribute_names("#st", STAGE)
+            .set_expression_attribute_values(Some(values))
+            .build()
+            .expect("update is whole");
+        let head = match joins {
+            Some(j) => {
+                let u = Update::builder()
+                    .table_name(&self.table)
+                    .set_key(Some(head_key(&self.job, &rec.group.id())))
+                    .update_expression("SET #f = :due")
+                    .condition_expression("#j = :j")
+                    .expression_attribute_names("#f", FIRING)
+                    .expression_attribute_names("#j", JOINS)
+                    .expression_attribute_values(":due", av_n(rec.due_ms))
+                    .expression_attribute_values(":j", av_n(j))
+                    .build()
+                    .expect("update is whole");
+                TransactWriteItem::builder().update(u).build()
+            }
+            None => {
+                let mut item = rec.group.head_item(&self.job);
+                item.insert(JOINS.to_string(), av_n(0));
+                item.insert(FIRING.to_string(), av_n(rec.due_ms));
+                put_new_item(&self.table, item)
+            }
+        };
+        vec![TransactWriteItem::builder().update(u).build(), head]
+    }
+
+    /// An update of group `gid`'s head, only while it is firing: `set` with `#m` naming `attr`
+    /// and `:v` its value.
+    fn head_mark(&self, gid: &str, set: &str, attr: &str, v: AttributeValue) -> TransactWriteItem {
+        let u = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(head_key(&self.job, gid)))
+            .update_expression(set)
+            .condition_expression("attribute_exists(#f)")
+            .expression_attribute_names("#f", FIRING)
+            .expression_attribute_names("#m", attr)
+            .expression_attribute_values(":v", v)
+            .build()
+            .expect("update is whole");
+        TransactWriteItem::builder().update(u).build()
+    }
+
+    /// `rec`'s delete, at the member cursor the sweep read.
+    fn record_delete(&self, rec: &DueRecord) -> TransactWriteItem {
+        let (cond, seen) = record_condition(rec);
+        let d = Delete::builder()
             .table_name(&self.table)
             .set_key(Some(rec.key(&self.job)))
             .condition_expression(cond)
             .expression_attribute_names("#pk", PK)
             .expression_attribute_names("#c", CURSOR)
-            .expression_attribute_names("#at", PLAN_AT);
-        if fix {
-            set.push_str(", #st = :st");
-            u = u.expression_attribute_names("#st", STAGE);
-            values.insert(":st".to_string(), av_s(Stage::Fixed.as_attr().expect("fixed has an attribute")));
-        }
-        let u =
-            u.update_expression(set).set_expression_attribute_values(Some(values)).build().expect("update is whole");
-        TransactWriteItem::builder().update(u).build()
+            .set_expression_attribute_values(seen.map(|v| [(":seen".to_string(), v)].into_iter().collect()))
+            .build()
+            .expect("delete is whole");
+        TransactWriteItem::builder().delete(d).build()
     }
 }
 

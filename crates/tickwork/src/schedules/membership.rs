@@ -14,9 +14,9 @@ use aws_sdk_dynamodb::types::TransactWriteItem;
 /// How far past a writer's clock a sweep's cursor may be: its clock's skew, with room.
 pub(super) const CURSOR_REACH_MS: crate::clock::Millis = 3_600_000;
 
-/// Generations of a group a join looks through for one not firing: each firing one is a one-off
-/// whose members are being fired or cleaned (minutes), and a generation of a few members is fired
-/// and retired in one transaction, never firing; so more than two at once is rare.
+/// Heads a join reads looking for a generation of its group that is not firing: the first, then
+/// the generation of its minute, which is firing only when more than a first page joined it in
+/// that minute and it was fired (then the next, and so on).
 const MAX_GENERATIONS: u32 = 16;
 
 impl Schedules {
@@ -39,7 +39,14 @@ impl Schedules {
             let head = self.db.get_strong(&self.table, head_key(&self.job, &gid)).await?;
             match head {
                 Some(h) if h.contains_key(FIRING) => {
-                    g = g.next_gen();
+                    // Past the first, a join goes to the generation of the minute it comes in
+                    // after the one-off's instant (a fixed generation's head stays until no one
+                    // can join, so a join counting up from 1 would walk past one a minute).
+                    let minute = match (g.gen, first_record(&g, m.owed_ms)?) {
+                        (0, Some(r)) => ((self.clock_now() - r.due_ms).max(0) / 60_000 + 1) as u32,
+                        _ => 0,
+                    };
+                    g = g.with_gen(minute.max(g.gen + 1));
                     continue;
                 }
                 Some(_) => {

@@ -21,6 +21,7 @@ mod due;
 mod ends;
 pub mod error;
 pub mod fire;
+mod fired;
 pub mod import;
 pub mod lowering;
 mod membership;

@@ -26,7 +26,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
 use super::commit::{commit, Committed};
 use super::error::{ScheduleError, SpecError};
 use super::fire::first_record;
-use super::record::{head_key, pos_of, DueRecord, Group, Stage, CURSOR, PLAN_AT, STAGE};
+use super::record::{head_key, pos_of, DueRecord, Group, Stage, CURSOR, FIRING, PLAN_AT, STAGE};
 use super::store::Schedules;
 use super::writes::{written_record_put, Cursors};
 use crate::clock::Millis;
@@ -112,6 +112,15 @@ impl Quarantined {
         if group.id() != self.group {
             return Err(format!("its head names another group (`{}`)", group.id()));
         }
+        // A one-off whose fire fixed its group resumes in the stage the copy names, or is not
+        // rebuilt: open, it would fire again every member its fixed pages fired.
+        let kept = Stage::from_attr(get_s(&self.record, STAGE)).ok().filter(|s| *s != Stage::Open);
+        let firing = head.contains_key(FIRING);
+        if firing && kept.is_none() {
+            return Err(format!(
+                "it still does not read ({problem}), and its group's fire had fixed its members (its head is firing) while its stage does not read: rebuilt, it would fire them again"
+            ));
+        }
         let after = get_i64(&self.record, "after")
             .or_else(|| get_i64(&self.record, "due").map(|d| d - 1))
             .or_else(|| pos_of(&self.from.1).map(|p| p - group.offset_ms - 1))
@@ -124,9 +133,15 @@ impl Quarantined {
                 DueRecord {
                     cursor: get_s(&self.record, CURSOR).map(str::to_string),
                     plan_at: get_i64(&self.record, PLAN_AT),
-                    // A one-off fixed or cleaning stays so: open, it would read its group from
-                    // the start and fire again the members fixed pages fired.
-                    stage: Stage::from_attr(get_s(&self.record, STAGE)).unwrap_or(r.stage),
+                    stage: kept.unwrap_or(r.stage),
+                    ..r
+                },
+                Repair::FromHead,
+            )),
+            Ok(Some(r)) if firing => Ok((
+                DueRecord {
+                    cursor: get_s(&self.record, CURSOR).map(str::to_string),
+                    stage: kept.unwrap_or(r.stage),
                     ..r
                 },
                 Repair::FromHead,

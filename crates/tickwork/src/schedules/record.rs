@@ -152,21 +152,22 @@ pub struct DueRecord {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Stage {
     /// Members may join: a one-off's page reads its group from the start, a few members
-    /// ([`ONE_OFF_FIRST_PAGE`]): all of them, and the group is retired with its members and
-    /// definitions in that page's transaction; or more follow, and the page fixes the group.
+    /// ([`ONE_OFF_FIRST_PAGE`]): fewer, all of them, and the group is retired with its members and
+    /// definitions in that page's transaction; else the group is fixed, in a transaction of its own.
     #[default]
     Open,
-    /// Its first page's transaction marked the head `firing` at the joins read before it: no member
-    /// joins it any more, so its members are paged behind the record's cursor a thousand a
+    /// Its fix marked the head `firing` at the joins read just before it: no member joins it any
+    /// more, so its members are paged from its start behind the record's cursor a thousand a
     /// transaction, as a recurring group's, and none is deleted as it fires.
     Fixed,
     /// Every member fired: the record, moved after the fire, leads the cleaning of its members
     /// and their definitions (plain deletes, outside any transaction, after the lease is let go);
-    /// the group is retired when a visit finds no member left.
+    /// a visit that finds no member left closes the group: the record deleted, the head left
+    /// firing to expire once no one can join its one-off.
     Cleaning,
 }
 
-/// Members a one-off group's first page reads: a group of no more is fired and retired in one
+/// Members a one-off group's first page reads: a group of fewer is fired and retired in one
 /// transaction, its members' memberships and definitions deleted in it (two writes each, within
 /// DynamoDB's 100 a transaction); a larger one is fixed by that page ([`Stage::Fixed`]).
 pub const ONE_OFF_FIRST_PAGE: usize = 40;
@@ -247,8 +248,17 @@ const GEN: &str = "gen";
 /// The record's stage attribute ([`Stage`]; the sweep's update of a record names it).
 pub const STAGE: &str = "stage";
 /// The head's mark that its one-off group's fire has fixed its members ([`Stage::Fixed`]): a join
-/// is conditional on its absence.
+/// is conditional on its absence. A fixed group's head stays after the group is retired, to
+/// expire (`ttl`) once no one can join its one-off any more: that generation is never made again,
+/// so nothing its cleaning reads can be a later member.
 pub const FIRING: &str = "firing";
+/// A firing head's last member fired (members are fired in their order): a schedule of the group
+/// at or before it has fired.
+pub const FIRED: &str = "fired";
+/// A firing head's mark that every member was fired.
+pub const FIRED_ALL: &str = "fired_all";
+/// What separates a group's id from its generation's number.
+const GEN_MARK: &str = "-g";
 /// The record's member cursor attribute (the sweep's conditions name it).
 pub const CURSOR: &str = "cursor";
 /// The shard cursor item's attribute: the sort key of the last record handled.
@@ -352,12 +362,20 @@ impl Group {
             text.push('\n');
             text.push_str(p);
         }
-        // Only past the first: generation 0 keeps the id it had before generations.
-        if self.gen > 0 {
-            text.push_str(&format!("\ngeneration {}", self.gen));
-        }
         let d = sha2::Sha256::digest(text.as_bytes());
-        d[..16].iter().map(|b| format!("{b:02x}")).collect()
+        let id: String = d[..16].iter().map(|b| format!("{b:02x}")).collect();
+        // Only past the first: generation 0 keeps the id it had before generations, and a later
+        // one is the same digest, so its records go to the same due shard.
+        if self.gen > 0 {
+            format!("{id}{GEN_MARK}{}", self.gen)
+        } else {
+            id
+        }
+    }
+
+    /// The id of generation 0 of the group whose (any generation's) id is `gid`.
+    pub fn base_id(gid: &str) -> &str {
+        gid.split_once(GEN_MARK).map_or(gid, |(base, _)| base)
     }
 
     fn write_to(&self, item: &mut Item) {
@@ -379,7 +397,12 @@ impl Group {
 
     /// The same group's next generation (where a join goes when this one's head is firing).
     pub fn next_gen(&self) -> Group {
-        Group { gen: self.gen + 1, ..self.clone() }
+        self.with_gen(self.gen + 1)
+    }
+
+    /// The same group's generation `gen`.
+    pub fn with_gen(&self, gen: u32) -> Group {
+        Group { gen, ..self.clone() }
     }
 
     /// What every unit of its fires carries beside its key: the payload, parsed (a record whose

@@ -154,6 +154,10 @@ impl Schedules {
         if old.paused == paused {
             return Ok(Changed::Unchanged);
         }
+        // A one-off its group's fire has fired is done, as it is once its cleaning deletes it.
+        if self.has_fired(&old).await? {
+            return Err(ScheduleError::NotFound { tenant: tenant.into(), name: name.into() });
+        }
         let now = self.clock.now_ms();
         let s = Schedule { paused, ver: next_ver(Some(&old), now), since_ms: now, ..old.clone() };
         self.write(&s, Some(&old), (!paused).then_some(zone), true).await?;
@@ -168,6 +172,14 @@ impl Schedules {
         let mut n = 0;
         for old in self.list(tenant).await? {
             if old.paused {
+                continue;
+            }
+            // Fired by its group's fire, its definition not yet cleaned: done, as the cleaning
+            // would have it (moved, it would be owed again in the new zone).
+            if self.has_fired(&old).await? {
+                if self.remove(tenant, &old.def.name).await? {
+                    n += 1;
+                }
                 continue;
             }
             let now = self.clock.now_ms();
