@@ -168,6 +168,51 @@ async fn a_campaign_whose_head_was_lost_is_fixed_all_the_same_and_fires_each_mem
     assert!(left(&local, &p).await.is_empty(), "{:?}", left(&local, &p).await);
 }
 
+/// A member whose tenant moves while its page of a fixed campaign is being written (the page
+/// read it in Berlin): its retarget counts its leaving on the head, the page's transaction is
+/// refused and read again without it, and it fires once, in New York. Without the count, it fired
+/// in both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_moved_while_its_page_is_written_fires_once_where_it_went() {
+    let local = Local::new().await;
+    let p = unique("campaignm");
+    ok(&tickctl(&local, &p, &["provision"]));
+    let (deps, queue) = sweep(&local, &p, None);
+    local.clock.set(ms("2026-12-24T06:00:00Z"));
+    let ids: Vec<String> = (0..60).map(|i| format!("v{i:02}")).collect();
+    let tenants: Vec<Tenant> = ids.iter().map(|id| Tenant::new(id.as_str(), "Europe/Berlin")).collect();
+    pulse_sweep::add_tenants(&deps, &tenants).await.unwrap();
+    let rows = ids.iter().map(|id| (id.clone(), "Europe/Berlin".to_string(), def("call", AT))).collect();
+    deps.schedules.put_many(rows, &POLICY).await.unwrap();
+    tick(&local, &deps, "2026-12-24T06:15:00Z").await;
+    tick(&local, &deps, "2026-12-24T06:30:00Z").await;
+    // The fix (the tick's first transaction) lands; its page's (the second) stalls.
+    let faults = Faults::new();
+    faults.plan(Planned { op: Some("TransactWriteItems"), nth: 2, fault: Fault::Stall });
+    let (racing, _) = sweep(&local, &p, Some(&faults));
+    local.clock.set(ms("2026-12-24T08:00:00Z"));
+    let t = Tick::parse(&Tick::envelope(ms("2026-12-24T08:00:00Z"), false)).unwrap();
+    let run = tokio::spawn(async move { pulse_sweep::run(&racing, &t, &Unlimited, "racing").await });
+    while !faults.is_stalled() {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    deps.tenants.move_zone("v50", "America/New_York").await.unwrap();
+    assert_eq!(deps.schedules.retarget("v50", "America/New_York").await.unwrap(), 1, "moved: not fired yet");
+    faults.release();
+    let r = run.await.unwrap().unwrap();
+    assert_eq!(r.fires, 59, "{r:?}");
+    for at in ["2026-12-24T08:15:00Z", "2026-12-24T14:00:00Z"] {
+        tick(&local, &deps, at).await;
+    }
+    let want: BTreeSet<_> = ids
+        .iter()
+        .filter(|id| *id != "v50")
+        .map(|id| fire(id, "call", OCC))
+        .chain([fire("v50", "call", "2026-12-24T09:00:00-05:00")])
+        .collect();
+    assert_eq!(fires(&local, &queue).await, want);
+}
+
 /// A campaign of 1,100 (a first page of 40, a page of a thousand, one of 60) fired by a sweep
 /// whose every tick is a process with random faults (throttles, conflicts, unprocessed batch
 /// items, lost answers, and a crash before or after a random call), a tick every quarter hour,

@@ -197,8 +197,7 @@ pub struct BurstTime {
     /// A campaign's cleaning's write units: a plain delete of each member's membership and of its
     /// definition.
     pub clean_write_units: f64,
-    /// A campaign's cleaning's read units: its member pages, and each member's tenant (strongly
-    /// consistent).
+    /// A campaign's cleaning's read units: its member pages (strongly consistent, a unit each 4 KB).
     pub clean_read_units: f64,
     /// The control table's write units the burst spends (its groups' records; a one-off's
     /// members' and definitions' deletes).

@@ -49,6 +49,7 @@ fn record(g: &Group, due_ms: i64, cursor: Option<&str>) -> DueRecord {
         plan_at: cursor.map(|_| due_ms),
         shard: None,
         stage: tickwork::schedules::Stage::Open,
+        leaves_seen: None,
     }
 }
 

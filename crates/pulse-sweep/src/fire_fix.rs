@@ -1,8 +1,8 @@
-//! A one-off group larger than its first page fixed before it fires: its head marked `firing` at
-//! the joins read just before, in a fenced transaction of its own ([`RecordEnd::Fix`]), so that a
-//! join landing between the read and the write refuses it only within one round trip (read
-//! again, and tried again at once); then its members are fired from its start, a thousand a
-//! page, behind the record's cursor.
+//! A one-off group larger than its first page fixed before it fires: its head marked `firing` in
+//! a fenced transaction of its own ([`RecordEnd::Fix`]), then its members fired from its start, a
+//! thousand a page, behind the record's cursor. No join is lost or passed over: one committed
+//! before the fix is read by the pages read after it, and one after it is refused (a join is
+//! conditional on the head not firing) and goes to another generation of the group.
 
 use tickwork::lease::{fenced_write, Fence, Fenced};
 use tickwork::schedules::{DueRecord, RecordEnd, Stage};
@@ -10,7 +10,7 @@ use tickwork::schedules::{DueRecord, RecordEnd, Stage};
 use crate::deps::Deps;
 use crate::report::PulseError;
 
-/// Times a fix refused by a join is tried again at once, the joins read again each time.
+/// Times a fix refused by its head (put, or lost, since it was read) is tried again at once.
 const FIX_ATTEMPTS: u32 = 5;
 
 /// How fixing a group went.
@@ -28,19 +28,19 @@ pub(crate) async fn fix(deps: &Deps, fence: &Fence, rec: &DueRecord, now_ms: i64
     let s = &deps.schedules;
     let plan_at = rec.plan_at.unwrap_or(now_ms);
     for _ in 0..FIX_ATTEMPTS {
-        let joins = s.head_joins(&rec.group.id()).await?;
-        let items = s.record_items(rec, &RecordEnd::Fix { joins }, &[], plan_at);
+        let head = s.head_joins(&rec.group.id()).await?.is_some();
+        let items = s.record_items(rec, &RecordEnd::Fix { head }, &[], plan_at);
         match fenced_write(&deps.db, fence, items).await? {
             Fenced::Written => {
                 let fixed = DueRecord { stage: Stage::Fixed, cursor: None, plan_at: Some(plan_at), ..rec.clone() };
                 return Ok(Fixing::Fixed(Box::new(fixed)));
             }
             Fenced::Stale => return Ok(Fixing::LeaseLost),
-            // The head (a join since the read): read again, at once.
+            // The head (put or lost since the read): read again, at once.
             Fenced::ConditionFailed { index: 1, .. } => continue,
             Fenced::ConditionFailed { .. } => return Ok(Fixing::Refused),
         }
     }
-    tracing::warn!(group = %rec.group.id(), "a one-off group kept gaining members while it was being fixed: its shard is read again");
+    tracing::warn!(group = %rec.group.id(), "a one-off group's head kept changing while it was being fixed: its shard is read again");
     Ok(Fixing::Refused)
 }

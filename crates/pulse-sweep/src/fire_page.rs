@@ -20,6 +20,9 @@ use crate::report::{PulseError, Report};
 /// Due records read a page.
 pub const FIRE_PAGE: i32 = 200;
 
+/// Times a fixed group's page refused by a member leaving it is read again at once.
+const PAGE_RETRIES: u32 = 5;
+
 /// Records whose pages are gathered for one transaction: a page of due records. A daily group's
 /// record writes nothing in it (its successor is put before it), so a page of distinct timers is
 /// one transaction; records that do (a one-off retired, its members and definitions deleted with
@@ -235,6 +238,7 @@ async fn run_alone(
 ) -> Result<Wrote, PulseError> {
     let sk = sk_of(deps, &seg.rec);
     let mut own_tenants = None;
+    let mut refused = 0;
     loop {
         let t = own_tenants.as_ref().unwrap_or(tenants);
         let Action::Page(planned, read) = &seg.action else { unreachable!("a set-aside record has one page") };
@@ -254,10 +258,20 @@ async fn run_alone(
         }
         let to = if moves_on(&end) { "" } else { sk.as_str() };
         let (rec, planned) = (seg.rec.clone(), (**planned).clone());
-        let w = write_chunk(deps, fence, now_ms, k, cursor, (vec![seg], Vec::new()), to, t, last_try, budget, report);
+        let last = last_try && refused >= PAGE_RETRIES;
+        let w = write_chunk(deps, fence, now_ms, k, cursor, (vec![seg], Vec::new()), to, t, last, budget, report);
         match Box::pin(w).await? {
-            Wrote::On => {}
+            Wrote::On => refused = 0,
             Wrote::SetAside => return Ok(Wrote::On),
+            // A fixed group's page refused (a member left the group after the page read it):
+            // read again at once, here, not the whole shard.
+            Wrote::Reread if rec.stage == Stage::Fixed && refused < PAGE_RETRIES => {
+                refused += 1;
+                let read = Box::pin(read_page(deps, &rec, &planned)).await?;
+                seg = Segment { rec, action: Action::Page(Box::new(planned), read) };
+                own_tenants = Some(Box::pin(read_tenants(deps, &[&seg])).await?);
+                continue;
+            }
             other => return Ok(other),
         }
         let RecordEnd::Advance(last) = end else { return Ok(Wrote::On) };

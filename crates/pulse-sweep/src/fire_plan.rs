@@ -66,6 +66,9 @@ pub(crate) struct PageRead {
     pub(crate) joins: Option<u64>,
     /// Found empty, and its head not there either: a record left over (see [`RecordEnd::Pass`]).
     pub(crate) headless: bool,
+    /// A fixed group's head's count of members that left it, read before the page (its
+    /// transaction is conditional on it: [`DueRecord::leaves_seen`]).
+    pub(crate) leaves: Option<i64>,
 }
 
 /// One record and what its page does.
@@ -124,7 +127,7 @@ pub(crate) fn page_end(rec: &DueRecord, p: &Planned, read: &PageRead, now_ms: i6
     let retire = |joins: u64| RecordEnd::Retire { joins, successor: own_successor(rec).ok().flatten() };
     let open_one_off = p.plan.finished && rec.stage == Stage::Open;
     match (read.more, last) {
-        (true, Some(_)) if open_one_off => RecordEnd::Fix { joins: read.joins },
+        (true, Some(_)) if open_one_off => RecordEnd::Fix { head: read.joins.is_some() },
         (true, Some(last)) => RecordEnd::Advance(last),
         _ if p.plan.finished && rec.stage == Stage::Fixed => RecordEnd::Replaced(cleaning(rec, now_ms)),
         _ if p.plan.finished => read.joins.map_or(RecordEnd::Done(None), retire),
@@ -175,8 +178,9 @@ pub(crate) struct ChunkPlan {
     /// Fired one-off groups whose members and definitions are to be cleaned once this is written.
     pub(crate) cleaning: Vec<Group>,
     /// Definitions of a fixed group's members passed over as moved or unreadable (group, tenant,
-    /// `ver`): unlinked from it before the transaction, so that its cleaning keeps them.
-    pub(crate) unlink: Vec<(Group, String, u64)>,
+    /// `ver` when its member read): unlinked from it before the transaction, so that its cleaning
+    /// keeps them and no writer takes them for fired.
+    pub(crate) unlink: Vec<(Group, String, Option<u64>)>,
 }
 
 /// The writes and counts of `segs` at `now_ms`, their members' tenants read as `tenants` (an id
@@ -213,6 +217,8 @@ pub(crate) fn chunk_plan(segs: &[Segment], tenants: &HashMap<String, TenantRead>
             Action::Page(p, read) => (p, read),
         };
         let end = page_end(rec, plan, read, now_ms);
+        // A fixed group's page is conditional on the members that left it as read before it.
+        let rec = &DueRecord { leaves_seen: read.leaves, ..rec.clone() };
         // A group fixed fires nothing in that transaction: fixed, its pages are read from its
         // start (the sweep fixes a group in a transaction of its own, the joins read just before).
         if matches!(end, RecordEnd::Fix { .. }) {
@@ -239,6 +245,9 @@ pub(crate) fn chunk_plan(segs: &[Segment], tenants: &HashMap<String, TenantRead>
                     if retires {
                         finished.push((tenant.clone(), None));
                     }
+                    if fixed {
+                        c.unlink.push((rec.group.clone(), tenant.clone(), None));
+                    }
                     continue;
                 }
             };
@@ -250,7 +259,7 @@ pub(crate) fn chunk_plan(segs: &[Segment], tenants: &HashMap<String, TenantRead>
                         finished.push((m.tenant.clone(), None));
                     }
                     if fixed {
-                        c.unlink.push((rec.group.clone(), m.tenant.clone(), m.ver));
+                        c.unlink.push((rec.group.clone(), m.tenant.clone(), Some(m.ver)));
                     }
                     continue;
                 }
@@ -265,7 +274,7 @@ pub(crate) fn chunk_plan(segs: &[Segment], tenants: &HashMap<String, TenantRead>
                 if retires {
                     finished.push((m.tenant.clone(), (!keeps_def).then_some(m.ver)));
                 } else if fixed && keeps_def {
-                    c.unlink.push((rec.group.clone(), m.tenant.clone(), m.ver));
+                    c.unlink.push((rec.group.clone(), m.tenant.clone(), Some(m.ver)));
                 }
             }
             match fate {
@@ -419,13 +428,14 @@ mod tests {
             more,
             joins,
             headless: false,
+            leaves: None,
         };
         // An open one-off's first page, more to come: the group fixed at the joins read before it,
         // nothing fired with it (fixed, its pages are read from its start).
-        assert_eq!(page_end(&rec, &p, &read(3, true, Some(4)), NOW), RecordEnd::Fix { joins: Some(4) });
+        assert_eq!(page_end(&rec, &p, &read(3, true, Some(4)), NOW), RecordEnd::Fix { head: true });
         let seg = Segment { rec: rec.clone(), action: Action::Page(Box::new(p.clone()), read(3, true, Some(4))) };
         let c = chunk_plan(&[seg], &[berlin("t0"), berlin("t1"), berlin("t2")].into_iter().collect(), NOW);
-        assert_eq!((c.fired, c.ends[0].1.clone()), (0, RecordEnd::Fix { joins: Some(4) }));
+        assert_eq!((c.fired, c.ends[0].1.clone()), (0, RecordEnd::Fix { head: true }));
         // Fixed: a full page moves the cursor on; the last leaves a cleaning record after the
         // sweep's instant (its members and definitions are deleted after the fire).
         let fixed = DueRecord { stage: Stage::Fixed, cursor: Some("t2".into()), ..rec.clone() };
@@ -439,7 +449,7 @@ mod tests {
         ts.insert("t1".into(), TenantRead::Found(Tenant::new("t1", "America/New_York")));
         let c = chunk_plan(&[seg], &ts, NOW);
         assert_eq!((c.fired, c.ends[0].2.len(), c.cleaning.len()), (2, 0, 1), "fired; cleaned after, not in it");
-        assert_eq!(c.unlink, [(rec.group.clone(), "t1".to_string(), 7)]);
+        assert_eq!(c.unlink, [(rec.group.clone(), "t1".to_string(), Some(7))]);
         // The cleaning record's visits: members left, moved on and cleaned after; none, closed
         // (its head kept, firing, to expire when no one can join its one-off).
         let clean = |head, empty| Segment { rec: c_rec(&fixed), action: Action::Clean { head, empty, expires_s: 9 } };

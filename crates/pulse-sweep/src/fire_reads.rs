@@ -23,14 +23,16 @@ pub(crate) async fn read_page(deps: &Deps, rec: &DueRecord, p: &Planned) -> Resu
     let limit = member_page(&p.plan, rec.stage) as i32;
     let start = if open_one_off { None } else { rec.cursor.as_deref() };
     let joins = if open_one_off { s.head_joins(&gid).await? } else { None };
+    // Fixed: the members that left it, before the page (its transaction is conditional on them).
+    let leaves = if rec.stage == Stage::Fixed { Some(s.head_leaves(&gid).await?) } else { None };
     let (members, more) = s.members_page(&gid, start, limit).await?;
     if !members.is_empty() || rec.cursor.is_some() || p.plan.finished {
-        return Ok(PageRead { members, more, joins, headless: false });
+        return Ok(PageRead { members, more, joins, headless: false, leaves });
     }
     let joins = s.head_joins(&gid).await?;
     let (members, more) = s.members_page(&gid, None, limit).await?;
     let empty = members.is_empty();
-    Ok(PageRead { members, more, joins: joins.filter(|_| empty), headless: empty && joins.is_none() })
+    Ok(PageRead { members, more, joins: joins.filter(|_| empty), headless: empty && joins.is_none(), leaves })
 }
 
 /// A cleaning record's visit: whether its group's head is there and a member is left, and when

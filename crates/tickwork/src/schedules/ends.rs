@@ -4,7 +4,9 @@
 
 use std::collections::HashMap;
 
-use super::record::{def_pk, head_key, DueRecord, Stage, CURSOR, FIRED, FIRED_ALL, FIRING, JOINS, PLAN_AT, STAGE};
+use super::record::{
+    def_pk, head_key, DueRecord, Stage, CURSOR, FIRED, FIRED_ALL, FIRING, JOINS, LEAVES, PLAN_AT, STAGE,
+};
 use super::store::Schedules;
 use super::writes::{member_delete, record_put};
 use crate::clock::Millis;
@@ -18,12 +20,12 @@ pub enum RecordEnd {
     Advance(String),
     /// A one-off group's first page, more members following: nothing fired; the record's
     /// stage set to [`Stage::Fixed`] (its member cursor cleared: fixed, it is read from its
-    /// group's start), and the head marked `firing` at the joins read just before (or put so,
-    /// when the group has none): a member that joined after that read refuses the transaction,
-    /// and every later join goes to another generation of the group.
+    /// group's start after this commits, so every member that joined before is read), and the
+    /// head marked `firing` (or put so, when the group has none): a join is conditional on its
+    /// absence, so every later one goes to another generation of the group.
     Fix {
-        /// The head's joins, as read; `None`: no head.
-        joins: Option<u64>,
+        /// The group has a head (as read).
+        head: bool,
     },
     /// Every member done: the shard's cursor moves past the record (in the same transaction), and
     /// this successor is put with it (one written before the transaction is not here).
@@ -72,12 +74,12 @@ impl Schedules {
         let gid = rec.group.id();
         let mut out = Vec::new();
         match end {
-            RecordEnd::Fix { joins } => out.extend(self.fix_items(rec, *joins, plan_at)),
+            RecordEnd::Fix { head } => out.extend(self.fix_items(rec, *head, plan_at)),
             RecordEnd::Advance(to) => {
                 out.push(self.advance(rec, to, plan_at));
                 // A fixed group's progress on its head: a schedule at or before it has fired.
                 if rec.stage == Stage::Fixed {
-                    out.push(self.head_mark(&gid, "SET #m = :v", FIRED, av_s(to)));
+                    out.push(self.head_progress(rec, FIRED, av_s(to)));
                 }
             }
             RecordEnd::Done(next) => out.extend(next.iter().map(|n| record_put(&self.table, &self.job, n))),
@@ -86,12 +88,12 @@ impl Schedules {
                 out.push(record_put(&self.table, &self.job, next));
                 // A fixed group's last page: every member fired.
                 if rec.stage == Stage::Fixed {
-                    out.push(self.head_mark(&gid, "SET #m = :v", FIRED_ALL, AttributeValue::Bool(true)));
+                    out.push(self.head_progress(rec, FIRED_ALL, AttributeValue::Bool(true)));
                 }
             }
             RecordEnd::Close { expires_s } => {
                 out.push(self.record_delete(rec));
-                out.push(self.head_mark(&gid, "SET #m = :v", TTL, av_n(*expires_s)));
+                out.push(self.head_mark(&gid, TTL, av_n(*expires_s), None));
             }
             RecordEnd::Pass => {}
             RecordEnd::Retire { joins, successor } => {
@@ -150,9 +152,9 @@ impl Schedules {
         TransactWriteItem::builder().update(u).build()
     }
 
-    /// `rec`'s group fixed ([`RecordEnd::Fix`]), its head's `joins` as read just before (`None`:
-    /// it has none, and is put, firing): the sweep's transaction, fenced, with nothing else.
-    pub fn fix_items(&self, rec: &DueRecord, joins: Option<u64>, plan_at: Millis) -> Vec<TransactWriteItem> {
+    /// `rec`'s group fixed ([`RecordEnd::Fix`]), `head` whether it has a head (as read: none, it is
+    /// put, firing): the sweep's transaction, fenced, with nothing else.
+    pub fn fix_items(&self, rec: &DueRecord, head: bool, plan_at: Millis) -> Vec<TransactWriteItem> {
         let (cond, seen) = record_condition(rec);
         let mut values: HashMap<String, AttributeValue> = [
             (":st".to_string(), av_s(Stage::Fixed.as_attr().expect("fixed has an attribute"))),
@@ -173,22 +175,21 @@ impl Schedules {
             .set_expression_attribute_values(Some(values))
             .build()
             .expect("update is whole");
-        let head = match joins {
-            Some(j) => {
+        let head = match head {
+            true => {
                 let u = Update::builder()
                     .table_name(&self.table)
                     .set_key(Some(head_key(&self.job, &rec.group.id())))
                     .update_expression("SET #f = :due")
-                    .condition_expression("#j = :j")
+                    .condition_expression("attribute_exists(#pk)")
                     .expression_attribute_names("#f", FIRING)
-                    .expression_attribute_names("#j", JOINS)
+                    .expression_attribute_names("#pk", PK)
                     .expression_attribute_values(":due", av_n(rec.due_ms))
-                    .expression_attribute_values(":j", av_n(j))
                     .build()
                     .expect("update is whole");
                 TransactWriteItem::builder().update(u).build()
             }
-            None => {
+            false => {
                 let mut item = rec.group.head_item(&self.job);
                 item.insert(JOINS.to_string(), av_n(0));
                 item.insert(FIRING.to_string(), av_n(rec.due_ms));
@@ -198,20 +199,34 @@ impl Schedules {
         vec![TransactWriteItem::builder().update(u).build(), head]
     }
 
-    /// An update of group `gid`'s head, only while it is firing: `set` with `#m` naming `attr`
-    /// and `:v` its value.
-    fn head_mark(&self, gid: &str, set: &str, attr: &str, v: AttributeValue) -> TransactWriteItem {
+    /// A fixed group's progress on its head (`attr` set to `v`), conditional on the members that
+    /// left it being those the sweep read before the page ([`DueRecord::leaves_seen`]): a member
+    /// moved, paused or removed since (its page read it) refuses the page, which is read again.
+    fn head_progress(&self, rec: &DueRecord, attr: &str, v: AttributeValue) -> TransactWriteItem {
+        self.head_mark(&rec.group.id(), attr, v, Some(rec.leaves_seen.unwrap_or(0)))
+    }
+
+    /// `attr` set to `v` on group `gid`'s head, only while it is firing (and, with `leaves`,
+    /// while its count of members that left is that).
+    fn head_mark(&self, gid: &str, attr: &str, v: AttributeValue, leaves: Option<i64>) -> TransactWriteItem {
         let u = Update::builder()
             .table_name(&self.table)
             .set_key(Some(head_key(&self.job, gid)))
-            .update_expression(set)
-            .condition_expression("attribute_exists(#f)")
+            .update_expression("SET #m = :v")
             .expression_attribute_names("#f", FIRING)
             .expression_attribute_names("#m", attr)
-            .expression_attribute_values(":v", v)
-            .build()
-            .expect("update is whole");
-        TransactWriteItem::builder().update(u).build()
+            .expression_attribute_values(":v", v);
+        let u = match leaves {
+            None => u.condition_expression("attribute_exists(#f)"),
+            Some(0) => u
+                .condition_expression("attribute_exists(#f) AND attribute_not_exists(#lv)")
+                .expression_attribute_names("#lv", LEAVES),
+            Some(n) => u
+                .condition_expression("attribute_exists(#f) AND #lv = :lv")
+                .expression_attribute_names("#lv", LEAVES)
+                .expression_attribute_values(":lv", av_n(n)),
+        };
+        TransactWriteItem::builder().update(u.build().expect("update is whole")).build()
     }
 
     /// `rec`'s delete, at the member cursor the sweep read.

@@ -144,6 +144,7 @@ fn next_record(group: &Group, tz: &jiff::tz::TimeZone, after_ms: Millis) -> Resu
         plan_at: None,
         shard: None,
         stage: super::record::Stage::Open,
+        leaves_seen: None,
     }))
 }
 

@@ -295,6 +295,7 @@ mod tests {
             plan_at: None,
             shard: None,
             stage: Stage::Open,
+            leaves_seen: None,
         };
         let mut item = rec.to_item("j");
         let q = Quarantined::of(item.clone(), "x", 5);
@@ -338,5 +339,36 @@ mod tests {
         let mut other = head.clone();
         other.insert("name".into(), av_s("other"));
         assert!(Quarantined::of(item, "fold", 5).repaired(Some(&other)).unwrap_err().contains("another group"));
+    }
+
+    #[test]
+    fn a_record_of_a_campaign_being_fired_is_repaired_only_in_the_stage_it_names() {
+        let def = ScheduleDef::new("call", "at 2025-12-24T09:00".parse().unwrap(), 0, Dst::default()).unwrap();
+        let g = Group::of("acme", &def, "Europe/Berlin");
+        let due = 1_766_563_200_000; // 2025-12-24T08:00Z, 09:00 in Berlin
+        let rec = DueRecord {
+            due_ms: due,
+            pos_ms: due,
+            group: g.clone(),
+            after_ms: due - 1,
+            cursor: Some("m-0500".into()),
+            plan_at: Some(due),
+            shard: None,
+            stage: Stage::Fixed,
+            leaves_seen: None,
+        };
+        let mut item = rec.to_item("j");
+        item.insert("fold".into(), av_s("sideways"));
+        let mut firing = g.head_item("j");
+        firing.insert(FIRING.into(), av_n(due));
+        // Fixed, its cursor kept: it goes on after the member it had reached.
+        let (r, _) = Quarantined::of(item.clone(), "fold", 5).repaired(Some(&firing)).unwrap();
+        assert_eq!((r.stage, r.cursor.as_deref()), (Stage::Fixed, Some("m-0500")));
+        // Its stage unreadable too: rebuilt open, it would fire the fixed pages' members again.
+        item.insert(STAGE.into(), av_s("later"));
+        let q = Quarantined::of(item.clone(), "stage", 5);
+        assert!(q.repaired(Some(&firing)).unwrap_err().contains("fire them again"));
+        // A head not firing (a group of fewer members, never fixed): rebuilt open.
+        assert_eq!(q.repaired(Some(&g.head_item("j"))).unwrap().0.stage, Stage::Open);
     }
 }

@@ -146,6 +146,10 @@ pub struct DueRecord {
     pub shard: Option<u32>,
     /// Where a one-off group's fire is ([`Stage`]).
     pub stage: Stage,
+    /// Members that left its fixed group (the head's `leaves`), as the sweep read them before
+    /// this page: the page's transaction is conditional on it, so a member moved, paused or
+    /// removed while its page was read is not fired there (and again where it went). Not stored.
+    pub leaves_seen: Option<i64>,
 }
 
 /// Where a one-off group's fire is. A recurring group's record is always [`Stage::Open`].
@@ -257,6 +261,9 @@ pub const FIRING: &str = "firing";
 pub const FIRED: &str = "fired";
 /// A firing head's mark that every member was fired.
 pub const FIRED_ALL: &str = "fired_all";
+/// A firing head's count of members that left it before they were fired (a writer's move,
+/// pause or removal).
+pub const LEAVES: &str = "leaves";
 /// What separates a group's id from its generation's number.
 const GEN_MARK: &str = "-g";
 /// The record's member cursor attribute (the sweep's conditions name it).
@@ -520,6 +527,7 @@ impl DueRecord {
             plan_at: get_i64(item, PLAN_AT),
             shard: get_s(item, PK).and_then(shard_of_pk),
             stage: Stage::from_attr(get_s(item, STAGE))?,
+            leaves_seen: None,
         })
     }
 }
@@ -594,6 +602,7 @@ mod tests {
             plan_at: Some(7),
             shard: None,
             stage: Stage::Fixed,
+            leaves_seen: None,
         };
         let item = r.to_item("pulse-sweep");
         // Read back with the shard its key names: the one its group's id gives.
@@ -661,6 +670,7 @@ mod tests {
             plan_at: None,
             shard: Some(old),
             stage: Stage::Open,
+            leaves_seen: None,
         };
         let item = r.to_item("j");
         assert_eq!(get_s(&item, PK), Some(format!("sdue#j#{old}").as_str()));

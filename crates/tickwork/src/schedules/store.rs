@@ -219,11 +219,11 @@ impl Schedules {
                 .expect("delete has table and key");
             let mut items = vec![aws_sdk_dynamodb::types::TransactWriteItem::builder().delete(del).build()];
             items.extend(old.group.as_deref().map(|g| member_delete(&self.table, &self.job, g, tenant)));
+            // Leaving a fixed fire that has not reached it (fired meanwhile: read again, and done).
+            items.extend(self.leave_item(&old).await?);
             match self.db.transact_write(items).await {
                 Ok(_) => return Ok(true),
-                Err(DbError::TransactionCanceled { reasons })
-                    if reasons.first().is_some_and(|r| r.condition_failed()) =>
-                {
+                Err(DbError::TransactionCanceled { reasons }) if reasons.iter().any(|r| r.condition_failed()) => {
                     continue
                 }
                 Err(e) => return Err(e.into()),
@@ -298,6 +298,11 @@ impl Schedules {
             let mut items = vec![def_put];
             if let Some(og) = old.and_then(|o| o.group.as_deref()).filter(|og| Some(*og) != s.group.as_deref()) {
                 items.push(member_delete(&self.table, &self.job, og, &s.tenant));
+                // Leaving a fixed fire that has not reached it: its page, if read, is refused (a
+                // page fired it meanwhile: this is refused, raced, and the caller reads again).
+                if let Some(o) = old {
+                    items.extend(self.leave_item(o).await?);
+                }
             }
             let mut head_at = usize::MAX;
             if let Some(((g, joins, record), m)) = join {
