@@ -41,26 +41,33 @@ async fn head(local: &Local, p: &str, job: &str, gid: &str) -> Option<tickwork::
     db.get_strong(&format!("{p}-control"), tickwork::schema::key(format!("shead#{job}#{gid}"), "-")).await.unwrap()
 }
 
+/// A provisioned stack (tables prefixed `p`), its sweep and queue: tenants `members` and `others`
+/// in Berlin added at 06:00Z and first seen by the 06:15Z and 06:30Z ticks (so the 08:00Z tick's
+/// transactions are the campaign's), `members` sharing the campaign's one-off.
+async fn campaign(local: &Local, p: &str, members: &[String], others: &[&str]) -> (pulse_sweep::Deps, String) {
+    ok(&tickctl(local, p, &["provision"]));
+    let (deps, queue) = sweep(local, p, None);
+    local.clock.set(ms("2026-12-24T06:00:00Z"));
+    let ids = members.iter().map(String::as_str).chain(others.iter().copied());
+    let tenants: Vec<Tenant> = ids.map(|id| Tenant::new(id, "Europe/Berlin")).collect();
+    pulse_sweep::add_tenants(&deps, &tenants).await.unwrap();
+    let rows = members.iter().map(|id| (id.clone(), "Europe/Berlin".to_string(), def("call", AT))).collect();
+    deps.schedules.put_many(rows, &POLICY).await.unwrap();
+    tick(local, &deps, "2026-12-24T06:15:00Z").await;
+    tick(local, &deps, "2026-12-24T06:30:00Z").await;
+    (deps, queue)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_campaign_is_fixed_before_it_fires_and_a_join_a_move_or_a_retarget_during_it_fires_once() {
     let local = Local::new().await;
     let p = unique("campaign");
-    ok(&tickctl(&local, &p, &["provision"]));
-    let (deps, queue) = sweep(&local, &p, None);
-    local.clock.set(ms("2026-12-24T06:00:00Z"));
     let ids: Vec<String> = (0..130).map(|i| format!("t{i:03}")).collect();
     // A racer joins while the group is being fixed; two join after it, one sorting before every
-    // member, one after.
+    // member, one after; one after the group is closed.
     let late = ["a-early", "z-late"];
     let everyone: Vec<&str> = ids.iter().map(String::as_str).chain(["racer"]).chain(late).collect();
-    let tenants: Vec<Tenant> =
-        everyone.iter().chain(&["m-after"]).map(|id| Tenant::new(*id, "Europe/Berlin")).collect();
-    pulse_sweep::add_tenants(&deps, &tenants).await.unwrap();
-    let rows = ids.iter().map(|id| (id.clone(), "Europe/Berlin".to_string(), def("call", AT))).collect();
-    deps.schedules.put_many(rows, &POLICY).await.unwrap();
-    // The new tenants' first sight first: the 08:00Z tick's transactions are the fires'.
-    tick(&local, &deps, "2026-12-24T06:15:00Z").await;
-    tick(&local, &deps, "2026-12-24T06:30:00Z").await;
+    let (deps, queue) = campaign(&local, &p, &ids, &["racer", "a-early", "z-late", "m-after"]).await;
     let gen0 = Group::of("t000", &def("call", AT), "Europe/Berlin");
     let job = deps.cfg.job.clone();
     let gid = |s: Option<Schedule>| s.and_then(|s| s.group);
@@ -144,16 +151,8 @@ async fn a_campaign_is_fixed_before_it_fires_and_a_join_a_move_or_a_retarget_dur
 async fn a_campaign_whose_head_was_lost_is_fixed_all_the_same_and_fires_each_member_once() {
     let local = Local::new().await;
     let p = unique("campaignh");
-    ok(&tickctl(&local, &p, &["provision"]));
-    let (deps, queue) = sweep(&local, &p, None);
-    local.clock.set(ms("2026-12-24T06:00:00Z"));
     let ids: Vec<String> = (0..60).map(|i| format!("h{i:02}")).collect();
-    let tenants: Vec<Tenant> = ids.iter().map(|id| Tenant::new(id.as_str(), "Europe/Berlin")).collect();
-    pulse_sweep::add_tenants(&deps, &tenants).await.unwrap();
-    let rows = ids.iter().map(|id| (id.clone(), "Europe/Berlin".to_string(), def("call", AT))).collect();
-    deps.schedules.put_many(rows, &POLICY).await.unwrap();
-    tick(&local, &deps, "2026-12-24T06:15:00Z").await;
-    tick(&local, &deps, "2026-12-24T06:30:00Z").await;
+    let (deps, queue) = campaign(&local, &p, &ids, &[]).await;
     let gen0 = Group::of("h00", &def("call", AT), "Europe/Berlin");
     let key = tickwork::schema::key(format!("shead#{}#{}", deps.cfg.job, gen0.id()), "-");
     let db = local.fresh_db();
@@ -176,16 +175,8 @@ async fn a_campaign_whose_head_was_lost_is_fixed_all_the_same_and_fires_each_mem
 async fn a_member_moved_while_its_page_is_written_fires_once_where_it_went() {
     let local = Local::new().await;
     let p = unique("campaignm");
-    ok(&tickctl(&local, &p, &["provision"]));
-    let (deps, queue) = sweep(&local, &p, None);
-    local.clock.set(ms("2026-12-24T06:00:00Z"));
     let ids: Vec<String> = (0..60).map(|i| format!("v{i:02}")).collect();
-    let tenants: Vec<Tenant> = ids.iter().map(|id| Tenant::new(id.as_str(), "Europe/Berlin")).collect();
-    pulse_sweep::add_tenants(&deps, &tenants).await.unwrap();
-    let rows = ids.iter().map(|id| (id.clone(), "Europe/Berlin".to_string(), def("call", AT))).collect();
-    deps.schedules.put_many(rows, &POLICY).await.unwrap();
-    tick(&local, &deps, "2026-12-24T06:15:00Z").await;
-    tick(&local, &deps, "2026-12-24T06:30:00Z").await;
+    let (deps, queue) = campaign(&local, &p, &ids, &[]).await;
     // The fix (the tick's first transaction) lands; its page's (the second) stalls.
     let faults = Faults::new();
     faults.plan(Planned { op: Some("TransactWriteItems"), nth: 2, fault: Fault::Stall });
@@ -226,18 +217,10 @@ async fn a_campaign_under_random_faults_and_joins_fires_each_member_once_and_lea
     for seed in 0..seeds {
         let mut rng = fastrand::Rng::with_seed(seed);
         let p = unique("campaignf");
-        ok(&tickctl(&local, &p, &["provision"]));
-        let (deps, queue) = sweep(&local, &p, None);
-        local.clock.set(ms("2026-12-24T06:00:00Z"));
         let ids: Vec<String> = (0..1_100).map(|i| format!("m{i:04}")).collect();
         let late: Vec<String> = (0..20).map(|i| format!("{}{i:02}", ["a", "n", "z"][i % 3])).collect();
-        let tenants: Vec<Tenant> =
-            ids.iter().chain(&late).map(|id| Tenant::new(id.as_str(), "Europe/Berlin")).collect();
-        pulse_sweep::add_tenants(&deps, &tenants).await.unwrap();
-        let rows = ids.iter().map(|id| (id.clone(), "Europe/Berlin".to_string(), def("call", AT))).collect();
-        deps.schedules.put_many(rows, &POLICY).await.unwrap();
-        tick(&local, &deps, "2026-12-24T06:15:00Z").await;
-        tick(&local, &deps, "2026-12-24T06:30:00Z").await;
+        let others: Vec<&str> = late.iter().map(String::as_str).collect();
+        let (deps, queue) = campaign(&local, &p, &ids, &others).await;
         let mut joined: Vec<String> = Vec::new();
         let (mut at, mut crashes) = (ms("2026-12-24T08:00:00Z"), 0);
         for round in 0..40 {
