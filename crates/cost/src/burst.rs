@@ -354,6 +354,11 @@ pub fn burst(b: &BurstInput) -> BurstTime {
                     let left = (m - offset - (j - 1) * mpage).min(mpage);
                     t.member_pages += 1;
                     let gets = left.div_ceil(100);
+                    // A fixed page reads its head's count of members that left first.
+                    if fixed {
+                        sent(&mut t, 1, SMALL, false);
+                        shard += round(SMALL);
+                    }
                     sent(&mut t, 1, member_page(left, id), true);
                     sent(&mut t, gets, tenants(100.min(left), id), false);
                     sent(&mut t, 1, txn(1, left), false);
@@ -584,18 +589,20 @@ mod tests {
         let m = burst(&BurstInput { one_off: true, ..burst_of(1_000_000, 1) });
         // Its first page of 40 after its head's joins (a Query and a BatchGet of their tenants),
         // its head read again and the group fixed (a transaction), then from its start 1,000
-        // full pages (a Query, 10 BatchGets, a transaction each) and an empty one (a Query and a
+        // full pages (its head's leaves read, a Query, 10 BatchGets, a transaction each) and an
+        // empty one (the head, a Query and a
         // transaction, its record replaced by its cleaning record in it): a recurring group's
-        // requests and a few.
+        // requests, a head read a page, and a few.
         let daily = burst(&burst_of(1_000_000, 1));
         assert_eq!(m.member_pages, 1_002);
-        assert_eq!(m.requests, 8 + 2 + 1 + (1 + 1 + 1 + 1) + 1 + 1_000 * 12 + (1 + 1) + 3);
-        assert!(m.requests.abs_diff(daily.requests) < 20, "{} vs {}", m.requests, daily.requests);
+        assert_eq!(m.requests, 8 + 2 + 1 + (1 + 1 + 1 + 1) + 1 + 1_000 * 13 + (1 + 1 + 1) + 3);
+        assert_eq!(m.requests - daily.requests, 1_004, "a head read a page, the fix, its read, and the first page");
         // Nothing deleted in the hand-over: no member partition's floor, its write units its
-        // record's; handed over within the recurring group's time.
+        // record's; handed over within five minutes, a quarter slower than a recurring group when
+        // the requests bind (a round more a page: its head read before it).
         assert_eq!(m.member_floor_ms, 0.0);
         assert!((m.write_units - DUE_WCU_PER_GROUP).abs() < 1e-6, "{m:?}");
-        assert!(m.handover_ms <= daily.handover_ms * 1.01 && m.handover_ms < 300_000.0, "{m:?}");
+        assert!(m.handover_ms <= daily.handover_ms * 1.3 && m.handover_ms < 300_000.0, "{m:?} {daily:?}");
         // Cleaned after: a unit a member in its one member partition, 1,000 s at 1,000 a second,
         // 45 s of each minute: 23 visits, 1,330 s after the hand-over; its member pages' reads.
         assert!((m.clean_write_units - 2_000_000.0).abs() < 1e-6, "{m:?}");
