@@ -209,11 +209,11 @@ async fn a_member_moved_while_its_page_is_written_fires_once_where_it_went() {
 /// items, lost answers, and a crash before or after a random call), a tick every quarter hour,
 /// with members joining between ticks: every member, and every joiner, handed over exactly once,
 /// and once the faults stop, nothing left (definitions, members, heads, records). Seeds from
-/// `CAMPAIGN_SEEDS` (3 by default).
+/// `CAMPAIGN_SEEDS` (1 by default, `make test`'s time: about 50 s a seed here).
 #[tokio::test]
 async fn a_campaign_under_random_faults_and_joins_fires_each_member_once_and_leaves_nothing() {
     let local = Local::new().await;
-    let seeds: u64 = std::env::var("CAMPAIGN_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
+    let seeds: u64 = std::env::var("CAMPAIGN_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
     for seed in 0..seeds {
         let mut rng = fastrand::Rng::with_seed(seed);
         let p = unique("campaignf");
