@@ -16,7 +16,7 @@ use tickwork_tests::faults::{Fault, Faults, Planned, Rates};
 use tickwork_tests::{ms, unique, Local};
 
 use crate::binary::{ok, tickctl};
-use crate::schedules::{def, fire, fires, sweep, tick, POLICY};
+use crate::schedules::{def, fire, fires, stalled_tick, sweep, tick, POLICY};
 
 const AT: &str = "at 2026-12-24T09:00";
 const OCC: &str = "2026-12-24T09:00:00+01:00";
@@ -80,13 +80,7 @@ async fn a_campaign_is_fixed_before_it_fires_and_a_join_a_move_or_a_retarget_dur
     let faults = Faults::new();
     faults.plan(Planned { op: Some("TransactWriteItems"), nth: 1, fault: Fault::Stall });
     faults.plan(Planned { op: Some("TransactWriteItems"), nth: 3, fault: Fault::CrashAfter });
-    let (racing, _) = sweep(&local, &p, Some(&faults));
-    local.clock.set(ms("2026-12-24T08:00:00Z"));
-    let t = Tick::parse(&Tick::envelope(ms("2026-12-24T08:00:00Z"), false)).unwrap();
-    let run = tokio::spawn(async move { pulse_sweep::run(&racing, &t, &Unlimited, "racing").await });
-    while !faults.is_stalled() {
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+    let run = stalled_tick(&local, &p, &faults, "2026-12-24T08:00:00Z").await;
     deps.schedules.put("racer", "Europe/Berlin", def("call", AT), &POLICY).await.unwrap();
     assert_eq!(gid(deps.schedules.get("racer", "call").await.unwrap()), Some(gen0.id()), "joined before the fix");
     faults.release();
@@ -180,13 +174,7 @@ async fn a_member_moved_while_its_page_is_written_fires_once_where_it_went() {
     // The fix (the tick's first transaction) lands; its page's (the second) stalls.
     let faults = Faults::new();
     faults.plan(Planned { op: Some("TransactWriteItems"), nth: 2, fault: Fault::Stall });
-    let (racing, _) = sweep(&local, &p, Some(&faults));
-    local.clock.set(ms("2026-12-24T08:00:00Z"));
-    let t = Tick::parse(&Tick::envelope(ms("2026-12-24T08:00:00Z"), false)).unwrap();
-    let run = tokio::spawn(async move { pulse_sweep::run(&racing, &t, &Unlimited, "racing").await });
-    while !faults.is_stalled() {
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+    let run = stalled_tick(&local, &p, &faults, "2026-12-24T08:00:00Z").await;
     deps.tenants.move_zone("v50", "America/New_York").await.unwrap();
     assert_eq!(deps.schedules.retarget("v50", "America/New_York").await.unwrap(), 1, "moved: not fired yet");
     faults.release();

@@ -706,3 +706,14 @@ fn the_cost_pages_burst_table_is_tickctls() {
     }
     assert_eq!(checked, 6, "every row checked");
 }
+
+/// docs/schedules.md's campaign: the first page's members and a tick's cleaning time are the code's.
+#[test]
+fn the_schedules_page_states_the_campaigns_first_page_and_cleaning_time_as_built() {
+    let doc = read("docs/schedules.md");
+    let first = format!("A one-off group's first page reads {} members", pulse_sweep::ONE_OFF_PAGE);
+    assert!(doc.contains(&first), "docs/schedules.md: `{first}`");
+    assert!(doc.contains(&format!("fewer than {} members retired", pulse_sweep::ONE_OFF_PAGE)));
+    let clean = format!("{} s a tick (`pulse_sweep::CLEAN_FOR_MS`)", pulse_sweep::CLEAN_FOR_MS / 1000);
+    assert!(doc.split_whitespace().collect::<Vec<_>>().join(" ").contains(&clean), "docs/schedules.md: `{clean}`");
+}

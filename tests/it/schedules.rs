@@ -36,6 +36,25 @@ pub(crate) async fn tick(local: &Local, deps: &pulse_sweep::Deps, at: &str) -> p
     Box::pin(pulse_sweep::run(deps, &t, &Unlimited, "w")).await.unwrap()
 }
 
+/// A tick at `at` by a sweep process of stack `prefix` with `faults`, run on its own task, once
+/// one of its calls is stalled there ([`Fault::Stall`]): the harness acts meanwhile, releases it,
+/// and awaits the tick.
+pub(crate) async fn stalled_tick(
+    local: &Local,
+    prefix: &str,
+    faults: &Faults,
+    at: &str,
+) -> tokio::task::JoinHandle<Result<pulse_sweep::Report, pulse_sweep::PulseError>> {
+    let (racing, _) = sweep(local, prefix, Some(faults));
+    local.clock.set(ms(at));
+    let t = Tick::parse(&Tick::envelope(ms(at), false)).unwrap();
+    let run = tokio::spawn(async move { pulse_sweep::run(&racing, &t, &Unlimited, "racing").await });
+    while !faults.is_stalled() {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    run
+}
+
 pub(crate) fn def(name: &str, spec: &str) -> ScheduleDef {
     ScheduleDef::new(name, spec.parse().unwrap(), 0, Dst::default()).unwrap()
 }
@@ -1108,13 +1127,7 @@ async fn a_schedule_added_while_a_tick_sets_sched_next_is_not_passed_over() {
         // `sched_next`; the fourth stalls.
         let stall = Faults::new();
         stall.plan(Planned { op: Some("UpdateItem"), nth: 4, fault: Fault::Stall });
-        let (racing, _) = sweep(&local, &p, Some(&stall));
-        local.clock.set(ms("2026-12-02T07:00:00Z"));
-        let t = Tick::parse(&Tick::envelope(ms("2026-12-02T07:00:00Z"), false)).unwrap();
-        let run = tokio::spawn(async move { pulse_sweep::run(&racing, &t, &Unlimited, "racing").await });
-        while !stall.is_stalled() {
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
+        let run = stalled_tick(&local, &p, &stall, "2026-12-02T07:00:00Z").await;
         // The tick found tomorrow's 08:00 the earliest; meanwhile 08:30 today is added.
         admin.schedules.put("acme", "Europe/Berlin", def("later", "daily 08:30"), &POLICY).await.unwrap();
         if handed_before_the_write {

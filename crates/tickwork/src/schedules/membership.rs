@@ -14,6 +14,18 @@ use aws_sdk_dynamodb::types::TransactWriteItem;
 /// How far past a writer's clock a sweep's cursor may be: its clock's skew, with room.
 pub(super) const CURSOR_REACH_MS: crate::clock::Millis = 3_600_000;
 
+/// The generation a join tries after generation `gen`, found firing, of a one-off due at `due_ms`
+/// (its first record's), at `now_ms`: past the first, the generation of the minute it comes in after
+/// the instant (1 in its first minute, and never before it: a writer's clock behind the sweep's),
+/// else the next. Pure.
+pub(super) fn next_generation(gen: u32, due_ms: Option<crate::clock::Millis>, now_ms: crate::clock::Millis) -> u32 {
+    let minute = match (gen, due_ms) {
+        (0, Some(due)) => u32::try_from((now_ms - due).max(0) / 60_000 + 1).unwrap_or(u32::MAX),
+        _ => 0,
+    };
+    minute.max(gen.saturating_add(1))
+}
+
 /// Heads a join reads looking for a generation of its group that is not firing: the first, then
 /// the generation of its minute, which is firing only when more than a first page joined it in
 /// that minute and it was fired (then the next, and so on).
@@ -42,11 +54,8 @@ impl Schedules {
                     // Past the first, a join goes to the generation of the minute it comes in
                     // after the one-off's instant (a fixed generation's head stays until no one
                     // can join, so a join counting up from 1 would walk past one a minute).
-                    let minute = match (g.gen, first_record(&g, m.owed_ms)?) {
-                        (0, Some(r)) => ((self.clock_now() - r.due_ms).max(0) / 60_000 + 1) as u32,
-                        _ => 0,
-                    };
-                    g = g.with_gen(minute.max(g.gen + 1));
+                    let due = first_record(&g, m.owed_ms)?.map(|r| r.due_ms);
+                    g = g.with_gen(next_generation(g.gen, due, self.clock_now()));
                     continue;
                 }
                 Some(_) => {
@@ -111,5 +120,21 @@ impl Schedules {
     /// conditional on the count it read).
     pub(super) fn cursor_bumps(&self, cursors: &Cursors) -> Vec<aws_sdk_dynamodb::types::TransactWriteItem> {
         cursors.iter().map(|(k, seen)| cursor_bump_item(&self.table, &self.job, *k, seen)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_join_after_a_fix_goes_to_the_generation_of_its_minute_and_past_a_firing_one_to_the_next() {
+        let due = 1_766_563_200_000;
+        assert_eq!(next_generation(0, Some(due), due), 1, "its first minute");
+        assert_eq!(next_generation(0, Some(due), due + 30 * 60_000 + 5), 31);
+        assert_eq!(next_generation(0, Some(due), due - 5_000), 1, "a writer's clock behind: never 0");
+        assert_eq!(next_generation(31, Some(due), due + 30 * 60_000), 32, "that one firing too: the next");
+        assert_eq!(next_generation(0, None, due), 1);
+        assert_eq!(next_generation(u32::MAX, None, due), u32::MAX, "no overflow");
     }
 }
